@@ -1,0 +1,44 @@
+# function-model-serving: the two commands are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SHARED_CRDS ?= $(abspath ../shared/crds)
+export SHARED_CRDS
+
+.PHONY: demo test venv tools generate check-generated clean
+
+# Set up and preview an example deployment on the example fleet.
+demo: venv
+	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
+	  $(VENV)/bin/function-model-serving preview --fleet examples/fleet \
+	    --deployment $${DEPLOYMENT:-examples/deployments/multinode-gang.yaml}
+
+# Set up and run the tests (builds the pinned crossplane CLI once, cached
+# outside the repo in ~/.cache/function-model-serving/tools).
+test: venv
+	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
+	  $(PY) -m pytest $(PYTEST_ARGS)
+
+# The virtualenv is rebuilt only when pyproject.toml changes.
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+tools:
+	bash hack/tools.sh
+
+# Regenerate the XRDs and the pydantic models from hack/gen_xrds.py.
+generate: venv
+	$(PY) hack/gen_xrds.py
+	$(PY) hack/gen_models.py
+
+check-generated: venv
+	$(PY) hack/gen_xrds.py --check
+	$(PY) hack/gen_models.py --check
+
+clean:
+	rm -rf $(VENV) .pytest_cache

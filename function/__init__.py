@@ -1,0 +1,1 @@
+"""function-model-serving: Crossplane composition functions for fleet-wide LLM serving."""

@@ -1,0 +1,18 @@
+"""Names of the modelplane.ai API that every module shares."""
+
+GROUP = "modelplane.ai"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Labels the scheduler puts on every ModelReplica; keys under GROUP/ are
+# reserved, so users cannot forge them through template metadata.
+LABEL_DEPLOYMENT = f"{GROUP}/deployment"
+LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_REPLICA_INDEX = f"{GROUP}/replica-index"
+# The node label that pins pods to their pool.
+LABEL_POOL = f"{GROUP}/pool"
+
+# Required-resource names the scheduler asks Crossplane for.
+REQUIRE_CLUSTERS = "inference-clusters"
+REQUIRE_REPLICAS = "model-replicas"
+REQUIRE_CLUSTER = "inference-cluster"

@@ -1,0 +1,76 @@
+"""InferenceCluster status: per-pool capacity from the replicas placed on it.
+
+The cluster composes nothing; the function reports `status.nodePools[]`
+(nodes, usedNodes, freeNodes) so platform teams can read their fleet with
+`kubectl get ic`, and marks the cluster not ready when the provider-kubernetes
+ClusterProviderConfig it names does not exist, which keeps the scheduler from
+placing new replicas on a cluster nothing can reach.
+"""
+
+from __future__ import annotations
+
+from crossplane.function import resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import structs
+
+from function.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
+from function.capacity import replica_usage
+
+PROVIDER_CONFIG = "provider-config"
+PROVIDER_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+
+
+def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
+    ic = structs.to_dict(req.observed.composite.resource)
+    name = (ic.get("metadata") or {}).get("name", "")
+    spec = ic.get("spec") or {}
+    pools = spec.get("nodePools") or []
+
+    # Ask for the replicas placed here (every namespace) and the provider
+    # config. Requirements are declared on every call so they stay stable.
+    response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, "ModelReplica",
+                               match_labels={LABEL_CLUSTER: name})
+    ref = spec.get("providerConfigRef") or {}
+    if ref.get("name"):
+        response.require_resources(rsp, PROVIDER_CONFIG, PROVIDER_API_VERSION,
+                                   ref.get("kind") or "ClusterProviderConfig",
+                                   match_name=ref["name"])
+    if REQUIRE_REPLICAS not in req.required_resources:
+        return  # Crossplane calls again with the requirements resolved.
+
+    used: dict[str, int] = {}
+    for mr in structs.required(req, REQUIRE_REPLICAS):
+        mr_spec = mr.get("spec") or {}
+        if not isinstance(mr_spec, dict) or mr_spec.get("clusterName") != name:
+            continue  # a forged label; the spec is what places a replica
+        for pool, nodes in replica_usage(mr_spec.get("engines") or []).items():
+            used[pool] = used.get(pool, 0) + nodes
+
+    status_pools = []
+    for pool in pools:
+        nodes = int(pool.get("nodes") or 0)
+        in_use = used.get(pool.get("name"), 0)
+        status_pools.append({"name": pool.get("name"), "nodes": nodes, "usedNodes": in_use,
+                             "freeNodes": max(0, nodes - in_use)})
+        if in_use > nodes:
+            response.warning(rsp, f"pool {pool.get('name')!r} is overcommitted: {in_use} nodes "
+                             f"used of {nodes}; the schedulers re-place the youngest replicas")
+    resource.update(rsp.desired.composite, {"status": {
+        "nodes": sum(p["nodes"] for p in status_pools),
+        "freeNodes": sum(p["freeNodes"] for p in status_pools),
+        "nodePools": status_pools,
+    }})
+
+    if ref.get("name") and PROVIDER_CONFIG in req.required_resources \
+            and not structs.required(req, PROVIDER_CONFIG):
+        rsp.desired.composite.ready = fnv1.READY_FALSE
+        response.set_conditions(rsp, resource.Condition(
+            typ="Reachable", status="False", reason="ProviderConfigMissing",
+            message=f"{ref.get('kind') or 'ClusterProviderConfig'} {ref['name']!r} does not "
+                    "exist; create it so provider-kubernetes can reach this cluster"))
+    else:
+        rsp.desired.composite.ready = fnv1.READY_TRUE
+        response.set_conditions(rsp, resource.Condition(
+            typ="Reachable", status="True", reason="ProviderConfigFound" if ref.get("name")
+            else "LocalCluster"))

@@ -1,0 +1,47 @@
+"""The `function-model-serving` command: `serve` the gRPC function, `preview` offline."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from crossplane.function import cli as sdkcli
+
+from function import fn
+
+
+@click.group()
+def cli() -> None:
+    """Crossplane composition functions for fleet-wide LLM serving."""
+
+
+@cli.command()
+@sdkcli.standard_options
+def serve(**kwargs) -> None:
+    """Serve RunFunction over gRPC (mTLS unless --insecure)."""
+    sdkcli.run(fn.FunctionRunner(), **kwargs)
+
+
+@cli.command()
+@click.option("--fleet", "fleet_dir", default="examples/fleet", show_default=True,
+              type=click.Path(exists=True, file_okay=False),
+              help="Directory of InferenceCluster manifests.")
+@click.option("--deployment", default="examples/deployments/single-gpu.yaml", show_default=True,
+              type=click.Path(exists=True, dir_okay=False), help="A ModelDeployment manifest.")
+@click.option("--replicas", "replicas_dir", default=None, type=click.Path(file_okay=False),
+              help="Directory of existing ModelReplicas (the live ledger), optional.")
+@click.option("-o", "--output", type=click.Choice(["table", "yaml"]), default="table",
+              show_default=True, help="table: placements; yaml: every rendered object.")
+@click.option("--crossplane", "crossplane_bin", envvar="CROSSPLANE_CLI", default=None,
+              help="The crossplane CLI (default: the pinned build in the tool cache).")
+@click.option("--crossplane-binary", "core_bin", envvar="CROSSPLANE_CORE", default=None,
+              help="The core crossplane binary for `composition render` (default: tool cache).")
+def preview(**kwargs) -> None:
+    """Render a deployment on a fleet through the real crossplane CLI."""
+    from function.preview import run_preview  # heavy imports only for this command
+
+    sys.exit(run_preview(**kwargs))
+
+
+if __name__ == "__main__":
+    cli()

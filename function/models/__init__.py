@@ -1,0 +1,1 @@
+"""Pydantic models generated from apis/ by hack/gen_models.py."""

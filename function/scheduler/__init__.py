@@ -1,0 +1,173 @@
+"""The scheduler: ModelDeployment -> one ModelReplica per placed replica.
+
+This module is the I/O around the pure `plan()`: declare the required
+resources (InferenceClusters and every ModelReplica, for the capacity
+ledger), parse them, plan, and write desired ModelReplicas, status and
+conditions. It never drops an existing replica because an input is missing
+or unreadable; it keeps it and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from crossplane.function import resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import structs
+
+from function.api import (
+    API_VERSION,
+    LABEL_DEPLOYMENT,
+    REQUIRE_CLUSTERS,
+    REQUIRE_REPLICAS,
+)
+from function.models.modeldeployment import ModelDeployment
+from function.scheduler import output, reasons
+from function.scheduler.filters import Deployment
+from function.scheduler.model import Malformed, parse_cluster, parse_replica
+from function.scheduler.plan import Inputs, Plan, plan
+from function.validation import spec_errors
+
+MAX_MESSAGE = 4000
+
+
+def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
+    md = structs.to_dict(req.observed.composite.resource)
+    meta = md.get("metadata") or {}
+    tspec = (((md.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    errors = spec_errors(ModelDeployment, md, tspec)
+    if errors:
+        response.fatal(rsp, f"ModelDeployment {meta.get('namespace')}/{meta.get('name')} is "
+                       f"invalid: {'; '.join(errors)}")
+        return
+
+    selector = (tspec.get("clusterSelector") or {}).get("matchLabels") or None
+    response.require_resources(rsp, REQUIRE_CLUSTERS, API_VERSION, "InferenceCluster",
+                               match_labels=selector)
+    response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, "ModelReplica")
+
+    observed = {key: structs.to_dict(r.resource)
+                for key, r in sorted(req.observed.resources.items())
+                if r.resource.fields["kind"].string_value == "ModelReplica"}
+    if REQUIRE_CLUSTERS not in req.required_resources \
+            or REQUIRE_REPLICAS not in req.required_resources:
+        # Not resolved yet: keep everything that exists, decide nothing.
+        for key, mr in observed.items():
+            resource.update(rsp.desired.resources[key], output._echo(mr))
+        return
+
+    clusters, malformed = [], {}
+    for ic in structs.required(req, REQUIRE_CLUSTERS):
+        try:
+            clusters.append(parse_cluster(ic))
+        except Malformed as exc:
+            name = (ic.get("metadata") or {}).get("name", "?")
+            malformed[name] = str(exc)
+            response.warning(rsp, f"InferenceCluster {name} is malformed and skipped: {exc}")
+
+    ns, name = meta.get("namespace") or "", meta.get("name") or ""
+    own, keys, broken = [], {}, []
+    for key, mr in observed.items():
+        try:
+            r = parse_replica(mr)
+        except Malformed as exc:
+            broken.append((key, mr, str(exc)))
+            continue
+        own.append(r)
+        keys[(r.cluster, r.index)] = key
+    own_names = {(r.namespace, r.name) for r in own} | {
+        ((mr.get("metadata") or {}).get("namespace", ""), (mr.get("metadata") or {}).get("name"))
+        for _, mr, _ in broken}
+    others = []
+    for mr in structs.required(req, REQUIRE_REPLICAS):
+        m = mr.get("metadata") or {}
+        if (m.get("namespace", ""), m.get("name")) in own_names:
+            continue
+        if m.get("namespace", "") == ns and (m.get("labels") or {}).get(LABEL_DEPLOYMENT) == name:
+            continue  # ours but not (yet) observed as composed: counted through `own`
+        try:
+            others.append(parse_replica(mr))
+        except Malformed as exc:
+            response.warning(rsp, f"ModelReplica {m.get('namespace')}/{m.get('name')} is "
+                             f"malformed and left out of the capacity ledger: {exc}")
+
+    dep = Deployment(match_labels=selector or {}, tolerations=tspec.get("tolerations") or [],
+                     engines=tspec.get("engines") or [])
+    want = int((md.get("spec") or {}).get("replicas", 1))
+    result = plan(Inputs(replicas=want, deployment=dep, clusters=clusters,
+                         malformed_clusters=malformed, own=own, others=others))
+
+    for p in result.placements:
+        key = keys.get((p.cluster, p.index)) or output.resource_key(p.cluster, p.index)
+        resource.update(rsp.desired.resources[key], output.replica_manifest(md, p))
+    for key, mr, why in broken:
+        # Skip only the bad object: keep it as it is and say so.
+        resource.update(rsp.desired.resources[key], output._echo(mr))
+        response.warning(rsp, f"ModelReplica {key} is malformed and kept as is: {why}")
+    write_status(rsp, md, result, observed, keys)
+
+
+def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: Plan,
+                 observed: Mapping[str, Mapping[str, Any]], keys) -> None:
+    name = (md.get("metadata") or {}).get("name", "")
+    want = int((md.get("spec") or {}).get("replicas", 1))
+    placements, ready = [], 0
+    for p in result.placements:
+        mr_name = output.replica_name(name, p.cluster, p.index) if p.engines is not None \
+            else p.existing.name
+        seen = observed.get(keys.get((p.cluster, p.index), ""), {})
+        status = seen.get("status") or {}
+        is_ready = status.get("phase") == "Serving"
+        ready += is_ready
+        entry: dict[str, Any] = {"name": mr_name, "index": p.index, "cluster": p.cluster,
+                                 "pools": _pools(p), "ready": is_ready}
+        if status.get("endpoint"):
+            entry["endpoint"] = status["endpoint"]
+        placements.append(entry)
+    scheduled = len(result.placements)
+    resource.update(rsp.desired.composite, {"status": {
+        "replicas": {"desired": want, "scheduled": scheduled, "ready": ready},
+        "labelSelector": f"{LABEL_DEPLOYMENT}={name}",
+        "placements": placements,
+        "unscheduled": [{"index": i, "reason": r.message(f"replica {i}")[:4096]}
+                        for i, r in sorted(result.unscheduled.items())],
+    }})
+
+    if result.errors:
+        cond = ("False", "InvalidSelector", "; ".join(result.errors) +
+                "; existing replicas are kept as they are until the selector is fixed")
+    elif result.unscheduled or scheduled < want:
+        cond = ("False", "Unschedulable", _group(result.unscheduled))
+    elif any(p.engines is None for p in result.placements):
+        kept = [f"replica {p.index} on {p.cluster}: {p.note}" for p in result.placements
+                if p.engines is None]
+        cond = ("False", "KeptAsIs", "; ".join(kept + result.notes))
+    else:
+        cond = ("True", "AllScheduled", f"{scheduled}/{want} replicas scheduled")
+    response.set_conditions(rsp, resource.Condition(
+        typ="ReplicasScheduled", status=cond[0], reason=cond[1], message=cond[2][:MAX_MESSAGE]))
+    response.set_conditions(rsp, resource.Condition(
+        typ="ReplicasReady", status="True" if ready == want else "False",
+        reason="AllReady" if ready == want else "NotAllReady",
+        message=f"{ready}/{want} replicas serving"))
+    for note in result.notes:
+        response.normal(rsp, note[:MAX_MESSAGE])
+
+
+def _pools(p) -> dict[str, str]:
+    if p.engines is not None:
+        return {e: placed.pool.name for e, placed in sorted(p.engines.items())}
+    return dict(sorted(p.existing.pools.items()))
+
+
+def _group(unscheduled: Mapping[int, reasons.Shortfall]) -> str:
+    """One sentence per distinct shortfall, naming the replicas that share it."""
+    by_reason: dict[reasons.Shortfall, list[int]] = {}
+    for index, why in sorted(unscheduled.items()):
+        by_reason.setdefault(why, []).append(index)
+    return "; ".join(
+        why.message(f"replica {idx[0]}" if len(idx) == 1
+                    else "replicas " + ", ".join(str(i) for i in idx))
+        for why, idx in by_reason.items())

@@ -1,0 +1,143 @@
+"""Which pools can host an engine: device requests against pool devices.
+
+A member's pods each land on one node, so a member fits a pool when one node's
+devices can serve all of the member's requests at once. Requests compete for
+devices (two requests may both accept an H100), so this is an assignment
+problem: every request takes `count` devices of a single device kind (one
+DeviceClass per request, as a DRA claim has), and no device kind gives more
+than a node offers. A backtracking search finds an assignment whenever one
+exists; requests and devices are tiny (<= 8 x 16), so exactness is cheap.
+
+Everything is cached per reconcile: each CEL expression compiles once, and
+each (engine, pool shape) pair is matched once however many clusters share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from function import devicecel
+from function.scheduler.model import Device, Pool
+
+
+@dataclass(frozen=True)
+class MemberFit:
+    """How one member's requests map onto a pool's device kinds."""
+
+    assignment: Mapping[str, Device]  # request name -> device kind
+
+    @property
+    def claims(self) -> bool:
+        return any(d.claim == "DRA" for d in self.assignment.values())
+
+
+@dataclass(frozen=True)
+class EngineFit:
+    members: tuple[MemberFit, ...]  # in the engine's member order
+    error: str = ""                  # a CEL runtime error that decided the mismatch
+
+
+class Matcher:
+    """Matches engines to pools for one reconcile, caching every result."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[str, devicecel.CompiledSelector] = {}
+        self._activations: dict[int, Any] = {}
+        self._request_device: dict[tuple[str, int], bool | str] = {}
+        self._engine_shape: dict[tuple[str, str], EngineFit | None] = {}
+
+    def compile_all(self, engines: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Compile every selector once; return user-facing errors for bad ones."""
+        errors = []
+        for engine in engines:
+            for member in engine.get("members") or []:
+                for request in _requests(member):
+                    for sel in request.get("selectors") or []:
+                        expr = sel.get("cel", "")
+                        if expr in self._compiled:
+                            continue
+                        try:
+                            self._compiled[expr] = devicecel.compile_selector(expr)
+                        except devicecel.CelError as exc:
+                            errors.append(f"engine {engine.get('name')!r} request "
+                                          f"{request.get('name')!r}: invalid CEL selector "
+                                          f"{expr!r}: {exc}")
+        return errors
+
+    def engine_fit(self, engine: Mapping[str, Any], pool: Pool) -> EngineFit | None:
+        """The engine's fit on the pool, or None when some member cannot fit."""
+        key = (engine_key(engine), pool.shape)
+        if key not in self._engine_shape:
+            self._engine_shape[key] = self._fit(engine, pool)
+        return self._engine_shape[key]
+
+    def _fit(self, engine: Mapping[str, Any], pool: Pool) -> EngineFit | None:
+        fits = []
+        for member in engine.get("members") or []:
+            assignment = self._assign(list(_requests(member)), pool.devices)
+            if assignment is None:
+                return None
+            fits.append(MemberFit(assignment))
+        return EngineFit(tuple(fits))
+
+    def _assign(self, requests: list[Mapping[str, Any]],
+                devices: Sequence[Device]) -> dict[str, Device] | None:
+        candidates = [[d for d in devices if int(r.get("count", 1)) <= d.count
+                       and self._matches(r, d)] for r in requests]
+        # Most constrained request first keeps the search shallow; ties keep
+        # declaration order so the result is deterministic.
+        order = sorted(range(len(requests)), key=lambda i: (len(candidates[i]), i))
+        left = {d.name: d.count for d in devices}
+        chosen: dict[str, Device] = {}
+
+        def search(k: int) -> bool:
+            if k == len(order):
+                return True
+            i = order[k]
+            need = int(requests[i].get("count", 1))
+            for d in candidates[i]:
+                if left[d.name] >= need:
+                    left[d.name] -= need
+                    chosen[requests[i]["name"]] = d
+                    if search(k + 1):
+                        return True
+                    left[d.name] += need
+                    del chosen[requests[i]["name"]]
+            return False
+
+        return chosen if search(0) else None
+
+    def _matches(self, request: Mapping[str, Any], device: Device) -> bool:
+        for sel in request.get("selectors") or []:
+            expr = sel.get("cel", "")
+            key = (expr, id(device))
+            if key not in self._request_device:
+                self._request_device[key] = self._eval(expr, device)
+            if self._request_device[key] is not True:
+                return False
+        return True
+
+    def _eval(self, expr: str, device: Device) -> bool | str:
+        compiled = self._compiled.get(expr)
+        if compiled is None:  # not compiled: compile_all reported it
+            return "invalid selector"
+        activation = self._activations.get(id(device))
+        if activation is None:
+            activation = self._activations[id(device)] = devicecel.device_activation(
+                dict(device.spec))
+        try:
+            return compiled.matches(activation)
+        except devicecel.CelError as exc:
+            # As in DRA, a selector that errors on a device does not select it.
+            return str(exc)
+
+
+def _requests(member: Mapping[str, Any]):
+    return (member.get("nodeSelector") or {}).get("devices") or []
+
+
+def engine_key(engine: Mapping[str, Any]) -> str:
+    """What matching depends on: the members' roles and device requests."""
+    return repr([(m.get("role"), _requests(m)) for m in engine.get("members") or []])

@@ -1,0 +1,140 @@
+"""The scheduler's view of its inputs: small frozen records built from dicts.
+
+InferenceClusters and ModelReplicas arrive as loosely typed dicts; parsing
+them once into these records lets every filter and score step work on plain
+attributes and lets a malformed object be skipped with a reason instead of
+failing the whole reconcile.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from function.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
+from function.capacity import replica_usage
+
+
+class Malformed(Exception):
+    """An input object the scheduler cannot use; the message says why."""
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True)
+class Device:
+    """One kind of device every node of a pool offers, `count` of them."""
+
+    name: str
+    claim: str            # DRA or Synthetic
+    device_class: str
+    count: int
+    spec: Mapping[str, Any]  # the API shape, for the CEL activation
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    nodes: int
+    devices: tuple[Device, ...]
+    # Pools with identical devices match identically: the key lets matching
+    # run once per distinct shape instead of once per pool.
+    shape: str
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    ready: bool
+    pools: tuple[Pool, ...]
+
+    def pool(self, name: str) -> Pool | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """A ModelReplica that exists now (ours or another deployment's)."""
+
+    namespace: str
+    name: str
+    deployment: str
+    index: int | None
+    cluster: str
+    pools: Mapping[str, str]          # engine name -> pool name
+    usage: Mapping[str, int]          # pool name -> nodes held
+    created: str                      # RFC 3339; "" when unknown (treated as youngest)
+    manifest: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @property
+    def age_key(self) -> tuple[str, str, str]:
+        # Oldest first; an unknown creation time sorts last (youngest).
+        return (self.created or "~", self.namespace, self.name)
+
+
+def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
+    try:
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        name = meta["name"]
+        pools = []
+        for p in spec.get("nodePools") or []:
+            devices = tuple(
+                Device(name=d["name"], claim=d.get("claim") or "DRA",
+                       device_class=d.get("deviceClassName") or "", count=int(d.get("count", 1)),
+                       spec=d)
+                for d in p.get("devices") or [])
+            if any(d.claim == "DRA" and not d.device_class for d in devices):
+                raise Malformed(f"pool {p.get('name')!r} has a DRA device without deviceClassName")
+            pools.append(Pool(name=p["name"], nodes=int(p.get("nodes") or 0), devices=devices,
+                              shape=json.dumps(p.get("devices") or [], sort_keys=True)))
+        taints = tuple(Taint(t["key"], t.get("value") or "", t["effect"])
+                       for t in spec.get("taints") or [])
+        return Cluster(name=name, labels=dict(meta.get("labels") or {}), taints=taints,
+                       ready=_ready(obj), pools=tuple(pools))
+    except Malformed:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Malformed(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _ready(obj: Mapping[str, Any]) -> bool:
+    """A cluster is unready only when its Ready condition says so explicitly."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") != "False"
+    return True
+
+
+def parse_replica(obj: Mapping[str, Any]) -> Replica:
+    try:
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        labels = meta.get("labels") or {}
+        index = labels.get(LABEL_REPLICA_INDEX)
+        engines = spec["engines"]
+        pools = {}
+        for e in engines:
+            member_pools = {m.get("nodePoolName") for m in e.get("members") or []}
+            if len(member_pools) != 1 or None in member_pools:
+                raise Malformed(f"engine {e.get('name')!r} is not on exactly one pool")
+            pools[e["name"]] = member_pools.pop()
+        return Replica(namespace=meta.get("namespace") or "", name=meta["name"],
+                       deployment=labels.get(LABEL_DEPLOYMENT, ""),
+                       index=int(index) if index is not None and str(index).isdigit() else None,
+                       cluster=spec["clusterName"], pools=pools, usage=replica_usage(engines),
+                       created=str(meta.get("creationTimestamp") or ""), manifest=obj)
+    except Malformed:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Malformed(f"{type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,74 @@
+"""What the scheduler emits: ModelReplica manifests and the deployment status."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from function.api import API_VERSION, LABEL_CLUSTER, LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
+from function.names import dns_label
+from function.scheduler.plan import Placement
+
+
+def replica_name(deployment: str, cluster: str, index: int) -> str:
+    """Unique per (namespace, deployment, cluster, index); a DNS label <= 63."""
+    return dns_label(deployment, cluster, index)
+
+
+def resource_key(cluster: str, index: int) -> str:
+    """The composed-resource key: a move to another cluster is a new resource."""
+    return f"replica-{index}-{cluster}"
+
+
+def replica_manifest(md: Mapping[str, Any], p: Placement) -> dict[str, Any]:
+    """The desired ModelReplica for one placement."""
+    meta = md.get("metadata") or {}
+    template = (md.get("spec") or {}).get("template") or {}
+    tmeta, tspec = template.get("metadata") or {}, template.get("spec") or {}
+    if p.engines is None and p.existing is not None:
+        return _echo(p.existing.manifest)
+    labels = dict(sorted((tmeta.get("labels") or {}).items()))
+    labels.update({LABEL_DEPLOYMENT: meta.get("name", ""), LABEL_CLUSTER: p.cluster,
+                   LABEL_REPLICA_INDEX: str(p.index)})
+    metadata: dict[str, Any] = {"name": replica_name(meta.get("name", ""), p.cluster, p.index),
+                                "labels": labels}
+    if meta.get("namespace"):
+        metadata["namespace"] = meta["namespace"]
+    if tmeta.get("annotations"):
+        metadata["annotations"] = dict(sorted(tmeta["annotations"].items()))
+    spec: dict[str, Any] = {"clusterName": p.cluster}
+    if tspec.get("serving"):
+        spec["serving"] = copy.deepcopy(tspec["serving"])
+    spec["engines"] = [_engine(e, p) for e in tspec.get("engines") or []]
+    return {"apiVersion": API_VERSION, "kind": "ModelReplica", "metadata": metadata, "spec": spec}
+
+
+def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
+    placed = p.engines[engine["name"]]
+    out = {k: copy.deepcopy(v) for k, v in engine.items() if k != "members"}
+    out["members"] = []
+    for member, fit in zip(engine.get("members") or [], placed.fit.members):
+        m = copy.deepcopy(dict(member))
+        m["nodePoolName"] = placed.pool.name
+        resolved = []
+        for req in (member.get("nodeSelector") or {}).get("devices") or []:
+            device = fit.assignment[req["name"]]
+            r = {"name": req["name"], "claim": device.claim, "count": int(req.get("count", 1))}
+            if device.device_class:
+                r["deviceClassName"] = device.device_class
+            if req.get("selectors"):
+                r["selectors"] = copy.deepcopy(req["selectors"])
+            resolved.append(r)
+        m["deviceRequests"] = resolved
+        out["members"].append(m)
+    return out
+
+
+def _echo(observed: Mapping[str, Any]) -> dict[str, Any]:
+    """An observed ModelReplica as desired state: identity, labels and spec only."""
+    meta = observed.get("metadata") or {}
+    keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", "annotations")
+            if meta.get(k)}
+    return {"apiVersion": observed.get("apiVersion", API_VERSION), "kind": "ModelReplica",
+            "metadata": keep, "spec": copy.deepcopy(observed.get("spec") or {})}

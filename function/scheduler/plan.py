@@ -1,0 +1,271 @@
+"""The placement plan: retain, scale down, repair overcommit, re-place, fill.
+
+`plan()` is a pure function of its inputs (no I/O, no clock, no randomness):
+the same inputs give the same plan. Existing replicas are inputs, not
+decisions: a healthy replica keeps its cluster. The order of the steps is the
+policy:
+
+1. retain   - a replica stays on its cluster while the cluster exists, still
+              matches the selector, does not NoExecute-taint it away, and its
+              engines still fit there.
+2. scale down - surplus replicas go first from drained or lost clusters, then
+              from the cluster hosting most of this deployment, highest index
+              first.
+3. repair   - where a pool's live usage exceeds its nodes, the youngest
+              replicas on it are re-placed; the oldest keep their place.
+4. place    - displaced replicas (same index) and then new ones (lowest free
+              index) go one at a time to the eligible cluster hosting the
+              fewest of this deployment's replicas, ties by name.
+
+Never destructive: a displaced replica is removed only once it has a new
+place, except a NoExecute drain, which the platform team asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from function.scheduler import reasons
+from function.scheduler.filters import (
+    STATIC_FILTERS,
+    Deployment,
+    EnginePlacement,
+    Ledger,
+    capacity,
+    engine_cost,
+    untolerated,
+)
+from function.scheduler.matching import Matcher
+from function.scheduler.model import Cluster, Replica
+
+
+@dataclass(frozen=True)
+class Inputs:
+    replicas: int
+    deployment: Deployment
+    clusters: Sequence[Cluster]           # parsed, in any order
+    malformed_clusters: Mapping[str, str]  # name -> why it cannot be used
+    own: Sequence[Replica]                # this deployment's ModelReplicas now
+    others: Sequence[Replica]             # every other ModelReplica (the ledger)
+
+
+@dataclass(frozen=True)
+class Placement:
+    index: int
+    cluster: str
+    # Engine name -> where it runs; None when the existing ModelReplica is
+    # kept exactly as it is (its cluster is unreadable, or it found no new
+    # place), in which case `existing` holds it and `note` says why.
+    engines: Mapping[str, EnginePlacement] | None
+    existing: Replica | None = None
+    note: str = ""
+
+
+@dataclass
+class Plan:
+    placements: list[Placement] = field(default_factory=list)
+    unscheduled: dict[int, reasons.Shortfall] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)  # reasons nothing new was placed
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Candidate:
+    replica: Replica
+    engines: dict[str, EnginePlacement] | None = None
+    displaced: str = ""     # why it must move ("" when it stays)
+    drained: bool = False   # NoExecute: leave even without a new place
+    unknown: str = ""       # its cluster is unreadable: keep as is
+
+
+def plan(inp: Inputs) -> Plan:
+    result = Plan()
+    matcher = Matcher()
+    dep = inp.deployment
+    clusters = {c.name: c for c in inp.clusters}
+    total = len(clusters) + len(inp.malformed_clusters)
+
+    result.errors = matcher.compile_all(dep.engines)
+    if result.errors:
+        # A bad selector decides nothing: keep every replica exactly as it is.
+        for r in sorted(_dedupe(inp.own), key=lambda r: r.index):
+            result.placements.append(Placement(r.index, r.cluster, None, r, "selector invalid"))
+        return result
+
+    static = {name: _static_reason(dep, c, matcher) for name, c in sorted(clusters.items())}
+    candidates = [_classify(r, clusters, inp.malformed_clusters, dep, matcher)
+                  for r in _dedupe(inp.own)]
+    candidates = _scale_down(candidates, inp.replicas)
+
+    ledger: Ledger = {}
+    for r in inp.others:
+        _charge(ledger, r.cluster, r.usage)
+    for c in candidates:
+        _charge(ledger, c.replica.cluster, _usage(c))
+    _repair_overcommit(candidates, inp.others, clusters, ledger)
+
+    # Replicas whose recorded pools no longer match try the rest of their cluster.
+    for c in candidates:
+        if c.engines is None and not c.displaced and not c.unknown:
+            fit, why = capacity(dep, clusters[c.replica.cluster], matcher, ledger)
+            if fit is None:
+                c.displaced = f"its engines no longer fit on cluster {c.replica.cluster}: " \
+                              + reasons.plain(why or "")
+            else:
+                c.engines = fit
+                _charge(ledger, c.replica.cluster, _usage(c))
+
+    spread: dict[str, int] = {}
+    for c in candidates:
+        if not c.displaced:
+            spread[c.replica.cluster] = spread.get(c.replica.cluster, 0) + 1
+
+    def place(index: int) -> Placement | reasons.Shortfall:
+        why = []
+        for name in sorted(clusters, key=lambda n: (spread.get(n, 0), n)):
+            if static[name]:
+                why.append(static[name])
+                continue
+            fit, reason = capacity(dep, clusters[name], matcher, ledger)
+            if fit is None:
+                why.append(reason)
+                continue
+            for e in fit.values():
+                _charge(ledger, name, {e.pool.name: e.nodes})
+            spread[name] = spread.get(name, 0) + 1
+            return Placement(index, name, fit)
+        why += ["{is} malformed"] * len(inp.malformed_clusters)
+        return reasons.summarize(why, total)
+
+    for c in sorted((c for c in candidates if c.displaced), key=lambda c: c.replica.index):
+        r = c.replica
+        outcome = place(r.index)
+        if isinstance(outcome, Placement):
+            result.placements.append(outcome)
+            result.notes.append(f"replica {r.index} moved from {r.cluster} to {outcome.cluster}: "
+                                f"{c.displaced}")
+        elif c.drained:
+            result.unscheduled[r.index] = dataclasses.replace(
+                outcome, prefix=f"drained from {r.cluster} ({c.displaced})")
+        else:
+            _charge(ledger, r.cluster, r.usage)
+            spread[r.cluster] = spread.get(r.cluster, 0) + 1
+            result.placements.append(Placement(r.index, r.cluster, None, r, c.displaced))
+            result.notes.append(f"replica {r.index} stays on {r.cluster} although {c.displaced}; "
+                                + outcome.message("it elsewhere"))
+
+    for c in candidates:
+        if not c.displaced:
+            r = c.replica
+            result.placements.append(Placement(r.index, r.cluster, c.engines, r, c.unknown))
+
+    taken = {p.index for p in result.placements} | set(result.unscheduled)
+    index = 0
+    while len(result.placements) + len(result.unscheduled) < inp.replicas:
+        while index in taken:
+            index += 1
+        outcome = place(index)
+        if isinstance(outcome, Placement):
+            result.placements.append(outcome)
+        else:
+            result.unscheduled[index] = outcome
+        taken.add(index)
+    result.placements.sort(key=lambda p: p.index)
+    return result
+
+
+def _static_reason(dep: Deployment, cluster: Cluster, matcher: Matcher) -> str | None:
+    for step in STATIC_FILTERS:
+        why = step(dep, cluster, matcher)
+        if why:
+            return why
+    return None
+
+
+def _dedupe(own: Sequence[Replica]) -> list[Replica]:
+    """One replica per index, the oldest; indexless ones are not ours to count."""
+    by_index: dict[int, Replica] = {}
+    for r in sorted(own, key=lambda r: (r.index if r.index is not None else -1, r.age_key)):
+        if r.index is not None and r.index not in by_index:
+            by_index[r.index] = r
+    return [by_index[i] for i in sorted(by_index)]
+
+
+def _classify(r: Replica, clusters: Mapping[str, Cluster], malformed: Mapping[str, str],
+              dep: Deployment, matcher: Matcher) -> _Candidate:
+    c = _Candidate(r)
+    if r.cluster in malformed:
+        c.unknown = f"cluster {r.cluster} is unreadable ({malformed[r.cluster]}); kept as is"
+        return c
+    cluster = clusters.get(r.cluster)
+    if cluster is None:
+        c.displaced = f"cluster {r.cluster} is gone or no longer selected"
+        return c
+    drains = untolerated(cluster, dep.tolerations, ("NoExecute",))
+    if drains:
+        c.displaced, c.drained = f"cluster {r.cluster} is tainted {drains[0]}", True
+        return c
+    if any(cluster.labels.get(k) != v for k, v in dep.match_labels.items()):
+        c.displaced = f"cluster {r.cluster} no longer matches clusterSelector"
+        return c
+    engines = {}
+    for engine in dep.engines:
+        pool = cluster.pool(r.pools.get(engine["name"], ""))
+        fit = matcher.engine_fit(engine, pool) if pool else None
+        if fit is None:
+            return c  # re-fit within the cluster once the ledger is known
+        engines[engine["name"]] = EnginePlacement(pool, fit, engine_cost(engine, fit))
+    c.engines = engines
+    return c
+
+
+def _usage(c: _Candidate) -> Mapping[str, int]:
+    if c.engines is None:
+        return c.replica.usage if c.unknown else {}
+    usage: dict[str, int] = {}
+    for e in c.engines.values():
+        usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
+    return usage
+
+
+def _charge(ledger: Ledger, cluster: str, usage: Mapping[str, int], sign: int = 1) -> None:
+    for pool, nodes in usage.items():
+        ledger[(cluster, pool)] = ledger.get((cluster, pool), 0) + sign * nodes
+
+
+def _scale_down(candidates: list[_Candidate], want: int) -> list[_Candidate]:
+    keep = list(candidates)
+    while len(keep) > want:
+        load: dict[str, int] = {}
+        for c in keep:
+            load[c.replica.cluster] = load.get(c.replica.cluster, 0) + 1
+        victim = max(keep, key=lambda c: (c.drained, bool(c.displaced),
+                                          load[c.replica.cluster], c.replica.index))
+        keep.remove(victim)
+    return keep
+
+
+def _repair_overcommit(candidates: list[_Candidate], others: Sequence[Replica],
+                       clusters: Mapping[str, Cluster], ledger: Ledger) -> None:
+    """Where a pool holds more than its nodes, the youngest own replicas move."""
+    ours = {id(c.replica): c for c in candidates if not c.displaced and not c.unknown}
+    for (cluster_name, pool_name), used in sorted(ledger.items()):
+        cluster = clusters.get(cluster_name)
+        pool = cluster.pool(pool_name) if cluster else None
+        if pool is None or used <= pool.nodes:
+            continue
+        holders = [(r, r.usage.get(pool_name, 0)) for r in others
+                   if r.cluster == cluster_name and r.usage.get(pool_name)]
+        holders += [(c.replica, _usage(c).get(pool_name, 0)) for c in ours.values()
+                    if c.replica.cluster == cluster_name and _usage(c).get(pool_name)]
+        filled = 0
+        for replica, nodes in sorted(holders, key=lambda h: h[0].age_key):
+            filled += nodes
+            c = ours.get(id(replica))
+            if filled > pool.nodes and c is not None and not c.displaced:
+                c.displaced = (f"pool {pool_name} on {cluster_name} is overcommitted "
+                               f"({used} nodes used of {pool.nodes}) and it is among the youngest")
+                _charge(ledger, cluster_name, _usage(c), -1)
+                c.engines = None

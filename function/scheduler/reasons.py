@@ -1,0 +1,43 @@
+"""kube-scheduler style explanations: `0/4 clusters fit replica 2: 2 ..., 1 ...`.
+
+A reason is a verb phrase with `{is}`/`{has}`/`{does}` placeholders so it reads
+right for one cluster or many ("1 is tainted", "2 are tainted").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+_VERBS = {1: {"is": "is", "has": "has", "does": "does"},
+          2: {"is": "are", "has": "have", "does": "do"}}
+
+
+def phrase(reason: str, count: int) -> str:
+    return f"{count} " + reason.format(**_VERBS[1 if count == 1 else 2])
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """Why a replica has no cluster: per-cluster reasons, counted."""
+
+    total: int      # clusters considered
+    reasons: str    # "2 have no pool matching engine "decode", 1 is tainted (...)"
+    prefix: str = ""  # context, e.g. the drain that displaced it
+
+    def message(self, what: str) -> str:
+        body = f"0/{self.total} clusters fit {what}: {self.reasons}"
+        return f"{self.prefix}; {body}" if self.prefix else body
+
+
+def summarize(reasons: Iterable[str], total: int) -> Shortfall:
+    """Count identical reasons, most common first, ties alphabetically."""
+    counts = Counter(reasons)
+    parts = [phrase(r, n) for r, n in sorted(counts.items(), key=lambda rn: (-rn[1], rn[0]))]
+    return Shortfall(total, ", ".join(parts) if parts else "no InferenceCluster matched")
+
+
+def plain(reason: str) -> str:
+    """A reason about one cluster, without the count."""
+    return reason.format(**_VERBS[1])

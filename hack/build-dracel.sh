@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Build tools/dracel, the Go reference evaluator for DRA CEL selectors
+# (k8s.io/dynamic-resource-allocation/cel), into a cache directory.
+#
+# Rebuilds only when the binary is missing or a source file of tools/dracel
+# changed: the sha256 of go.mod, go.sum and *.go is stored next to the binary.
+# Prints the binary's path on stdout; everything else goes to stderr.
+# Any failure exits non-zero (the differential test then fails, never skips).
+#
+#   CACHE   output directory (else $FMS_TOOL_CACHE, as hack/tools.sh;
+#           default ${XDG_CACHE_HOME:-$HOME/.cache}/function-model-serving/tools)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+src="$root/tools/dracel"
+cache="${CACHE:-${FMS_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/function-model-serving/tools}}"
+bin="$cache/dracel"
+stamp="$cache/dracel.sha256"
+
+command -v go >/dev/null || { echo "build-dracel: 'go' is not on PATH" >&2; exit 1; }
+
+# Hash the sources (and the Go version, which changes the binary too).
+hash="$(
+  cd "$src"
+  { go env GOVERSION; find . -maxdepth 1 -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) \
+      | LC_ALL=C sort | xargs sha256sum; } | sha256sum | cut -d' ' -f1
+)"
+
+if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$hash" ]]; then
+  echo "$bin"
+  exit 0
+fi
+
+mkdir -p "$cache"
+echo "build-dracel: building $bin (first build downloads Kubernetes modules, ~1-2 min)" >&2
+rm -f "$stamp"
+# -mod=readonly: go.mod/go.sum are committed and must already be complete.
+(cd "$src" && go build -mod=readonly -trimpath -o "$bin.tmp" .) >&2 || {
+  echo "build-dracel: go build failed in $src" >&2
+  exit 1
+}
+mv -f "$bin.tmp" "$bin"
+echo "$hash" >"$stamp"
+echo "$bin"

@@ -1,0 +1,585 @@
+"""Generate the three XRDs in apis/ from one set of schema fragments.
+
+ModelDeployment and ModelReplica share the engine, member and pod template
+shapes; writing them once here keeps the two XRDs from drifting apart. Every
+string, list and map carries a bound so the API server's CEL cost estimate
+stays within budget, and every contract rule is a schema bound or an
+x-kubernetes-validations rule with a message a user can act on.
+
+Run `python hack/gen_xrds.py` (or `make generate`); tests/test_generated.py
+fails when apis/ is stale.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import yaml
+
+GROUP = "modelplane.ai"
+VERSION = "v1alpha1"
+FUNCTION = "function-model-serving"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A qualified name as Kubernetes uses for label keys: optional DNS subdomain
+# prefix, then a name segment.
+QUALIFIED_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+RESERVED_PREFIX = "modelplane.ai/"
+
+
+def cel_regex(pattern: str) -> str:
+    """A regex as a CEL raw string literal: in a plain CEL string `\\.` is an invalid
+    escape and the rule fails to compile."""
+    assert "'" not in pattern
+    return "r'" + pattern + "'"
+
+
+# --- primitive helpers --------------------------------------------------------
+
+
+def string(max_length: int, description: str = "", *, pattern: str | None = None,
+           enum: list[str] | None = None, default: str | None = None,
+           min_length: int | None = None) -> dict:
+    s: dict = {"type": "string"}
+    if description:
+        s["description"] = description
+    if enum:
+        s["enum"] = enum
+    else:
+        s["maxLength"] = max_length
+    if min_length is not None:
+        s["minLength"] = min_length
+    if pattern:
+        s["pattern"] = pattern
+    if default is not None:
+        s["default"] = default
+    return s
+
+
+def integer(minimum: int, maximum: int, description: str = "",
+            default: int | None = None, fmt: str = "int32") -> dict:
+    s: dict = {"type": "integer", "format": fmt, "minimum": minimum, "maximum": maximum}
+    if description:
+        s["description"] = description
+    if default is not None:
+        s["default"] = default
+    return s
+
+
+def obj(properties: dict, description: str = "", *, required: list[str] | None = None,
+        rules: list[tuple[str, str]] | None = None) -> dict:
+    s: dict = {"type": "object"}
+    if description:
+        s["description"] = description
+    if required:
+        s["required"] = required
+    s["properties"] = properties
+    if rules:
+        s["x-kubernetes-validations"] = [{"rule": r, "message": m} for r, m in rules]
+    return s
+
+
+def array(items: dict, max_items: int, description: str = "", *, min_items: int | None = None,
+          map_keys: list[str] | None = None, rules: list[tuple[str, str]] | None = None) -> dict:
+    s: dict = {"type": "array"}
+    if description:
+        s["description"] = description
+    s["maxItems"] = max_items
+    if min_items is not None:
+        s["minItems"] = min_items
+    if map_keys:
+        s["x-kubernetes-list-type"] = "map"
+        s["x-kubernetes-list-map-keys"] = map_keys
+    s["items"] = items
+    if rules:
+        s["x-kubernetes-validations"] = [{"rule": r, "message": m} for r, m in rules]
+    return s
+
+
+def string_map(max_properties: int, description: str, *, value_max: int = 1024,
+               reserved: bool = False) -> dict:
+    """A map of Kubernetes label/annotation-style keys to strings."""
+    s: dict = {
+        "type": "object",
+        "description": description,
+        "maxProperties": max_properties,
+        "additionalProperties": {"type": "string", "maxLength": value_max},
+    }
+    rules = [("self.all(k, size(k) <= 317 && k.matches(" + cel_regex(QUALIFIED_NAME) + "))",
+              "keys must be qualified names (an optional DNS prefix and '/', then a name of "
+              "letters, digits, '-', '_' and '.')")]
+    if reserved:
+        rules.append((f"self.all(k, !k.startsWith('{RESERVED_PREFIX}'))",
+                      f"keys under {RESERVED_PREFIX} are reserved for modelplane itself"))
+    s["x-kubernetes-validations"] = [{"rule": r, "message": m} for r, m in rules]
+    return s
+
+
+def metadata(what: str) -> dict:
+    return obj({
+        "labels": string_map(64, f"Labels copied to every {what}.", value_max=63, reserved=True),
+        "annotations": string_map(64, f"Annotations copied to every {what}.", value_max=4096,
+                                  reserved=True),
+    }, f"Labels and annotations for every {what}. Keys under {RESERVED_PREFIX} are reserved.")
+
+
+# --- shared API fragments -----------------------------------------------------
+
+TOLERATION = obj({
+    "key": string(253, "The taint key to tolerate; empty with operator Exists tolerates every taint.",
+                  pattern=QUALIFIED_NAME),
+    "operator": string(0, "Equal (default) matches key and value; Exists matches any value.",
+                       enum=["Equal", "Exists"], default="Equal"),
+    "value": string(63, "The taint value to match with operator Equal."),
+    "effect": string(0, "The taint effect to tolerate; empty tolerates every effect.",
+                     enum=["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+}, "Tolerates an InferenceCluster taint, shaped like a Kubernetes toleration.", rules=[
+    ("!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+     "a toleration with operator Exists must not set a value"),
+    ("has(self.key) && self.key != '' || (has(self.operator) && self.operator == 'Exists')",
+     "a toleration without a key must use operator Exists (it then tolerates every taint)"),
+])
+
+
+def taint(description: str) -> dict:
+    return obj({
+        "key": string(253, "The taint key.", pattern=QUALIFIED_NAME, min_length=1),
+        "value": string(63, "The taint value."),
+        "effect": string(0, "NoSchedule keeps new replicas away; NoExecute also drains existing "
+                         "replicas, which are re-placed elsewhere; PreferNoSchedule is advisory.",
+                         enum=["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+    }, description, required=["key", "effect"])
+
+
+SELECTOR = obj({
+    "cel": string(2048, "A DRA CEL expression over `device.driver`, `device.attributes[domain]` "
+                  "and `device.capacity[domain]`, with Kubernetes `quantity()` and `semver()`.",
+                  min_length=1),
+}, "One CEL selector; a device must satisfy every selector of its request.", required=["cel"])
+
+DEVICE_REQUEST = obj({
+    "name": string(63, "The request's name, unique within the member (a DNS label).",
+                   pattern=DNS_LABEL),
+    "count": integer(1, 128, "How many such devices each pod claims.", default=1),
+    "selectors": array(SELECTOR, 8, "CEL selectors, ANDed."),
+}, "Devices each pod of the member needs on one node.", required=["name"])
+
+RESOLVED_DEVICE_REQUEST = obj({
+    "name": string(63, "The request's name.", pattern=DNS_LABEL),
+    "deviceClassName": string(253, "The DRA DeviceClass of the device the scheduler matched; "
+                              "empty for a Synthetic device, which is never claimed.",
+                              pattern="^(" + DNS_SUBDOMAIN[1:-1] + ")?$"),
+    "claim": string(0, "DRA devices are claimed through a ResourceClaimTemplate; Synthetic "
+                    "devices constrain placement only.", enum=["DRA", "Synthetic"], default="DRA"),
+    "count": integer(1, 128, "How many devices each pod claims.", default=1),
+    "selectors": array(SELECTOR, 8, "CEL selectors carried to the ResourceClaimTemplate."),
+}, "A device request resolved against the chosen pool.", required=["name", "count"], rules=[
+    ("!has(self.claim) || self.claim != 'DRA' || (has(self.deviceClassName) && size(self.deviceClassName) > 0)",
+     "a DRA device request needs a deviceClassName"),
+])
+
+ENV_VAR = obj({
+    "name": string(256, "The variable's name.", pattern=ENV_NAME, min_length=1),
+    "value": string(32768, "A literal value."),
+    "valueFrom": obj({
+        "secretKeyRef": obj({
+            "name": string(253, "The Secret's name.", pattern=DNS_SUBDOMAIN),
+            "key": string(253, "The key in the Secret.", min_length=1),
+            "optional": {"type": "boolean"},
+        }, "A key of a Secret in the pod's namespace.", required=["name", "key"]),
+        "configMapKeyRef": obj({
+            "name": string(253, "The ConfigMap's name.", pattern=DNS_SUBDOMAIN),
+            "key": string(253, "The key in the ConfigMap.", min_length=1),
+            "optional": {"type": "boolean"},
+        }, "A key of a ConfigMap in the pod's namespace.", required=["name", "key"]),
+        "fieldRef": obj({
+            "apiVersion": string(64, "Version of the schema fieldPath is written in."),
+            "fieldPath": string(256, "A pod field, e.g. status.podIP.", min_length=1),
+        }, "A field of the pod.", required=["fieldPath"]),
+    }, "Where the value comes from.", rules=[
+        ("[has(self.secretKeyRef), has(self.configMapKeyRef), has(self.fieldRef)]"
+         ".filter(x, x).size() == 1",
+         "valueFrom needs exactly one of secretKeyRef, configMapKeyRef, fieldRef"),
+    ]),
+}, "An environment variable passed through to the engine unchanged.", required=["name"], rules=[
+    ("!(has(self.value) && has(self.valueFrom))", "an env var sets value or valueFrom, not both"),
+])
+
+# A structural int-or-string must spell its anyOf exactly as [{type: integer},
+# {type: string}]; value validations such as maxLength go beside it, not inside.
+QUANTITY = {"anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": True, "maxLength": 64}
+
+RESOURCES = obj({
+    "requests": {"type": "object", "maxProperties": 8, "additionalProperties": QUANTITY,
+                 "description": "cpu, memory, ephemeral-storage and the like."},
+    "limits": {"type": "object", "maxProperties": 8, "additionalProperties": QUANTITY,
+               "description": "cpu, memory, ephemeral-storage and the like."},
+}, "Compute resources of the engine container. Accelerators are claimed through DRA "
+   "device requests, not here.")
+
+ENGINE_CONTAINER = obj({
+    "name": string(0, "Always `engine`.", enum=["engine"]),
+    "image": string(512, "The curated engine image.", min_length=1),
+    "imagePullPolicy": string(0, "When to pull the image.", enum=["Always", "IfNotPresent", "Never"]),
+    "command": array(string(4096), 64, "The entrypoint, passed through verbatim."),
+    "args": array(string(4096), 256, "The engine's flags, passed through verbatim: modelplane "
+                  "never adds, removes or rewrites a flag."),
+    "env": array(ENV_VAR, 128, "Environment variables, passed through.", map_keys=["name"]),
+    "resources": RESOURCES,
+}, "The engine container.", required=["name", "image"])
+
+POD_TEMPLATE = obj({
+    "metadata": obj({
+        "labels": string_map(32, "Labels on the pods.", value_max=63, reserved=True),
+        "annotations": string_map(32, "Annotations on the pods.", value_max=4096, reserved=True),
+    }, "Pod labels and annotations; keys under modelplane.ai/ are reserved."),
+    "spec": obj({
+        "containers": array(ENGINE_CONTAINER, 1, "Exactly one container, named `engine`.",
+                            min_items=1),
+        "imagePullSecrets": array(obj({"name": string(253, "A Secret's name.",
+                                                      pattern=DNS_SUBDOMAIN)},
+                                      required=["name"]), 8, "Secrets for pulling the image."),
+    }, "The curated pod spec: privileged settings, host access and volumes are not expressible.",
+        required=["containers"]),
+}, "A curated pod template.", required=["spec"])
+
+
+def member(resolved: bool) -> dict:
+    props = {
+        "role": string(0, "Standalone (the default) is a whole engine in one pod; Leader and "
+                       "Worker form a gang across nodes.", enum=["Standalone", "Leader", "Worker"],
+                       default="Standalone"),
+        "worker": obj({
+            "nodes": integer(1, 256, "Pods in the gang besides the leader (one per node)."),
+        }, "Worker gang size; required for, and only for, role Worker.", required=["nodes"]),
+        "nodeSelector": obj({
+            "devices": array(DEVICE_REQUEST, 8, "Per-pod device requests.", map_keys=["name"]),
+        }, "What each pod of this member needs on its node."),
+        "template": POD_TEMPLATE,
+    }
+    required = ["template"]
+    if resolved:
+        props["nodePoolName"] = string(63, "The node pool of the chosen cluster this member runs on.",
+                                       pattern=DNS_LABEL)
+        props["deviceRequests"] = array(RESOLVED_DEVICE_REQUEST, 8,
+                                        "The member's device requests resolved on its pool.",
+                                        map_keys=["name"])
+        required = ["template", "nodePoolName"]
+    return obj(props, "One member of an engine.", required=required, rules=[
+        ("(has(self.role) && self.role == 'Worker') == has(self.worker)",
+         "worker.nodes is set on the Worker member, and only there"),
+    ])
+
+
+def engine(resolved: bool) -> dict:
+    return obj({
+        "name": string(63, "The engine's name, a DNS label unique in the deployment.",
+                       pattern=DNS_LABEL),
+        "copies": integer(1, 256, "Identical copies of the engine inside one replica; never "
+                          "autoscaled.", default=1),
+        "phase": string(0, "Prefill or Decode; only under serving mode PrefillDecode.",
+                        enum=["Prefill", "Decode"]),
+        "members": array(member(resolved), 2, "Exactly one Standalone member, or one Leader and "
+                         "one Worker.", min_items=1, rules=[
+                             ("size(self) == 1 ? (!has(self[0].role) || self[0].role == 'Standalone')"
+                              " : (self.exists(m, has(m.role) && m.role == 'Leader') && "
+                              "self.exists(m, has(m.role) && m.role == 'Worker'))",
+                              "members must be exactly one Standalone, or one Leader and one Worker"),
+                         ]),
+    }, "One serving unit of a replica.", required=["name", "members"], rules=[
+        ("self.members.exists(m, has(m.nodeSelector) && has(m.nodeSelector.devices) && "
+         "size(m.nodeSelector.devices) > 0)",
+         "at least one member of every engine must request devices in nodeSelector.devices"),
+    ])
+
+
+SERVING = obj({
+    "mode": string(0, "Unified: one Service and HTTPRoute over every serving pod. PrefillDecode: "
+                   "disaggregated prefill and decode engines behind an InferencePool.",
+                   enum=["Unified", "PrefillDecode"], default="Unified"),
+}, "How the replica is served.")
+
+ENGINE_RULES = [
+    ("!has(self.serving) || !has(self.serving.mode) || self.serving.mode != 'PrefillDecode' || "
+     "(size(self.engines) == 2 && self.engines.exists(e, has(e.phase) && e.phase == 'Prefill') && "
+     "self.engines.exists(e, has(e.phase) && e.phase == 'Decode'))",
+     "serving mode PrefillDecode needs exactly two engines, one with phase Prefill and one with "
+     "phase Decode"),
+    ("(has(self.serving) && has(self.serving.mode) && self.serving.mode == 'PrefillDecode') || "
+     "self.engines.all(e, !has(e.phase))",
+     "engine phase is only allowed under serving mode PrefillDecode"),
+]
+
+
+def engines(resolved: bool) -> dict:
+    return array(engine(resolved), 8, "The engines of every replica, keyed by name.",
+                 min_items=1, map_keys=["name"])
+
+
+CONDITIONS_NOTE = "Crossplane adds conditions; the function sets them with reasons."
+
+
+# --- the three XRDs -------------------------------------------------------------
+
+
+def inference_cluster() -> dict:
+    attribute = obj({
+        "string": string(64, "A string value."),
+        "int": integer(-(2**53), 2**53, "An integer value.", fmt="int64"),
+        "bool": {"type": "boolean", "description": "A boolean value."},
+        "version": string(64, "A semantic version (semver 2.0)."),
+    }, "One attribute value: exactly one of string, int, bool, version.", rules=[
+        ("[has(self.string), has(self.int), has(self.bool), has(self.version)]"
+         ".filter(x, x).size() == 1",
+         "an attribute sets exactly one of string, int, bool, version"),
+    ])
+    device = obj({
+        "name": string(63, "The device's name in the pool (a DNS label).", pattern=DNS_LABEL),
+        "claim": string(0, "DRA devices are claimed by pods through ResourceClaims; Synthetic "
+                        "devices only constrain placement (a NIC fabric, a CPU architecture) and "
+                        "are never claimed.", enum=["DRA", "Synthetic"], default="DRA"),
+        "driver": string(63, "The DRA driver publishing the device; attribute and capacity names "
+                         "without a domain belong to it.", pattern=DNS_SUBDOMAIN, min_length=1),
+        "deviceClassName": string(253, "The DeviceClass pods claim it through (DRA only).",
+                                  pattern=DNS_SUBDOMAIN),
+        "count": integer(1, 128, "How many such devices each node offers.", default=1),
+        "attributes": {
+            "type": "object", "maxProperties": 32, "additionalProperties": attribute,
+            "description": "Attributes as in a DRA ResourceSlice device. CEL reads "
+                           "`device.attributes[\"<driver>\"].<name>` for a name without a domain.",
+            "x-kubernetes-validations": [{
+                "rule": "self.all(k, size(k) <= 127 && k.matches("
+                        + cel_regex(QUALIFIED_NAME) + "))",
+                "message": "attribute names are letters, digits, '-', '_' and '.', optionally under a DNS domain "
+                           "('dra.net/rdma')"}],
+        },
+        "capacity": {
+            "type": "object", "maxProperties": 16,
+            "additionalProperties": obj({"value": QUANTITY}, "A capacity.", required=["value"]),
+            "description": "Capacities as in a DRA ResourceSlice device (`{memory: {value: 80Gi}}`).",
+            "x-kubernetes-validations": [{
+                "rule": "self.all(k, size(k) <= 127 && k.matches("
+                        + cel_regex(QUALIFIED_NAME) + "))",
+                "message": "capacity names are letters, digits, '-', '_' and '.', optionally under a DNS domain"}],
+        },
+    }, "A device every node of the pool offers.", required=["name", "driver"], rules=[
+        ("has(self.claim) && self.claim == 'Synthetic' || has(self.deviceClassName)",
+         "a DRA device needs a deviceClassName"),
+    ])
+    pool = obj({
+        "name": string(63, "The pool's name; nodes carry it as label modelplane.ai/pool.",
+                       pattern=DNS_LABEL),
+        "nodes": integer(0, 100000, "Schedulable nodes now (not an autoscaler ceiling)."),
+        "taints": array(taint("A taint every node of the pool carries; pods placed on the pool "
+                              "tolerate it."), 8, "Node taints of the pool's nodes."),
+        "devices": array(device, 16, "Devices each node offers. A CPU-only pool may publish "
+                         "Synthetic devices (or none).", map_keys=["name"]),
+    }, "A group of identical nodes.", required=["name", "nodes"])
+    spec = obj({
+        "providerConfigRef": obj({
+            "name": string(253, "The provider-kubernetes config's name.", pattern=DNS_SUBDOMAIN),
+            "kind": string(0, "ClusterProviderConfig (default) or ProviderConfig.",
+                           enum=["ClusterProviderConfig", "ProviderConfig"],
+                           default="ClusterProviderConfig"),
+        }, "How workloads reach the cluster; absent means the control-plane cluster itself.",
+            required=["name"]),
+        "gateway": obj({
+            "name": string(253, "The Gateway's name.", pattern=DNS_SUBDOMAIN),
+            "namespace": string(63, "The Gateway's namespace.", pattern=DNS_LABEL),
+            "address": string(253, "Where clients reach the gateway: a host name or IP, "
+                              "optionally with scheme and port (http://llm.eu.example.com).",
+                              pattern=r"^(https?://)?[A-Za-z0-9.\-\[\]:]+$"),
+        }, "The cluster-edge Gateway that HTTPRoutes attach to.", required=["name", "namespace"]),
+        "taints": array(taint("A cluster taint that replicas must tolerate."), 16,
+                        "Cluster taints."),
+        "nodePools": array(pool, 32, "Node pools, keyed by name.", map_keys=["name"]),
+    }, "A workload cluster: its node pools and the devices each node offers.")
+    pool_status = obj({
+        "name": string(63, "The pool's name."),
+        "nodes": integer(0, 100000, "Nodes the pool publishes."),
+        "usedNodes": integer(0, 10000000, "Nodes held by ModelReplicas placed on the pool."),
+        "freeNodes": integer(0, 100000, "Nodes left for new replicas."),
+    }, "Capacity of one pool.")
+    status = obj({
+        "nodes": integer(0, 10000000, "Nodes over all pools."),
+        "freeNodes": integer(0, 10000000, "Free nodes over all pools."),
+        "nodePools": array(pool_status, 32, "Per-pool capacity."),
+    }, "Capacity and readiness. " + CONDITIONS_NOTE)
+    return xrd("InferenceCluster", "inferenceclusters", "Cluster", spec, status, ["ic"], [
+        col("Nodes", "integer", ".status.nodes"),
+        col("Free", "integer", ".status.freeNodes"),
+        col("Gateway", "string", ".spec.gateway.address"),
+    ], description="A workload cluster, written by the platform team.")
+
+
+def model_deployment() -> dict:
+    template_spec = obj({
+        "clusterSelector": obj({
+            "matchLabels": string_map(16, "InferenceCluster labels that must all match.",
+                                      value_max=63),
+        }, "Which InferenceClusters may host replicas; unset means all."),
+        "tolerations": array(TOLERATION, 16, "Tolerations of InferenceCluster taints."),
+        "serving": SERVING,
+        "engines": engines(False),
+    }, "What every replica runs.", required=["engines"], rules=ENGINE_RULES)
+    spec = obj({
+        "replicas": integer(0, 1000, "Replicas to place across the fleet (the scale subresource).",
+                            default=1),
+        "template": obj({
+            "metadata": metadata("ModelReplica"),
+            "spec": template_spec,
+        }, "The replica template.", required=["spec"]),
+    }, "A model served across the fleet.", required=["template"])
+    placement = obj({
+        "name": string(63, "The ModelReplica's name."),
+        "index": integer(0, 1000, "The replica index."),
+        "cluster": string(253, "The InferenceCluster it runs on."),
+        "pools": {"type": "object", "maxProperties": 8,
+                  "additionalProperties": {"type": "string", "maxLength": 63},
+                  "description": "The pool of each engine, by engine name."},
+        "ready": {"type": "boolean", "description": "Whether the replica is Serving."},
+        "endpoint": string(2048, "The replica's serving URL."),
+    }, "Where one replica runs.")
+    status = obj({
+        "replicas": obj({
+            "desired": integer(0, 1000, "spec.replicas."),
+            "scheduled": integer(0, 1000, "Replicas placed on a cluster."),
+            "ready": integer(0, 1000, "Replicas Serving."),
+        }, "Replica counts."),
+        "labelSelector": string(1024, "Selects this deployment's ModelReplicas (for the scale "
+                                "subresource)."),
+        "placements": array(placement, 1000, "One entry per placed replica."),
+        "unscheduled": array(obj({
+            "index": integer(0, 1000, "The replica index."),
+            "reason": string(4096, "Why no cluster fits, per cluster, as kube-scheduler says it."),
+        }, "A replica that could not be placed."), 1000, "Replicas without a cluster, with reasons."),
+    }, "Placement and readiness. " + CONDITIONS_NOTE)
+    return xrd("ModelDeployment", "modeldeployments", "Namespaced", spec, status, ["md"], [
+        col("Desired", "integer", ".spec.replicas"),
+        col("Scheduled", "integer", ".status.replicas.scheduled"),
+        col("Ready", "integer", ".status.replicas.ready"),
+    ], description="An ML team's model: engines, devices and replicas across the fleet.",
+        scale={"specReplicasPath": ".spec.replicas",
+               "statusReplicasPath": ".status.replicas.scheduled",
+               "labelSelectorPath": ".status.labelSelector"})
+
+
+def model_replica() -> dict:
+    spec = obj({
+        "clusterName": string(253, "The InferenceCluster this replica runs on.",
+                              pattern=DNS_SUBDOMAIN, min_length=1),
+        "serving": SERVING,
+        "engines": engines(True),
+    }, "One placed replica: the deployment's engines with their pools resolved.",
+        required=["clusterName", "engines"], rules=ENGINE_RULES)
+    status = obj({
+        "phase": string(0, "Pending: nothing observed yet. Loading: created, not every pod "
+                        "ready. Serving: every workload Available and the route accepted. "
+                        "Failed: a workload reports failure.",
+                        enum=["Pending", "Loading", "Serving", "Failed"]),
+        "endpoint": string(2048, "The serving URL on the cluster gateway."),
+    }, "Serving state. " + CONDITIONS_NOTE)
+    return xrd("ModelReplica", "modelreplicas", "Namespaced", spec, status, ["mr"], [
+        col("Cluster", "string", ".spec.clusterName"),
+        col("Phase", "string", ".status.phase"),
+        col("Endpoint", "string", ".status.endpoint"),
+    ], description="One replica of a ModelDeployment, placed on one cluster.")
+
+
+def col(name: str, typ: str, path: str) -> dict:
+    return {"name": name, "type": typ, "jsonPath": path}
+
+
+def xrd(kind: str, plural: str, scope: str, spec: dict, status: dict, short: list[str],
+        columns: list[dict], *, description: str, scale: dict | None = None) -> dict:
+    version: dict = {
+        "name": VERSION,
+        "served": True,
+        "referenceable": True,
+        "additionalPrinterColumns": columns,
+        "schema": {"openAPIV3Schema": {
+            "type": "object",
+            "description": description,
+            "required": ["spec"],
+            "properties": {"spec": spec, "status": status},
+        }},
+    }
+    if scale:
+        version["subresources"] = {"scale": scale}
+    return {
+        "apiVersion": "apiextensions.crossplane.io/v2",
+        "kind": "CompositeResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "shortNames": short,
+                      "categories": ["modelplane"]},
+            "defaultCompositionRef": {"name": plural},
+            "versions": [version],
+        },
+    }
+
+
+def composition(kind: str, plural: str, step: str) -> dict:
+    return {
+        "apiVersion": "apiextensions.crossplane.io/v1",
+        "kind": "Composition",
+        "metadata": {"name": plural},
+        "spec": {
+            "compositeTypeRef": {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind},
+            "mode": "Pipeline",
+            "pipeline": [{"step": step, "functionRef": {"name": FUNCTION}}],
+        },
+    }
+
+
+HEADER = "# Generated by hack/gen_xrds.py; edit that file and run `make generate`.\n"
+
+OUTPUTS = {
+    "inferencecluster": (inference_cluster, "InferenceCluster", "inferenceclusters",
+                         "report-capacity"),
+    "modeldeployment": (model_deployment, "ModelDeployment", "modeldeployments", "schedule"),
+    "modelreplica": (model_replica, "ModelReplica", "modelreplicas", "compose-model-replica"),
+}
+
+
+def render() -> dict[pathlib.Path, str]:
+    files = {}
+    for folder, (make, kind, plural, step) in OUTPUTS.items():
+        base = ROOT / "apis" / folder
+        files[base / "definition.yaml"] = HEADER + dump(make())
+        files[base / "composition.yaml"] = HEADER + dump(composition(kind, plural, step))
+    return files
+
+
+def dump(doc: dict) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=True)
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    stale = []
+    for path, text in render().items():
+        if check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path.relative_to(ROOT)))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if stale:
+        print("stale, run `make generate`: " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,4 @@
+//go:build tools
+package tools
+
+import _ "github.com/crossplane/cli/v2/cmd/crossplane"

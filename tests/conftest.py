@@ -1,0 +1,39 @@
+"""Shared fixtures: the pinned crossplane binaries and a locally served function."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from function import localrender  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def tools() -> localrender.Tools:
+    """The pinned crossplane CLI and core binary; a missing tool fails, never skips."""
+    try:
+        return localrender.find_tools()
+    except localrender.RenderError as exc:
+        pytest.fail(f"the pinned crossplane binaries are not available: {exc}")
+
+
+@pytest.fixture(scope="session")
+def function_address():
+    """`function-model-serving serve --insecure` on a free loopback port."""
+    with localrender.serve_locally() as address:
+        yield address
+
+
+@pytest.fixture(scope="session")
+def shared_crds() -> pathlib.Path:
+    path = pathlib.Path(os.environ.get("SHARED_CRDS", ROOT.parent / "shared" / "crds"))
+    if not path.is_dir():
+        pytest.fail(f"the reference CRDs are not at {path}; set SHARED_CRDS")
+    return path
