@@ -2,7 +2,7 @@
 
 Part 1 shows the behaviour users rely on. Part 2 is the differential test: every
 case of tests/cel/corpus.yaml goes through devicecel and through the real
-Kubernetes library (tools/dracel, built by hack/build-dracel.sh), and the two
+Kubernetes library (tools/dracel, built by hack/build-go-tool.sh), and the two
 must agree on the result, or on the error and its category (compile or
 runtime). If the Go tool can't be built, the test fails; it never skips.
 """
@@ -185,9 +185,9 @@ def corpus() -> dict:
 
 @pytest.fixture(scope="module")
 def kubernetes_outcomes(corpus) -> dict[str, dict]:
-    build = subprocess.run([str(ROOT / "hack" / "build-dracel.sh")], capture_output=True, text=True)
+    build = subprocess.run([str(ROOT / "hack" / "build-go-tool.sh"), "dracel"], capture_output=True, text=True)
     if build.returncode != 0:
-        pytest.fail(f"hack/build-dracel.sh failed (exit {build.returncode}):\n{build.stderr}", pytrace=False)
+        pytest.fail(f"hack/build-go-tool.sh dracel failed (exit {build.returncode}):\n{build.stderr}", pytrace=False)
     tool = build.stdout.strip().splitlines()[-1]
     devices = corpus["devices"]
     request = {"cases": [{"id": c["id"], "expression": c["expression"], "device": devices[c["device"]]}

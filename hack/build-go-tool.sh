@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Build tools/dracel, the Go reference evaluator for DRA CEL selectors
-# (k8s.io/dynamic-resource-allocation/cel), into a cache directory.
+# Build a small Go program of ours, tools/NAME, into a cache directory:
+#   hack/build-go-tool.sh dracel     the Kubernetes DRA CEL reference evaluator
+#   hack/build-go-tool.sh crdcheck   the API server's CRD validation of our XRDs
 #
-# Rebuilds only when the binary is missing or a source file of tools/dracel
+# Rebuilds only when the binary is missing or a source file of tools/NAME
 # changed: the sha256 of go.mod, go.sum and *.go is stored next to the binary.
 # Prints the binary's path on stdout; everything else goes to stderr.
 # Any failure exits non-zero (the differential test then fails, never skips).
@@ -12,12 +13,14 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-src="$root/tools/dracel"
+name="${1:?usage: hack/build-go-tool.sh NAME (a folder under tools/)}"
+src="$root/tools/$name"
+[[ -d "$src" ]] || { echo "build-go-tool: no such tool: $src" >&2; exit 1; }
 cache="${CACHE:-${FMS_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/function-model-serving/tools}}"
-bin="$cache/dracel"
-stamp="$cache/dracel.sha256"
+bin="$cache/$name"
+stamp="$cache/$name.sha256"
 
-command -v go >/dev/null || { echo "build-dracel: 'go' is not on PATH" >&2; exit 1; }
+command -v go >/dev/null || { echo "build-go-tool: 'go' is not on PATH" >&2; exit 1; }
 
 # Hash the sources (and the Go version, which changes the binary too).
 hash="$(
@@ -32,11 +35,11 @@ if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$hash" ]]; then
 fi
 
 mkdir -p "$cache"
-echo "build-dracel: building $bin (first build downloads Kubernetes modules, ~1-2 min)" >&2
+echo "build-go-tool: building $bin (the first build downloads its modules, a few minutes)" >&2
 rm -f "$stamp"
 # -mod=readonly: go.mod/go.sum are committed and must already be complete.
 (cd "$src" && go build -mod=readonly -trimpath -o "$bin.tmp" .) >&2 || {
-  echo "build-dracel: go build failed in $src" >&2
+  echo "build-go-tool: go build failed in $src" >&2
   exit 1
 }
 mv -f "$bin.tmp" "$bin"
