@@ -19,6 +19,9 @@ def cli() -> None:
 @sdkcli.standard_options
 def serve(**kwargs) -> None:
     """Serve RunFunction over gRPC (mTLS unless --insecure)."""
+    if not kwargs.get("insecure") and not kwargs.get("tls_certs_dir"):
+        raise click.UsageError("serving needs mTLS certificates (--tls-certs-dir with tls.crt, "
+                               "tls.key and ca.crt) or an explicit --insecure")
     sdkcli.run(fn.FunctionRunner(), **kwargs)
 
 
