@@ -42,3 +42,10 @@ check-generated: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# Drive the gRPC server with concurrent clients for 10 minutes (LOAD_SECONDS);
+# fails on any error or when the server's memory grows.
+LOAD_SECONDS ?= 600
+.PHONY: load
+load: venv
+	$(PY) -m benchmarks.load --seconds $(LOAD_SECONDS) --clients 16

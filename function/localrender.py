@@ -63,6 +63,13 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serve_locally(*extra: str, timeout: float = 30.0) -> Iterator[str]:
     """Run `function-model-serving serve --insecure` on a free port; yield its address."""
+    with local_server(*extra, timeout=timeout) as (address, _):
+        yield address
+
+
+@contextlib.contextmanager
+def local_server(*extra: str, timeout: float = 30.0) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Like serve_locally, also yielding the server process (to watch its memory)."""
     address = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "function.main", "serve", "--insecure", "--address", address,
@@ -79,7 +86,7 @@ def serve_locally(*extra: str, timeout: float = 30.0) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise RenderError(f"the function server did not listen on {address}")
             time.sleep(0.05)
-        yield address
+        yield address, proc
     finally:
         proc.terminate()
         try:

@@ -1,0 +1,1 @@
+"""Benchmarks and load drivers for function-model-serving (`make bench`, `make load`)."""
