@@ -16,6 +16,8 @@ from function import structs
 
 from function.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
 from function.capacity import replica_usage
+from function.models.inferencecluster import InferenceCluster
+from function.validation import metadata_errors, model_errors
 
 PROVIDER_CONFIG = "provider-config"
 PROVIDER_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
@@ -23,7 +25,12 @@ PROVIDER_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 
 def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     ic = structs.to_dict(req.observed.composite.resource)
-    name = (ic.get("metadata") or {}).get("name", "")
+    errors = metadata_errors(ic, namespaced=False) + model_errors(InferenceCluster, ic)
+    if errors:
+        response.fatal(rsp, f"InferenceCluster {(ic.get('metadata') or {}).get('name')} is "
+                       f"invalid: {'; '.join(errors)}")
+        return
+    name = ic["metadata"]["name"]
     spec = ic.get("spec") or {}
     pools = spec.get("nodePools") or []
 

@@ -25,7 +25,34 @@ def model_errors(model: type[pydantic.BaseModel], obj: Mapping[str, Any], limit:
     return []
 
 
+def dig(obj: Any, *keys: str) -> Mapping[str, Any]:
+    """obj[k1][k2]..., or {} when any level is missing or not a mapping."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, Mapping) else None
+    return obj if isinstance(obj, Mapping) else {}
+
+
+def metadata_errors(obj: Mapping[str, Any], namespaced: bool) -> list[str]:
+    """The identity the handlers rely on: a name, a namespace, string labels."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ["metadata: missing"]
+    errors = []
+    name = meta.get("name")
+    if not isinstance(name, str) or not 0 < len(name) <= 253:
+        errors.append("metadata.name: must be a non-empty string of at most 253 characters")
+    if namespaced and not isinstance(meta.get("namespace"), str):
+        errors.append("metadata.namespace: must be a string")
+    for key in ("labels", "annotations"):
+        values = meta.get(key)
+        if values is not None and not (isinstance(values, Mapping) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in values.items())):
+            errors.append(f"metadata.{key}: must map strings to strings")
+    return errors
+
+
 def spec_errors(model: type[pydantic.BaseModel], obj: Mapping[str, Any],
                 engine_spec: Mapping[str, Any]) -> list[str]:
     """Everything wrong with a ModelDeployment or ModelReplica, schema first."""
-    return model_errors(model, obj) or rules.engine_errors(engine_spec)
+    return (metadata_errors(obj, namespaced=True) + model_errors(model, obj)
+            or rules.engine_errors(engine_spec))

@@ -70,5 +70,5 @@ def _echo(observed: Mapping[str, Any]) -> dict[str, Any]:
     meta = observed.get("metadata") or {}
     keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", "annotations")
             if meta.get(k)}
-    return {"apiVersion": observed.get("apiVersion", API_VERSION), "kind": "ModelReplica",
+    return {"apiVersion": API_VERSION, "kind": "ModelReplica",
             "metadata": keep, "spec": copy.deepcopy(observed.get("spec") or {})}

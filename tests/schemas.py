@@ -1,0 +1,114 @@
+"""Validate any object the functions emit, in process, as strictly as a cluster would.
+
+Our kinds against the XRD schemas, the composed CRD kinds (LWS, HTTPRoute,
+InferencePool, provider-kubernetes Object and its inner manifest) against the
+reference CRDs in ../shared/crds, and core kinds (Deployment, Service,
+ResourceClaimTemplate, ConfigMap, RBAC) with kubernetes-validate's strict
+schemas. Unknown fields are errors, as with the crossplane CLI's strict
+decoding. CEL rules are not evaluated here (tests/test_examples_validate.py
+and the end-to-end tests run the real CLI for those).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pathlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+KUBERNETES_VERSION = "1.35.0"
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _strict(schema: Any) -> Any:
+    """Close every object schema that lists properties (Kubernetes prunes or rejects)."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in out \
+                and "additionalProperties" not in out \
+                and not out.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        if out.get("x-kubernetes-int-or-string"):
+            out.pop("type", None)
+            out.setdefault("anyOf", [{"type": "integer"}, {"type": "string"}])
+        if out.get("x-kubernetes-embedded-resource"):
+            # apiVersion/kind/metadata are implied on embedded resources.
+            props = out.setdefault("properties", {})
+            for key in ("apiVersion", "kind"):
+                props.setdefault(key, {"type": "string"})
+            props.setdefault("metadata", {"type": "object"})
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+class Schemas:
+    def __init__(self, shared_crds: pathlib.Path | None = None) -> None:
+        shared_crds = shared_crds or pathlib.Path(
+            os.environ.get("SHARED_CRDS", ROOT.parent / "shared" / "crds"))
+        self._schemas: dict[tuple[str, str], Any] = {}
+        for path in sorted((ROOT / "apis").glob("*/definition.yaml")):
+            xrd = yaml.safe_load(path.read_text())
+            spec = xrd["spec"]
+            for v in spec["versions"]:
+                schema = copy.deepcopy(v["schema"]["openAPIV3Schema"])
+                props = schema["properties"]
+                # Crossplane adds these to every composite.
+                props["spec"]["properties"]["crossplane"] = {"type": "object"}
+                props["status"]["properties"]["conditions"] = {"type": "array"}
+                props["apiVersion"], props["kind"] = {"type": "string"}, {"type": "string"}
+                props["metadata"] = {"type": "object"}
+                self._add(f"{spec['group']}/{v['name']}", spec["names"]["kind"], schema)
+        for path in sorted(shared_crds.glob("*.yaml")):
+            for crd in yaml.safe_load_all(path.read_text()):
+                if not crd or crd.get("kind") != "CustomResourceDefinition":
+                    continue
+                spec = crd["spec"]
+                for v in spec["versions"]:
+                    schema = copy.deepcopy(v["schema"]["openAPIV3Schema"])
+                    schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+                    self._add(f"{spec['group']}/{v['name']}", spec["names"]["kind"], schema)
+
+    def _add(self, api_version: str, kind: str, schema: Any) -> None:
+        self._schemas[(api_version, kind)] = jsonschema.Draft7Validator(_strict(schema))
+
+    def errors(self, obj: Mapping[str, Any], where: str = "") -> list[str]:
+        api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
+        where = where or f"{kind} {((obj.get('metadata') or {}).get('name'))}"
+        errs = [f"{where}: {e}" for e in self._metadata_errors(obj)]
+        validator = self._schemas.get((api_version, kind))
+        if validator is not None:
+            errs += [f"{where}: {'.'.join(map(str, e.absolute_path))}: {e.message}"
+                     for e in validator.iter_errors(dict(obj))]
+            manifest = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest")
+            if kind == "Object" and isinstance(manifest, Mapping):
+                errs += self.errors(manifest, f"{where} manifest")
+            return errs
+        try:
+            kubernetes_validate.validate(dict(obj), KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            errs.append(f"{where}: no schema for {api_version} {kind}")
+        except kubernetes_validate.ValidationError as e:
+            errs.append(f"{where}: {'.'.join(map(str, e.path))}: {e.message}")
+        return errs
+
+    @staticmethod
+    def _metadata_errors(obj: Mapping[str, Any]) -> list[str]:
+        meta = obj.get("metadata") or {}
+        errs = []
+        name = meta.get("name")
+        if name is not None and not (isinstance(name, str) and len(name) <= 63
+                                     and DNS_LABEL.match(name)):
+            errs.append(f"metadata.name {name!r} is not a DNS label of at most 63 characters")
+        for key, value in (meta.get("labels") or {}).items():
+            if not isinstance(value, str) or len(value) > 63:
+                errs.append(f"label {key}={value!r} is not a valid label value")
+        return errs
