@@ -49,3 +49,8 @@ LOAD_SECONDS ?= 600
 .PHONY: load
 load: venv
 	$(PY) -m benchmarks.load --seconds $(LOAD_SECONDS) --clients 16
+
+# Scheduler and composer against their protobuf floor, fleets S/M/L.
+.PHONY: bench
+bench: venv
+	$(PY) -m benchmarks.bench

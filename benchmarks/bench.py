@@ -1,0 +1,166 @@
+"""`make bench`: the scheduler and composer against their protobuf floor.
+
+For each fleet size (benchmarks/fleetgen.py) it measures, in one run:
+  - RunFunction in process (p50, p95 over repeated runs),
+  - RunFunction over gRPC to a `serve` subprocess (p50, p95),
+  - the floor: decoding the serialized request and encoding the response,
+    nothing else,
+  - peak RSS of a fresh process that builds the request and runs it,
+and prints the ratio to the floor. Then the composer on each example replica
+(in process) and the server's composer throughput with concurrent clients.
+The numbers are measurements, not assertions: targets are checked by
+reading the table (benchmarks/README.md records a run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import grpc
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from benchmarks import fleetgen, load
+from function import fn, localrender
+from function.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+
+
+def scheduler_request(size: str) -> fnv1.RunFunctionRequest:
+    md, clusters, live = fleetgen.generate(size)
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(resource.dict_to_struct(md))
+    for name, objs in ((REQUIRE_CLUSTERS, clusters), (REQUIRE_REPLICAS, live)):
+        items = req.required_resources[name].items
+        for obj in objs:
+            items.add().resource.CopyFrom(resource.dict_to_struct(obj))
+    return req
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    s = sorted(samples)
+    return (statistics.median(s) * 1000, s[min(len(s) - 1, int(0.95 * len(s)))] * 1000)
+
+
+def timed(fn_, runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn_()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def in_process(data: bytes, runs: int) -> tuple[list[float], list[float], bytes]:
+    """(RunFunction samples, floor samples, one serialized response)."""
+    def full() -> bytes:
+        return fn.run_function(fnv1.RunFunctionRequest.FromString(data)).SerializeToString()
+    rsp = full()
+    rsp_msg = fnv1.RunFunctionResponse.FromString(rsp)
+
+    def floor() -> bytes:
+        fnv1.RunFunctionRequest.FromString(data)
+        return rsp_msg.SerializeToString()
+    return timed(full, runs), timed(floor, runs), rsp
+
+
+def over_grpc(address: str, req: fnv1.RunFunctionRequest, runs: int) -> list[float]:
+    opts = [("grpc.max_send_message_length", 256 << 20),
+            ("grpc.max_receive_message_length", 256 << 20)]
+    with grpc.insecure_channel(address, options=opts) as ch:
+        stub = grpcv1.FunctionRunnerServiceStub(ch)
+        stub.RunFunction(req, timeout=120)
+        return timed(lambda: stub.RunFunction(req, timeout=120), runs)
+
+
+def peak_rss_mib(size: str) -> float:
+    """Peak RSS of a fresh process that builds and runs the size's request once."""
+    code = ("import resource,sys; from benchmarks import bench; from function import fn; "
+            f"req=bench.scheduler_request({size!r}); data=req.SerializeToString(); del req; "
+            "from crossplane.function.proto.v1 import run_function_pb2 as f; "
+            "fn.run_function(f.RunFunctionRequest.FromString(data)); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip()) / 1024
+
+
+def composer_rows(runs: int) -> list[dict]:
+    rows = []
+    for name, req in sorted(load.realistic_requests().items()):
+        if not name.startswith("compose/"):
+            continue
+        data = req.SerializeToString()
+        full, floor, _ = in_process(data, runs)
+        p50, p95 = percentiles(full)
+        f50, _ = percentiles(floor)
+        rows.append({"what": name, "p50_ms": round(p50, 2), "p95_ms": round(p95, 2),
+                     "floor_p50_ms": round(f50, 3), "ratio": round(p50 / f50, 1)})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="scheduler and composer benchmarks")
+    ap.add_argument("--sizes", default="S,M,L")
+    ap.add_argument("--runs", type=int, default=0, help="runs per measurement (0: by size)")
+    ap.add_argument("--throughput-seconds", type=float, default=10)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    results = {"machine": f"{platform.machine()} {platform.processor() or ''} "
+                          f"{len(__import__('os').sched_getaffinity(0))} cores, "
+                          f"Python {platform.python_version()}", "scheduler": [], "composer": []}
+    with localrender.local_server() as (address, _):
+        for size in args.sizes.split(","):
+            runs = args.runs or {"S": 50, "M": 20, "L": 7}[size]
+            req = scheduler_request(size)
+            data = req.SerializeToString()
+            full, floor, rsp = in_process(data, runs)
+            remote = over_grpc(address, req, runs)
+            p50, p95 = percentiles(full)
+            f50, f95 = percentiles(floor)
+            g50, g95 = percentiles(remote)
+            results["scheduler"].append({
+                "size": size, "request_mb": round(len(data) / 1e6, 2),
+                "response_kb": round(len(rsp) / 1e3, 1),
+                "p50_ms": round(p50, 1), "p95_ms": round(p95, 1),
+                "grpc_p50_ms": round(g50, 1), "grpc_p95_ms": round(g95, 1),
+                "floor_p50_ms": round(f50, 2), "ratio_to_floor": round(p50 / f50, 1),
+                "peak_rss_mib": round(peak_rss_mib(size), 1)})
+    results["composer"] = composer_rows(args.runs or 200)
+    tp = load.run(seconds=args.throughput_seconds, clients=16, kinds="compose", warmup=2,
+                  slack_kib=1 << 30)
+    results["composer_throughput_rps"] = tp["throughput_rps"]
+    results["composer_throughput_errors"] = tp["errors"]
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(render(results))
+    return 0
+
+
+def render(r: dict) -> str:
+    lines = [f"machine: {r['machine']}", "", "scheduler (ModelDeployment RunFunction)"]
+    cols = ["size", "request_mb", "response_kb", "p50_ms", "p95_ms", "grpc_p50_ms",
+            "grpc_p95_ms", "floor_p50_ms", "ratio_to_floor", "peak_rss_mib"]
+    lines += _table(cols, r["scheduler"])
+    lines += ["", "composer (ModelReplica RunFunction, in process)"]
+    lines += _table(["what", "p50_ms", "p95_ms", "floor_p50_ms", "ratio"], r["composer"])
+    lines += ["", f"composer throughput over gRPC, 16 clients: {r['composer_throughput_rps']} "
+                  f"RunFunction/s ({r['composer_throughput_errors']} errors)"]
+    return "\n".join(lines)
+
+
+def _table(cols: list[str], rows: list[dict]) -> list[str]:
+    cells = [cols] + [[str(row[c]) for c in cols] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cols))]
+    return ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in cells]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
