@@ -114,4 +114,9 @@ def render(tools: Tools, address: str, xr: pathlib.Path, composition: pathlib.Pa
     if out.returncode != 0:
         raise RenderError(f"crossplane composition render failed ({out.returncode}):\n"
                           f"{out.stderr.strip() or out.stdout.strip()}")
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    # Crossplane reports unready composed resources in map order; sort the
+    # Results so identical inputs print identical output.
+    results = sorted((d for d in docs if d.get("kind") == "Result"),
+                     key=lambda d: yaml.safe_dump(d, sort_keys=True))
+    return [d for d in docs if d.get("kind") != "Result"] + results

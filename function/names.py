@@ -22,3 +22,33 @@ def dns_label(*parts: str | int, max_length: int = MAX) -> str:
     digest = hashlib.sha256(full.encode()).hexdigest()[:10]
     head = name[: max_length - len(digest) - 1].rstrip("-")
     return f"{head}-{digest}" if head else digest
+
+
+DIGEST = 8
+
+
+def tagged_label(*parts: str | int, tag: str, identity: tuple[str | int, ...] | None = None,
+                 max_length: int = MAX) -> str:
+    """`<readable parts>-<digest>-<tag>`: a DNS-1035 label of at most max_length.
+
+    For objects whose names must never meet: the digest covers `identity`
+    (default: the parts) joined by a character no Kubernetes name holds, so
+    two identities never share a name, even when their dash-joined parts read
+    alike ("a-b" + "c" and "a" + "b-c") or the readable head is cut to fit.
+    The tag is kept whole at the end, so names with different tags never
+    equal each other whatever the parts (a Service can never take a
+    LeaderWorkerSet's name). The name starts with a letter, as Service
+    names must.
+    """
+    if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", tag):
+        raise ValueError(f"tag {tag!r} must be a DNS-1035 label")
+    key = "\x00".join(str(p) for p in (parts if identity is None else identity))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:DIGEST]
+    budget = max_length - len(digest) - len(tag) - 2
+    if budget < 1:
+        raise ValueError(f"max_length {max_length} leaves no room for a name with tag {tag!r}")
+    head = _INVALID.sub("-", "-".join(str(p) for p in parts).lower()).strip("-")
+    if not head[:1].isalpha():
+        head = f"mp-{head}".rstrip("-")
+    head = head[:budget].rstrip("-")
+    return f"{head}-{digest}-{tag}"

@@ -1,12 +1,41 @@
-"""The replica composer: ModelReplica -> workloads and routing on its cluster."""
+"""The replica composer: ModelReplica -> workloads and routing on its cluster.
+
+The I/O around small builders, in the order they run:
+
+1. `model`: the validated ModelReplica and its InferenceCluster (required by
+   name, `spec.clusterName`) as records: pools' node taints, the gateway,
+   `providerConfigRef`.
+2. `backends`: each engine -> a Deployment or a LeaderWorkerSet, with a
+   ResourceClaimTemplate per device-claiming member (`pods`, `claims`).
+3. `routing`: the serving mode's routing layer decorates the backends'
+   output (Unified: a Service and an HTTPRoute).
+4. `placement`: on a remote cluster, every object wrapped in a
+   provider-kubernetes Object.
+5. `readiness` and `status`: each composed resource's readiness, the
+   replica's phase, conditions and endpoint, from the observed objects.
+
+Never destructive (`keep`): until the InferenceCluster is resolved, or while
+it is missing or malformed, every observed composed resource is kept as it is
+and a condition says why. A malformed ModelReplica is a Fatal result, which
+keeps everything too.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import structs
-
+from function.api import API_VERSION, REQUIRE_CLUSTER
+from function.composer import keep, placement, readiness, status
+from function.composer.backends import compose_backends
+from function.composer.composed import Composed
+from function.composer.model import Cluster, Replica, Unusable, parse_cluster, parse_replica
+from function.composer.routing import LAYERS, Routing
 from function.models.modelreplica import ModelReplica
 from function.validation import spec_errors
 
@@ -19,4 +48,86 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         response.fatal(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} is "
                        f"invalid: {'; '.join(errors)}")
         return
-    resource.update(rsp.desired.composite, {"status": {"phase": "Pending"}})
+    replica = parse_replica(mr)
+    # Declared on every call, so the requirement stays stable across calls.
+    response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, "InferenceCluster",
+                               match_name=replica.cluster)
+    observed = {key: structs.to_dict(r.resource)
+                for key, r in sorted(req.observed.resources.items())}
+
+    try:
+        cluster = resolve_cluster(req, replica)
+    except Unusable as why:
+        keep_everything(rsp, mr, observed, why)
+        return
+
+    placed = compose(replica, cluster)
+    for note in placed.notes:
+        response.warning(rsp, note)
+    items = []
+    for c in placed.objects:
+        state = readiness.judge(observed.get(c.key))
+        resource.update(rsp.desired.resources[c.key], c.manifest)
+        rsp.desired.resources[c.key].ready = fnv1.READY_TRUE if state.ready \
+            else fnv1.READY_FALSE
+        items.append(status.Observed(c.key, c.role, state))
+    summary = status.summarize(items, not_routed=placed.routing.not_routed)
+    write_status(rsp, phase=summary.phase, endpoint=placed.routing.endpoint,
+                 conditions=summary.conditions)
+    where = (f"remote, through {cluster.provider_config.kind} {cluster.provider_config.name}"
+             if cluster.provider_config else "the control-plane cluster")
+    response.set_conditions(rsp, resource.Condition(
+        typ=status.CLUSTER_RESOLVED, status="True", reason="Resolved",
+        message=f"InferenceCluster {cluster.name} ({where})"))
+
+
+def resolve_cluster(req: fnv1.RunFunctionRequest, replica: Replica) -> Cluster:
+    if REQUIRE_CLUSTER not in req.required_resources:
+        raise Unusable("Resolving", f"waiting for Crossplane to resolve InferenceCluster "
+                       f"{replica.cluster}")
+    found = [ic for ic in structs.required(req, REQUIRE_CLUSTER)
+             if (ic.get("metadata") or {}).get("name") == replica.cluster]
+    if not found:
+        raise Unusable("ClusterNotFound", f"InferenceCluster {replica.cluster} does not exist")
+    return parse_cluster(found[0], replica)
+
+
+@dataclass
+class Placed:
+    objects: list[Composed]  # as they go to Crossplane: wrapped for a remote cluster
+    routing: Routing         # the routing layer's endpoint and verdict
+    notes: list[str]         # warnings for the user
+
+
+def compose(replica: Replica, cluster: Cluster) -> Placed:
+    """Every object of the replica, placed for its cluster."""
+    backends = compose_backends(replica, cluster)
+    # Validation admits only the modes that have a layer (the XRD's enum).
+    routing = LAYERS[replica.mode].route(replica, cluster, backends)
+    objects = placement.place(backends.objects + routing.objects, replica, cluster)
+    return Placed(objects, routing, backends.notes)
+
+
+def keep_everything(rsp: fnv1.RunFunctionResponse, mr: dict[str, Any],
+                    observed: dict[str, dict[str, Any]], why: Unusable) -> None:
+    """Keep every observed object; phase from what exists, endpoint as it was."""
+    kept = keep.keep_observed(rsp, observed)
+    summary = status.summarize(kept)
+    previous = mr.get("status") or {}
+    write_status(rsp, phase=summary.phase if kept else previous.get("phase", status.PENDING),
+                 endpoint=previous.get("endpoint"), conditions=summary.conditions)
+    response.set_conditions(rsp, resource.Condition(
+        typ=status.CLUSTER_RESOLVED, status="False", reason=why.reason,
+        message=f"{why.message}; {len(kept)} existing objects are kept as they are"))
+
+
+def write_status(rsp: fnv1.RunFunctionResponse, *, phase: str, endpoint: str | None,
+                 conditions: Sequence[resource.Condition]) -> None:
+    out: dict[str, Any] = {"phase": phase}
+    if endpoint:
+        out["endpoint"] = endpoint
+    resource.update(rsp.desired.composite, {"status": out})
+    response.set_conditions(rsp, *conditions)
+
+
+__all__ = ["run", "compose", "resolve_cluster"]

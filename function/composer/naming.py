@@ -1,0 +1,89 @@
+"""Names, labels and composed-resource keys of everything a replica composes.
+
+Object names are `<replica>[-<engine>[-<role>]]-<digest>-<tag>` (see
+`function.names.tagged_label`): readable first, then a digest of the
+namespace, replica, parts and tag, then a tag for the kind. The same name
+serves on the control plane and on a remote cluster, where every replica's
+objects land in a namespace named like the replica's own, so:
+
+* two replicas never share a name, in one namespace or across namespaces
+  (the digest covers the namespace: two same-named deployments in two
+  namespaces get disjoint names even if a cluster ever hosts both in one
+  namespace);
+* a LeaderWorkerSet never takes a Service's name: LWS creates a headless
+  Service named after itself and skips creating it when one exists, which
+  would leave the gang without DNS for its leader and deadlock it. The tags
+  differ (`lws` vs `svc`) and sit at the end, so the names cannot be equal;
+* every name is a DNS-1035 label of at most 63 characters; LeaderWorkerSet
+  names are kept to 45 so the StatefulSets, pods and labels LWS derives from
+  them (`<lws>-<group>-<worker>`, `<sts>-<revision hash>`) stay within 63.
+
+Composed-resource keys name what a resource is for, with the kind in the key
+for workloads: an engine turning from Standalone into a gang drops the
+Deployment's key and adds the LeaderWorkerSet's, so Crossplane deletes the
+one and creates the other instead of trying to turn one kind into another.
+"""
+
+from __future__ import annotations
+
+from function.api import GROUP, LABEL_DEPLOYMENT
+from function.composer.model import Engine, Member, Replica
+from function.names import MAX, dns_label, tagged_label
+
+# Pod and object labels. Values are DNS labels of at most 63 characters.
+LABEL_REPLICA = f"{GROUP}/replica"      # every object and pod of a replica
+LABEL_ENGINE = f"{GROUP}/engine"        # pods of one engine
+LABEL_ROLE = f"{GROUP}/role"            # Standalone, Leader or Worker
+LABEL_WORKLOAD = f"{GROUP}/workload"    # pods of one Deployment/LWS: its selector
+LABEL_SERVING = f"{GROUP}/serving"      # serving pods only; value: the replica
+
+MAX_LWS_NAME = 45
+
+
+def replica_label(replica: Replica) -> str:
+    """The replica as a label value (ModelReplica names may be up to 253 characters)."""
+    return dns_label(replica.name)
+
+
+def object_labels(replica: Replica) -> dict[str, str]:
+    labels = {LABEL_REPLICA: replica_label(replica)}
+    if replica.deployment:
+        labels[LABEL_DEPLOYMENT] = dns_label(replica.deployment)
+    return dict(sorted(labels.items()))
+
+
+def _name(replica: Replica, *parts: str, tag: str, max_length: int = MAX) -> str:
+    return tagged_label(replica.name, *parts, tag=tag, max_length=max_length,
+                        identity=(replica.namespace, replica.name, *parts, tag))
+
+
+def deployment_name(replica: Replica, engine: Engine) -> str:
+    return _name(replica, engine.name, tag="deploy")
+
+
+def leaderworkerset_name(replica: Replica, engine: Engine) -> str:
+    return _name(replica, engine.name, tag="lws", max_length=MAX_LWS_NAME)
+
+
+def claim_template_name(replica: Replica, engine: Engine, member: Member) -> str:
+    return _name(replica, engine.name, member.role.lower(), tag="claims")
+
+
+def service_name(replica: Replica, purpose: str = "") -> str:
+    return _name(replica, *([purpose] if purpose else []), tag="svc")
+
+
+def route_name(replica: Replica, purpose: str = "") -> str:
+    return _name(replica, *([purpose] if purpose else []), tag="route")
+
+
+def namespace_object_name(replica: Replica) -> str:
+    return _name(replica, tag="ns")
+
+
+def workload_key(engine: Engine) -> str:
+    return f"{engine.name}-{'leaderworkerset' if engine.is_gang else 'deployment'}"
+
+
+def claim_template_key(engine: Engine, member: Member) -> str:
+    return f"{engine.name}-{member.role.lower()}-claims"

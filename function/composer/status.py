@@ -1,0 +1,98 @@
+"""The replica's phase and conditions, from what its composed objects report.
+
+Phase (status.phase):
+* Pending: none of the replica's objects exists yet.
+* Failed: an object reports failure (a Deployment past its progress deadline
+  or unable to create pods, an Object that cannot be applied).
+* Serving: every workload and what it needs is ready (Deployments and
+  LeaderWorkerSets Available with every pod ready) and the routing layer's
+  objects are ready (the Service exists, the HTTPRoute is accepted).
+* Loading: anything in between.
+
+Conditions (never type Ready, which Crossplane derives from the composed
+resources' readiness): `WorkloadsReady` over workloads and their claims (and
+the remote namespace), `Routed` over the routing layer's objects, and
+`ClusterResolved` (written by the caller) about the InferenceCluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from crossplane.function import resource
+
+from function.composer.composed import Role
+from function.composer.readiness import State
+
+PENDING, LOADING, SERVING, FAILED = "Pending", "Loading", "Serving", "Failed"
+MAX_MESSAGE = 1000
+
+WORKLOADS_READY = "WorkloadsReady"
+ROUTED = "Routed"
+CLUSTER_RESOLVED = "ClusterResolved"
+
+
+@dataclass(frozen=True)
+class Observed:
+    key: str
+    role: Role
+    state: State
+
+
+@dataclass(frozen=True)
+class Summary:
+    phase: str
+    conditions: tuple[resource.Condition, ...]
+
+
+def summarize(items: Sequence[Observed], *, not_routed: str | None = None) -> Summary:
+    backend = [i for i in items if i.role is not Role.ROUTE]
+    routes = [i for i in items if i.role is Role.ROUTE]
+    workloads = _condition(WORKLOADS_READY, backend, ready_reason="Available",
+                           what="workloads")
+    if not_routed:
+        routed = resource.Condition(typ=ROUTED, status="False", reason="NotImplemented",
+                                    message=_cap(not_routed))
+    else:
+        routed = _condition(ROUTED, routes, ready_reason="Accepted", what="routing objects")
+
+    if not any(i.state.exists for i in items):
+        phase = PENDING
+    elif any(i.state.failure for i in items):
+        phase = FAILED
+    elif workloads.status == "True" and routed.status == "True":
+        phase = SERVING
+    else:
+        phase = LOADING
+    return Summary(phase, (workloads, routed))
+
+
+def _condition(typ: str, items: Sequence[Observed], *, ready_reason: str,
+               what: str) -> resource.Condition:
+    failed = [i for i in items if i.state.failure]
+    if failed:
+        return resource.Condition(typ=typ, status="False", reason="Failed",
+                                  message=_cap(_list(failed)))
+    if not items:
+        return resource.Condition(typ=typ, status="False", reason="Pending",
+                                  message=f"no {what} composed")
+    if not any(i.state.exists for i in items):
+        return resource.Condition(typ=typ, status="False", reason="Pending",
+                                  message=_cap(f"not created yet: "
+                                               f"{', '.join(i.key for i in items)}"))
+    waiting = [i for i in items if not i.state.ready]
+    if waiting:
+        return resource.Condition(typ=typ, status="False",
+                                  reason="Loading" if typ == WORKLOADS_READY else "NotReady",
+                                  message=_cap(_list(waiting)))
+    return resource.Condition(typ=typ, status="True", reason=ready_reason,
+                              message=f"{len(items)}/{len(items)} {what} ready")
+
+
+def _list(items: Sequence[Observed]) -> str:
+    return "; ".join(f"{i.key}: {i.state.describe()}" for i in items)
+
+
+def _cap(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
