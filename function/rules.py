@@ -8,10 +8,15 @@ sentence whichever layer caught the mistake.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 RESERVED_PREFIX = "modelplane.ai/"
+# Kubernetes qualified names (label keys): an optional DNS prefix and '/', then a name.
+QUALIFIED_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 def engine_errors(spec: Mapping[str, Any]) -> list[str]:
@@ -25,6 +30,8 @@ def engine_errors(spec: Mapping[str, Any]) -> list[str]:
     if len(set(names)) != len(names):
         errors.append("engine names must be unique")
     phases = [e.get("phase") for e in engines]
+    if (spec.get("serving") or {}).get("kvConnector") and mode != "PrefillDecode":
+        errors.append("kvConnector applies to serving mode PrefillDecode only")
     if mode == "PrefillDecode":
         if len(engines) != 2 or sorted(p or "" for p in phases) != ["Decode", "Prefill"]:
             errors.append("serving mode PrefillDecode needs exactly two engines, one with phase "
@@ -33,6 +40,42 @@ def engine_errors(spec: Mapping[str, Any]) -> list[str]:
         errors.append("engine phase is only allowed under serving mode PrefillDecode")
     for engine in engines:
         errors += [f"engine {engine.get('name')!r}: {m}" for m in _engine(engine)]
+    errors += [f"clusterSelector.matchLabels {m}" for m in _keys(
+        ((spec.get("clusterSelector") or {}).get("matchLabels") or {}))]
+    for i, t in enumerate(spec.get("tolerations") or []):
+        errors += [f"tolerations[{i}]: {m}" for m in _toleration(t)]
+    return errors
+
+
+def _keys(labels: Iterable[str], reserved: bool = False) -> list[str]:
+    errors = []
+    if any(not QUALIFIED_NAME.match(str(k)) or len(str(k)) > 317 for k in labels):
+        errors.append("keys must be qualified names (an optional DNS prefix and '/', then a "
+                      "name of letters, digits, '-', '_' and '.')")
+    if reserved and any(str(k).startswith(RESERVED_PREFIX) for k in labels):
+        errors.append(f"keys under {RESERVED_PREFIX} are reserved for modelplane itself")
+    return errors
+
+
+def _toleration(t: Mapping[str, Any]) -> list[str]:
+    errors = []
+    op = t.get("operator") or "Equal"
+    if op == "Exists" and t.get("value"):
+        errors.append("a toleration with operator Exists must not set a value")
+    if not t.get("key") and op != "Exists":
+        errors.append("a toleration without a key must use operator Exists (it then "
+                      "tolerates every taint)")
+    return errors
+
+
+def _env(env: Mapping[str, Any]) -> list[str]:
+    errors = []
+    if env.get("value") is not None and env.get("valueFrom") is not None:
+        errors.append("an env var sets value or valueFrom, not both")
+    source = env.get("valueFrom")
+    if source is not None and sum(source.get(k) is not None for k in
+                                  ("secretKeyRef", "configMapKeyRef", "fieldRef")) != 1:
+        errors.append("valueFrom needs exactly one of secretKeyRef, configMapKeyRef, fieldRef")
     return errors
 
 
@@ -50,11 +93,31 @@ def _engine(engine: Mapping[str, Any]) -> list[str]:
         if len(containers) != 1 or containers[0].get("name") != "engine":
             errors.append("the pod template needs exactly one container, named engine")
         for where, labels in _template_maps(m):
-            if any(str(k).startswith(RESERVED_PREFIX) for k in labels):
-                errors.append(f"{where} keys under {RESERVED_PREFIX} are reserved")
+            errors += [f"{where} {e}" for e in _keys(labels, reserved=True)]
+        for c in containers:
+            for env in c.get("env") or []:
+                errors += [f"env {env.get('name')!r}: {e}" for e in _env(env)]
+        for r in m.get("deviceRequests") or []:
+            if (r.get("claim") or "DRA") == "DRA" and not r.get("deviceClassName"):
+                errors.append(f"device request {r.get('name')!r}: a DRA device request needs "
+                              "a deviceClassName")
     if not any(((m.get("nodeSelector") or {}).get("devices")) for m in members):
         errors.append("at least one member of every engine must request devices in "
                       "nodeSelector.devices")
+    gang = "Leader" in roles
+    if engine.get("recoveryPolicy") and not gang:
+        errors.append("recoveryPolicy applies to gang engines (a Leader and a Worker) only")
+    if (engine.get("rollout") or {}).get("partition") is not None and not gang:
+        errors.append("rollout.partition applies to gang engines only: a Deployment has no "
+                      "partition")
+    for m in members:
+        for r in (m.get("nodeSelector") or {}).get("devices") or []:
+            if r.get("firstAvailable") is not None and r.get("selectors") is not None:
+                errors.append(f"device request {r.get('name')!r} has selectors or "
+                              "firstAvailable alternatives, not both")
+            elif r.get("firstAvailable") == []:
+                errors.append(f"device request {r.get('name')!r}: firstAvailable needs at "
+                              "least one alternative")
     return errors
 
 
@@ -65,6 +128,5 @@ def _template_maps(member: Mapping[str, Any]):
 
 
 def template_metadata_errors(metadata: Mapping[str, Any]) -> list[str]:
-    return [f"template {key} under {RESERVED_PREFIX} are reserved"
-            for key in ("labels", "annotations")
-            if any(str(k).startswith(RESERVED_PREFIX) for k in (metadata.get(key) or {}))]
+    return [f"template {key} {e}" for key in ("labels", "annotations")
+            for e in _keys(metadata.get(key) or {}, reserved=True)]

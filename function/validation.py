@@ -39,8 +39,9 @@ def metadata_errors(obj: Mapping[str, Any], namespaced: bool) -> list[str]:
         return ["metadata: missing"]
     errors = []
     name = meta.get("name")
-    if not isinstance(name, str) or not 0 < len(name) <= 253:
-        errors.append("metadata.name: must be a non-empty string of at most 253 characters")
+    # Crossplane caps composite names at 63: they become label values.
+    if not isinstance(name, str) or not 0 < len(name) <= 63:
+        errors.append("metadata.name: must be a non-empty string of at most 63 characters")
     if namespaced and not isinstance(meta.get("namespace"), str):
         errors.append("metadata.namespace: must be a string")
     for key in ("labels", "annotations"):
@@ -55,4 +56,5 @@ def spec_errors(model: type[pydantic.BaseModel], obj: Mapping[str, Any],
                 engine_spec: Mapping[str, Any]) -> list[str]:
     """Everything wrong with a ModelDeployment or ModelReplica, schema first."""
     return (metadata_errors(obj, namespaced=True) + model_errors(model, obj)
-            or rules.engine_errors(engine_spec))
+            or rules.engine_errors(engine_spec)
+            + rules.template_metadata_errors(dig(obj, "spec", "template", "metadata")))

@@ -164,12 +164,29 @@ SELECTOR = obj({
                   min_length=1),
 }, "One CEL selector; a device must satisfy every selector of its request.", required=["cel"])
 
-DEVICE_REQUEST = obj({
-    "name": string(63, "The request's name, unique within the member (a DNS label).",
+ALTERNATIVE = obj({
+    "name": string(63, "The alternative's name (a DNS label), recorded on the ModelReplica.",
                    pattern=DNS_LABEL),
     "count": integer(1, 128, "How many such devices each pod claims.", default=1),
     "selectors": array(SELECTOR, 8, "CEL selectors, ANDed."),
-}, "Devices each pod of the member needs on one node.", required=["name"])
+}, "One alternative of a request, as a DRA firstAvailable subrequest.", required=["name"])
+
+DEVICE_REQUEST = obj({
+    "name": string(63, "The request's name, unique within the member (a DNS label).",
+                   pattern=DNS_LABEL),
+    "count": integer(1, 128, "How many such devices each pod claims (exact requests).",
+                     default=1),
+    "selectors": array(SELECTOR, 8, "CEL selectors, ANDed."),
+    "firstAvailable": array(ALTERNATIVE, 8, "Fungible devices in priority order (DRA "
+                            "firstAvailable): the scheduler prefers, fleet-wide, the first "
+                            "alternative that fits anywhere before falling back to the next. "
+                            "Use instead of count and selectors.", map_keys=["name"]),
+}, "Devices each pod of the member needs on one node.", required=["name"], rules=[
+    ("!has(self.firstAvailable) || !has(self.selectors)",
+     "a device request has selectors or firstAvailable alternatives, not both"),
+    ("!has(self.firstAvailable) || size(self.firstAvailable) > 0",
+     "firstAvailable needs at least one alternative"),
+])
 
 RESOLVED_DEVICE_REQUEST = obj({
     "name": string(63, "The request's name.", pattern=DNS_LABEL),
@@ -180,6 +197,9 @@ RESOLVED_DEVICE_REQUEST = obj({
                     "devices constrain placement only.", enum=["DRA", "Synthetic"], default="DRA"),
     "count": integer(1, 128, "How many devices each pod claims.", default=1),
     "selectors": array(SELECTOR, 8, "CEL selectors carried to the ResourceClaimTemplate."),
+    "alternative": string(63, "For a firstAvailable request: the alternative the scheduler "
+                          "chose; count and selectors are that alternative's.",
+                          pattern=DNS_LABEL),
 }, "A device request resolved against the chosen pool.", required=["name", "count"], rules=[
     ("!has(self.claim) || self.claim != 'DRA' || (has(self.deviceClassName) && size(self.deviceClassName) > 0)",
      "a DRA device request needs a deviceClassName"),
@@ -279,6 +299,17 @@ def member(resolved: bool) -> dict:
     ])
 
 
+ROLLOUT = obj({
+    "maxSurge": {**QUANTITY, "description": "Extra copies (or a percentage) during a rollout. "
+                 "Each surge copy needs free nodes of its own in the pool."},
+    "maxUnavailable": {**QUANTITY, "description": "Copies (or a percentage) that may be down "
+                       "during a rollout."},
+    "partition": integer(0, 256, "Gang engines only: copies with an index below the partition "
+                         "keep the old template (a staged rollout)."),
+}, "How an engine's copies roll to a new template: a Deployment's RollingUpdate strategy, or a "
+   "LeaderWorkerSet's rollingUpdateConfiguration.")
+
+
 def engine(resolved: bool) -> dict:
     return obj({
         "name": string(63, "The engine's name, a DNS label unique in the deployment.",
@@ -287,6 +318,17 @@ def engine(resolved: bool) -> dict:
                           "autoscaled.", default=1),
         "phase": string(0, "Prefill or Decode; only under serving mode PrefillDecode.",
                         enum=["Prefill", "Decode"]),
+        "recoveryPolicy": string(0, "Gang engines only. RecreateGroupOnPodRestart (the "
+                                 "default): a restart of any pod recreates the whole gang. "
+                                 "RecreateGroupAfterStart: only once the gang has started. "
+                                 "None: pods restart alone.",
+                                 enum=["RecreateGroupOnPodRestart", "RecreateGroupAfterStart",
+                                       "None"]),
+        "restartGracePeriodSeconds": integer(0, 3600, "How long an engine pod may drain "
+                                             "in-flight requests before it is killed on a "
+                                             "restart or rollout (the pods' "
+                                             "terminationGracePeriodSeconds)."),
+        "rollout": ROLLOUT,
         "members": array(member(resolved), 2, "Exactly one Standalone member, or one Leader and "
                          "one Worker.", min_items=1, rules=[
                              ("size(self) == 1 ? (!has(self[0].role) || self[0].role == 'Standalone')"
@@ -298,14 +340,32 @@ def engine(resolved: bool) -> dict:
         ("self.members.exists(m, has(m.nodeSelector) && has(m.nodeSelector.devices) && "
          "size(m.nodeSelector.devices) > 0)",
          "at least one member of every engine must request devices in nodeSelector.devices"),
+        ("!has(self.recoveryPolicy) || self.members.exists(m, has(m.role) && m.role == 'Leader')",
+         "recoveryPolicy applies to gang engines (a Leader and a Worker) only"),
+        ("!has(self.rollout) || !has(self.rollout.partition) || "
+         "self.members.exists(m, has(m.role) && m.role == 'Leader')",
+         "rollout.partition applies to gang engines only: a Deployment has no partition"),
     ])
 
+
+HOSTNAME = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 SERVING = obj({
     "mode": string(0, "Unified: one Service and HTTPRoute over every serving pod. PrefillDecode: "
                    "disaggregated prefill and decode engines behind an InferencePool.",
                    enum=["Unified", "PrefillDecode"], default="Unified"),
-}, "How the replica is served.")
+    "hostnames": array(string(253, "A DNS name, optionally with a leading '*.' wildcard.",
+                              pattern=HOSTNAME, min_length=1), 16,
+                       "Host names the replica's HTTPRoute answers for (HTTPRoute "
+                       "spec.hostnames); unset means any host the gateway accepts."),
+    "kvConnector": string(0, "PrefillDecode only: how the KV cache moves from prefill to "
+                          "decode. nixl (the default), lmcache or mooncake; configures the "
+                          "routing sidecar and the engines' environment, never their flags.",
+                          enum=["nixl", "lmcache", "mooncake"]),
+}, "How the replica is served.", rules=[
+    ("!has(self.kvConnector) || (has(self.mode) && self.mode == 'PrefillDecode')",
+     "kvConnector applies to serving mode PrefillDecode only"),
+])
 
 ENGINE_RULES = [
     ("!has(self.serving) || !has(self.serving.mode) || self.serving.mode != 'PrefillDecode' || "

@@ -55,11 +55,40 @@ class Selector(BaseModel):
     ]
 
 
-class Device(BaseModel):
+class FirstAvailableItem(BaseModel):
     count: Annotated[
         int | None,
         Field(description="How many such devices each pod claims.", ge=1, le=128),
     ] = 1
+    name: Annotated[
+        str,
+        Field(
+            description="The alternative's name (a DNS label), recorded on the ModelReplica.",
+            max_length=63,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        ),
+    ]
+    selectors: Annotated[
+        list[Selector] | None, Field(description="CEL selectors, ANDed.", max_length=8)
+    ] = None
+
+
+class Device(BaseModel):
+    count: Annotated[
+        int | None,
+        Field(
+            description="How many such devices each pod claims (exact requests).",
+            ge=1,
+            le=128,
+        ),
+    ] = 1
+    firstAvailable: Annotated[
+        list[FirstAvailableItem] | None,
+        Field(
+            description="Fungible devices in priority order (DRA firstAvailable): the scheduler prefers, fleet-wide, the first alternative that fits anywhere before falling back to the next. Use instead of count and selectors.",
+            max_length=8,
+        ),
+    ] = None
     name: Annotated[
         str,
         Field(
@@ -318,6 +347,55 @@ class Phase(StrEnum):
     DECODE = "Decode"
 
 
+class RecoveryPolicy(StrEnum):
+    RECREATE_GROUP_ON_POD_RESTART = "RecreateGroupOnPodRestart"
+    RECREATE_GROUP_AFTER_START = "RecreateGroupAfterStart"
+    NONE = "None"
+
+
+class MaxSurge1(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool.",
+            max_length=64,
+        ),
+    ]
+
+
+class MaxUnavailable1(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description="Copies (or a percentage) that may be down during a rollout.",
+            max_length=64,
+        ),
+    ]
+
+
+class Rollout(BaseModel):
+    maxSurge: Annotated[
+        MaxSurge1 | int | None,
+        Field(
+            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool."
+        ),
+    ] = None
+    maxUnavailable: Annotated[
+        MaxUnavailable1 | int | None,
+        Field(
+            description="Copies (or a percentage) that may be down during a rollout."
+        ),
+    ] = None
+    partition: Annotated[
+        int | None,
+        Field(
+            description="Gang engines only: copies with an index below the partition keep the old template (a staged rollout).",
+            ge=0,
+            le=256,
+        ),
+    ] = None
+
+
 class Engine(BaseModel):
     copies: Annotated[
         int | None,
@@ -347,6 +425,44 @@ class Engine(BaseModel):
         Phase | None,
         Field(description="Prefill or Decode; only under serving mode PrefillDecode."),
     ] = None
+    recoveryPolicy: Annotated[
+        RecoveryPolicy | None,
+        Field(
+            description="Gang engines only. RecreateGroupOnPodRestart (the default): a restart of any pod recreates the whole gang. RecreateGroupAfterStart: only once the gang has started. None: pods restart alone."
+        ),
+    ] = None
+    restartGracePeriodSeconds: Annotated[
+        int | None,
+        Field(
+            description="How long an engine pod may drain in-flight requests before it is killed on a restart or rollout (the pods' terminationGracePeriodSeconds).",
+            ge=0,
+            le=3600,
+        ),
+    ] = None
+    rollout: Annotated[
+        Rollout | None,
+        Field(
+            description="How an engine's copies roll to a new template: a Deployment's RollingUpdate strategy, or a LeaderWorkerSet's rollingUpdateConfiguration."
+        ),
+    ] = None
+
+
+class Hostname(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description="A DNS name, optionally with a leading '*.' wildcard.",
+            max_length=253,
+            min_length=1,
+            pattern="^(\\*\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ]
+
+
+class KvConnector(StrEnum):
+    NIXL = "nixl"
+    LMCACHE = "lmcache"
+    MOONCAKE = "mooncake"
 
 
 class Mode(StrEnum):
@@ -355,6 +471,19 @@ class Mode(StrEnum):
 
 
 class Serving(BaseModel):
+    hostnames: Annotated[
+        list[Hostname] | None,
+        Field(
+            description="Host names the replica's HTTPRoute answers for (HTTPRoute spec.hostnames); unset means any host the gateway accepts.",
+            max_length=16,
+        ),
+    ] = None
+    kvConnector: Annotated[
+        KvConnector | None,
+        Field(
+            description="PrefillDecode only: how the KV cache moves from prefill to decode. nixl (the default), lmcache or mooncake; configures the routing sidecar and the engines' environment, never their flags."
+        ),
+    ] = None
     mode: Annotated[
         Mode | None,
         Field(

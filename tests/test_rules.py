@@ -1,0 +1,71 @@
+"""The function re-checks every XRD rule, worded as the XRD words it."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+import yaml
+from builders import ROOT
+
+from function import rules, validation
+from function.models.modeldeployment import ModelDeployment
+from function.models.modelreplica import ModelReplica
+
+INVALID = sorted((ROOT / "tests" / "invalid").glob("m[dr]-*.yaml"))
+# Rules the function re-checks (CEL rules of the engine shape); schema bounds are
+# the generated models' job and are covered by test_schema_bounds_are_checked_too.
+RULE_MESSAGES = [
+    "serving mode PrefillDecode needs exactly two engines",
+    "engine phase is only allowed under serving mode PrefillDecode",
+    "members must be exactly one Standalone, or one Leader and one Worker",
+    "worker.nodes is set on the Worker member, and only there",
+    "at least one member of every engine must request devices",
+    "recoveryPolicy applies to gang engines",
+    "rollout.partition applies to gang engines only",
+    "has selectors or firstAvailable alternatives, not both",
+    "kvConnector applies to serving mode PrefillDecode only",
+    "a toleration with operator Exists must not set a value",
+    "a toleration without a key must use operator Exists",
+    "an env var sets value or valueFrom, not both",
+    "valueFrom needs exactly one of secretKeyRef, configMapKeyRef, fieldRef",
+    "keys must be qualified names",
+    "keys under modelplane.ai/ are reserved",
+    "a DRA device request needs a deviceClassName",
+]
+
+
+def expect(path: pathlib.Path) -> str:
+    return re.match(r"# expect: (.*)", path.read_text()).group(1)
+
+
+def engine_spec(doc):
+    spec = doc.get("spec") or {}
+    return (spec.get("template") or {}).get("spec") or {} if doc["kind"] == "ModelDeployment" \
+        else spec
+
+
+@pytest.mark.parametrize("path", [p for p in INVALID
+                                  if any(m in expect(p) for m in RULE_MESSAGES)],
+                         ids=lambda p: p.stem)
+def test_the_function_rejects_what_the_xrd_rejects(path):
+    doc = yaml.safe_load(path.read_text().split("\n", 2)[2])
+    message = next(m for m in RULE_MESSAGES if m in expect(path))
+    errors = rules.engine_errors(engine_spec(doc)) + rules.template_metadata_errors(
+        validation.dig(doc, "spec", "template", "metadata"))
+    assert any(message in e for e in errors), message
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_schema_bounds_are_checked_too(path):
+    """Every invalid ModelDeployment/ModelReplica is refused by the function somehow."""
+    doc = yaml.safe_load(path.read_text().split("\n", 2)[2])
+    if "status" in path.stem:
+        pytest.skip("status is written by the function, never read from users")
+    if path.stem in ("md-container-privileged", "md-pod-host-network"):
+        pytest.skip("unknown fields are pruned by the API server; the composer never "
+                    "passes them on (tests/test_hardening.py)")
+    model = ModelDeployment if doc["kind"] == "ModelDeployment" else ModelReplica
+    errors = validation.spec_errors(model, doc, engine_spec(doc))
+    assert errors, f"{path.name} passes the function's checks"
