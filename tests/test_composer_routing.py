@@ -73,7 +73,7 @@ def test_a_leaderworkerset_never_shares_a_name_with_a_service():
     # LWS creates a headless Service named after itself and skips it if one
     # exists, which would leave the gang without its leader's DNS name.
     names_by_kind: dict[str, set[str]] = {"LeaderWorkerSet": set(), "Service": set()}
-    for name in ("a", "a-svc", "llama-us-east-1-0", "x" * 253):
+    for name in ("a", "a-svc", "llama-us-east-1-0", "x" * 63):
         for engine in ("svc", "vllm", "lws"):
             out = compose(replica(gang(engine), name=name))
             for kind in names_by_kind:

@@ -295,8 +295,9 @@ def test_every_label_value_is_valid_and_at_most_63_characters():
 
 
 def test_every_object_name_is_a_dns_label_of_at_most_63_characters():
-    long = "m" * 253
+    long = "m" * 63  # the longest composite name Crossplane accepts
     out = compose(replica(gang(name="e" * 63), standalone("s" * 63), name=long))
+    assert out.desired and not out.fatal
     for c in out.desired.values():
         assert len(c["metadata"]["name"]) <= 63 and DNS_1035.match(c["metadata"]["name"])
     for m in out.manifests().values():
@@ -304,7 +305,7 @@ def test_every_object_name_is_a_dns_label_of_at_most_63_characters():
 
 
 def test_leaderworkerset_names_leave_room_for_the_names_lws_derives():
-    out = compose(replica(gang(name="e" * 63), name="m" * 253))
+    out = compose(replica(gang(name="e" * 63), name="m" * 63))
     name = out.one("LeaderWorkerSet")["metadata"]["name"]
     # <lws>-<group>-<worker> pod names and <lws>-<group>-<10-char revision hash>
     assert len(f"{name}-255-256") <= 63 and len(f"{name}-255-abcdef0123") <= 63

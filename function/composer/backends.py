@@ -7,7 +7,8 @@ Deployment (one pod per copy):
 * `replicas: copies`.
 * Rolling updates replace one pod at a time without surging: the scheduler
   counted exactly one node per copy on the pool, so a surge pod would wait
-  for devices that the old pod holds, forever.
+  for devices that the old pod holds, forever. An engine's `rollout`
+  (maxSurge, maxUnavailable) overrides this when the user has room to surge.
 * `progressDeadlineSeconds: 3600`: a large model loads for tens of minutes
   before its readiness probe passes; the 600 s default would report a
   healthy load as ProgressDeadlineExceeded, which we read as Failed.
@@ -20,7 +21,14 @@ LeaderWorkerSet (one group of 1 + worker.nodes pods per copy):
   leader serves (and turns ready) only once its workers have joined: the
   gang would wait for itself.
 * `restartPolicy: RecreateGroupOnPodRestart`: a collective engine cannot
-  survive losing a rank; restarting the whole group brings it back.
+  survive losing a rank; restarting the whole group brings it back. The
+  engine's `recoveryPolicy` overrides it (RecreateGroupAfterStart, None).
+* An engine's `rollout` becomes `rolloutStrategy.rollingUpdateConfiguration`
+  (maxSurge, maxUnavailable, partition: a staged rollout of the groups).
+
+Both: an engine's `restartGracePeriodSeconds` becomes every pod's
+`terminationGracePeriodSeconds`, the time an engine has to drain in-flight
+token streams before it is killed on a restart or a rollout.
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ def _pod(replica: Replica, cluster: Cluster, engine: Engine, member: Member, wor
     template = pod_template(replica, engine, member, workload=workload,
                             claim_template=claims.get(member.role),
                             taints=cluster.pool_taints.get(member.pool, ()), notes=notes)
+    if engine.grace_seconds is not None:
+        template["spec"]["terminationGracePeriodSeconds"] = engine.grace_seconds
     return PodTemplate(engine=engine, member=member, template=template)
 
 
@@ -76,8 +86,9 @@ def _deployment(replica: Replica, cluster: Cluster, engine: Engine, claims: dict
         "spec": {
             "replicas": engine.copies,
             "selector": {"matchLabels": {naming.LABEL_WORKLOAD: name}},
-            "strategy": {"type": "RollingUpdate",
-                         "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+                "maxSurge": (engine.rollout or {}).get("maxSurge", 0),
+                "maxUnavailable": (engine.rollout or {}).get("maxUnavailable", 1)}},
             "progressDeadlineSeconds": PROGRESS_DEADLINE_SECONDS,
             "template": pod.template,
         },
@@ -99,11 +110,17 @@ def _leaderworkerset(replica: Replica, cluster: Cluster, engine: Engine,
             "startupPolicy": "LeaderCreated",
             "leaderWorkerTemplate": {
                 "size": 1 + worker.member.worker_nodes,
-                "restartPolicy": "RecreateGroupOnPodRestart",
+                "restartPolicy": engine.recovery_policy or "RecreateGroupOnPodRestart",
                 "leaderTemplate": leader.template,
                 "workerTemplate": worker.template,
             },
         },
     }
+    if engine.rollout:
+        manifest["spec"]["rolloutStrategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdateConfiguration": {k: engine.rollout[k] for k in
+                                           ("maxSurge", "maxUnavailable", "partition")
+                                           if k in engine.rollout}}
     return Workload(engine, Composed(naming.workload_key(engine), manifest, Role.WORKLOAD),
                     [leader, worker])

@@ -74,6 +74,9 @@ class Engine:
     copies: int
     phase: str | None
     members: tuple[Member, ...]
+    recovery_policy: str | None = None      # a gang's LWS restartPolicy; None: the default
+    grace_seconds: int | None = None        # the pods' terminationGracePeriodSeconds
+    rollout: Mapping[str, Any] | None = None  # maxSurge, maxUnavailable, partition
 
     @property
     def is_gang(self) -> bool:
@@ -106,7 +109,10 @@ def parse_replica(mr: Mapping[str, Any]) -> Replica:
     meta, spec = mr.get("metadata") or {}, mr.get("spec") or {}
     engines = tuple(
         Engine(name=e["name"], copies=int(e.get("copies") or 1), phase=e.get("phase"),
-               members=tuple(_member(m) for m in e.get("members") or []))
+               members=tuple(_member(m) for m in e.get("members") or []),
+               recovery_policy=e.get("recoveryPolicy"),
+               grace_seconds=e.get("restartGracePeriodSeconds"),
+               rollout=dict(e["rollout"]) if e.get("rollout") else None)
         for e in spec.get("engines") or [])
     return Replica(namespace=meta.get("namespace") or "", name=meta.get("name") or "",
                    cluster=spec.get("clusterName") or "",
