@@ -111,6 +111,14 @@ def test_the_route_sends_to_the_service_and_never_times_out_a_stream():
     assert rule["timeouts"] == {"request": "0s"}
 
 
+def test_the_route_answers_for_the_replicas_hostnames_when_it_names_any():
+    assert "hostnames" not in compose(replica()).one("HTTPRoute")["spec"]
+    mr = replica()
+    mr["spec"]["serving"]["hostnames"] = ["llm.example.com", "*.models.example.com"]
+    assert compose(mr).one("HTTPRoute")["spec"]["hostnames"] == [
+        "llm.example.com", "*.models.example.com"]
+
+
 def test_the_endpoint_is_the_gateway_address_plus_the_prefix():
     out = compose(replica(standalone(pool="l4-4x"), cluster=REMOTE, name="m-0"))
     assert out.status["endpoint"] == "https://llm.eu-west-1.example.com/ml-team/m-0"
@@ -129,16 +137,17 @@ def test_a_gateway_without_an_address_still_routes_but_publishes_no_endpoint():
     assert out.one("HTTPRoute")["spec"]["parentRefs"][0]["name"] == "gw"
 
 
-# --- PrefillDecode: workloads now, routing later (issue #5) -----------------------------
+# --- PrefillDecode (issue #5; tests/test_composer_pd.py has the rest) ---------------------
 
 
-def test_prefill_decode_composes_its_workloads_and_says_routing_is_not_implemented():
+def test_prefill_decode_with_a_decode_engine_on_8000_composes_workloads_but_no_route():
+    # PD_ENGINES' decode engine sets --port 8000, the routing sidecar's port: fail closed.
     out = compose(replica(*PD_ENGINES, mode="PrefillDecode"))
     assert len(out.of_kind("Deployment")) == 2
     assert not out.of_kind("Service") and not out.of_kind("HTTPRoute")
     status, reason, message = out.condition("Routed")
-    assert (status, reason) == ("False", "NotImplemented")
-    assert "PrefillDecode routing is not implemented yet" in message
+    assert (status, reason) == ("False", "DecodePortConflict")
+    assert "set --port to another port" in message
     assert "endpoint" not in out.status
     assert not out.fatal
 

@@ -94,6 +94,8 @@ class Replica:
     mode: str
     engines: tuple[Engine, ...]
     labels: Mapping[str, str]
+    hostnames: tuple[str, ...] = ()   # serving.hostnames: the HTTPRoute's hostnames
+    kv_connector: str | None = None   # serving.kvConnector (PrefillDecode); None: nixl
 
     @property
     def deployment(self) -> str | None:
@@ -114,10 +116,13 @@ def parse_replica(mr: Mapping[str, Any]) -> Replica:
                grace_seconds=e.get("restartGracePeriodSeconds"),
                rollout=dict(e["rollout"]) if e.get("rollout") else None)
         for e in spec.get("engines") or [])
+    serving = spec.get("serving") or {}
     return Replica(namespace=meta.get("namespace") or "", name=meta.get("name") or "",
                    cluster=spec.get("clusterName") or "",
-                   mode=(spec.get("serving") or {}).get("mode") or UNIFIED,
-                   engines=engines, labels=dict(meta.get("labels") or {}))
+                   mode=serving.get("mode") or UNIFIED,
+                   engines=engines, labels=dict(meta.get("labels") or {}),
+                   hostnames=tuple(serving.get("hostnames") or ()),
+                   kv_connector=serving.get("kvConnector"))
 
 
 def _member(m: Mapping[str, Any]) -> Member:

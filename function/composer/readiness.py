@@ -13,12 +13,17 @@ both over the same observed objects and requires agreement).
   leader and workers, is ready) and readyReplicas covers every group: a
   gang is ready as a whole, never by its leader alone.
 * HTTPRoute: ready once a parent (the gateway) reports Accepted=True.
+* InferencePool: ready once a parent (the gateway) reports Accepted=True
+  and does not report ResolvedRefs=False (its endpoint picker Service is
+  resolved). A gateway that does not support InferencePool never accepts it,
+  so a PrefillDecode replica never claims to serve through one.
 * Object: ready when its Ready condition is True (the query above, evaluated
   by provider-kubernetes on the remote object); failed when Synced=False
   (the remote API server refused it, or the cluster is unreachable) or the
   remote object itself reports failure (`status.atProvider.manifest`), except
   while its namespace does not exist yet (see NAMESPACE_NOT_FOUND).
-* Anything else (Service, ResourceClaimTemplate, Namespace): ready once it exists.
+* Anything else (Service, ResourceClaimTemplate, Namespace, ConfigMap,
+  ServiceAccount, Role, RoleBinding): ready once it exists.
 
 Routing layers that compose new kinds register a judge (and a query) here.
 """
@@ -138,6 +143,26 @@ HTTPROUTE_READY = (
 )
 
 
+def _inferencepool(obj: Mapping[str, Any]) -> State:
+    parents = (obj.get("status") or {}).get("parents") or []
+    said = []
+    for p in (p for p in parents if isinstance(p, Mapping)):
+        conds = {c.get("type"): c for c in p.get("conditions") or [] if isinstance(c, Mapping)}
+        accepted, resolved = conds.get("Accepted"), conds.get("ResolvedRefs")
+        if _is(accepted, "True") and not _is(resolved, "False"):
+            return State(True, ready=True)
+        said += [_said(c) for c in (accepted, resolved) if c is not None and
+                 c.get("status") != "True"]
+    return State(True, detail="; ".join(s for s in said if s) or "no gateway accepted it yet")
+
+
+INFERENCEPOOL_READY = (
+    "has(object.status) && has(object.status.parents) && object.status.parents.exists(p,"
+    " has(p.conditions) && p.conditions.exists(c, c.type == 'Accepted' && c.status == 'True')"
+    " && !p.conditions.exists(c, c.type == 'ResolvedRefs' && c.status == 'False'))"
+)
+
+
 # The remote API server's answer for an object whose namespace does not exist
 # yet. The composer creates that namespace itself, through another Object that
 # provider-kubernetes may reconcile a moment later: waiting, not failing.
@@ -166,6 +191,7 @@ JUDGES: dict[tuple[str, str], Judge] = {
     ("apps/v1", "Deployment"): _deployment,
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): _leaderworkerset,
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): _httproute,
+    ("inference.networking.k8s.io/v1", "InferencePool"): _inferencepool,
     (OBJECT_API_VERSION, "Object"): _object,
 }
 
@@ -174,6 +200,7 @@ CEL_READY: dict[tuple[str, str], str] = {
     ("apps/v1", "Deployment"): DEPLOYMENT_READY,
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): LEADERWORKERSET_READY,
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): HTTPROUTE_READY,
+    ("inference.networking.k8s.io/v1", "InferencePool"): INFERENCEPOOL_READY,
 }
 
 

@@ -11,7 +11,8 @@ Phase (status.phase):
 
 Conditions (never type Ready, which Crossplane derives from the composed
 resources' readiness): `WorkloadsReady` over workloads and their claims (and
-the remote namespace), `Routed` over the routing layer's objects, and
+the remote namespace), `Routed` over the routing layer's objects (False with
+the layer's own reason when it composed no route, see `NotRouted`), and
 `ClusterResolved` (written by the caller) about the InferenceCluster.
 """
 
@@ -34,6 +35,14 @@ CLUSTER_RESOLVED = "ClusterResolved"
 
 
 @dataclass(frozen=True)
+class NotRouted:
+    """Why a routing layer composed no route: the `Routed` condition's reason and message."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Observed:
     key: str
     role: Role
@@ -46,14 +55,14 @@ class Summary:
     conditions: tuple[resource.Condition, ...]
 
 
-def summarize(items: Sequence[Observed], *, not_routed: str | None = None) -> Summary:
+def summarize(items: Sequence[Observed], *, not_routed: NotRouted | None = None) -> Summary:
     backend = [i for i in items if i.role is not Role.ROUTE]
     routes = [i for i in items if i.role is Role.ROUTE]
     workloads = _condition(WORKLOADS_READY, backend, ready_reason="Available",
                            what="workloads")
-    if not_routed:
-        routed = resource.Condition(typ=ROUTED, status="False", reason="NotImplemented",
-                                    message=_cap(not_routed))
+    if not_routed is not None:
+        routed = resource.Condition(typ=ROUTED, status="False", reason=not_routed.reason,
+                                    message=_cap(not_routed.message))
     else:
         routed = _condition(ROUTED, routes, ready_reason="Accepted", what="routing objects")
 

@@ -12,9 +12,14 @@ sees its usual paths: `<endpoint>/v1/chat/completions` reaches the engine as
 base URL. `timeouts.request: 0s` turns the gateway's request timeout off:
 a long generation streams for minutes and must not be cut. The gateway must
 admit routes from the replica's namespace (its listeners' allowedRoutes).
+`serving.hostnames`, when set, become the route's `hostnames` (unset: any
+host the gateway's listeners accept). PrefillDecode builds its route with
+`http_route` too, only the backend differs.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from function.composer import naming
 from function.composer.composed import Backends, Composed, Role
@@ -39,6 +44,32 @@ def endpoint(cluster: Cluster, replica: Replica) -> str | None:
     return address + path_prefix(replica)
 
 
+def http_route(replica: Replica, cluster: Cluster,
+               backend_ref: dict[str, Any]) -> dict[str, Any]:
+    """The replica's HTTPRoute on the cluster gateway, to one backend."""
+    gateway = cluster.gateway
+    spec: dict[str, Any] = {
+        "parentRefs": [{"group": GATEWAY_API, "kind": "Gateway", "name": gateway.name,
+                        "namespace": gateway.namespace}],
+    }
+    if replica.hostnames:
+        spec["hostnames"] = list(replica.hostnames)
+    spec["rules"] = [{
+        "matches": [{"path": {"type": "PathPrefix", "value": path_prefix(replica)}}],
+        "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {
+            "type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+        "backendRefs": [backend_ref],
+        "timeouts": {"request": "0s"},
+    }]
+    return {
+        "apiVersion": f"{GATEWAY_API}/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": naming.route_name(replica), "namespace": replica.namespace,
+                     "labels": naming.object_labels(replica)},
+        "spec": spec,
+    }
+
+
 class UnifiedRouting:
     mode = UNIFIED
 
@@ -56,26 +87,9 @@ class UnifiedRouting:
                            "targetPort": SERVING_PORT_NAME, "protocol": "TCP"}],
             },
         }
-        gateway = cluster.gateway
-        route = {
-            "apiVersion": f"{GATEWAY_API}/v1",
-            "kind": "HTTPRoute",
-            "metadata": {"name": naming.route_name(replica), "namespace": replica.namespace,
-                         "labels": labels},
-            "spec": {
-                "parentRefs": [{"group": GATEWAY_API, "kind": "Gateway", "name": gateway.name,
-                                "namespace": gateway.namespace}],
-                "rules": [{
-                    "matches": [{"path": {"type": "PathPrefix", "value": path_prefix(replica)}}],
-                    "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {
-                        "type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
-                    "backendRefs": [{"group": "", "kind": "Service",
-                                     "name": service["metadata"]["name"],
-                                     "port": SERVING_PORT}],
-                    "timeouts": {"request": "0s"},
-                }],
-            },
-        }
+        route = http_route(replica, cluster, {
+            "group": "", "kind": "Service", "name": service["metadata"]["name"],
+            "port": SERVING_PORT})
         return Routing(objects=[Composed("service", service, Role.ROUTE),
                                 Composed("httproute", route, Role.ROUTE)],
                        endpoint=endpoint(cluster, replica))
