@@ -54,3 +54,17 @@ load: venv
 .PHONY: bench
 bench: venv
 	$(PY) -m benchmarks.bench
+
+# The function's runtime image, built without a Docker daemon (debootstrap +
+# pip in a chroot + crane; needs root), cached in ~/.cache/function-model-serving
+# and copied to dist/. See hack/build-image.sh.
+.PHONY: image
+image:
+	bash hack/build-image.sh --output dist/function-model-serving-runtime-v$$(sed -n 's/^__version__ = "\(.*\)"$$/\1/p' function/__version__.py).tar
+
+# The Function package (runtime image embedded) and the Configuration package
+# into dist/, with the pinned `crossplane xpkg build`. See hack/build-packages.sh.
+.PHONY: package
+package:
+	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI && \
+	  bash hack/build-packages.sh dist
