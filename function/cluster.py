@@ -17,7 +17,7 @@ from function import structs
 from function.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
 from function.capacity import replica_usage
 from function.models.inferencecluster import InferenceCluster
-from function.validation import metadata_errors, model_errors
+from function.validation import dig, metadata_errors, model_errors
 
 PROVIDER_CONFIG = "provider-config"
 PROVIDER_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
@@ -27,7 +27,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     ic = structs.to_dict(req.observed.composite.resource)
     errors = metadata_errors(ic, namespaced=False) + model_errors(InferenceCluster, ic)
     if errors:
-        response.fatal(rsp, f"InferenceCluster {(ic.get('metadata') or {}).get('name')} is "
+        response.fatal(rsp, f"InferenceCluster {dig(ic, 'metadata').get('name')} is "
                        f"invalid: {'; '.join(errors)}")
         return
     name = ic["metadata"]["name"]
@@ -48,10 +48,18 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
 
     used: dict[str, int] = {}
     for mr in structs.required(req, REQUIRE_REPLICAS):
-        mr_spec = mr.get("spec") or {}
-        if not isinstance(mr_spec, dict) or mr_spec.get("clusterName") != name:
+        mr_spec = dig(mr, "spec")
+        if mr_spec.get("clusterName") != name:
             continue  # a forged label; the spec is what places a replica
-        for pool, nodes in replica_usage(mr_spec.get("engines") or []).items():
+        try:
+            usage = replica_usage(mr_spec.get("engines") or [])
+        except (TypeError, ValueError, AttributeError) as exc:
+            # Skip only the bad object, and say so: its nodes go uncounted.
+            meta = dig(mr, "metadata")
+            response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
+                             f"is malformed and left out of the pool usage: {exc}")
+            continue
+        for pool, nodes in usage.items():
             used[pool] = used.get(pool, 0) + nodes
 
     status_pools = []

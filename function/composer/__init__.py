@@ -37,13 +37,13 @@ from function.composer.composed import Composed
 from function.composer.model import Cluster, Replica, Unusable, parse_cluster, parse_replica
 from function.composer.routing import LAYERS, Routing
 from function.models.modelreplica import ModelReplica
-from function.validation import spec_errors
+from function.validation import dig, spec_errors
 
 
 def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     mr = structs.to_dict(req.observed.composite.resource)
-    meta = mr.get("metadata") or {}
-    errors = spec_errors(ModelReplica, mr, mr.get("spec") or {})
+    meta = dig(mr, "metadata")
+    errors = spec_errors(ModelReplica, mr, dig(mr, "spec"))
     if errors:
         response.fatal(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} is "
                        f"invalid: {'; '.join(errors)}")
