@@ -29,7 +29,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import structs
+from function import devicecel, structs
 from function.api import API_VERSION, REQUIRE_CLUSTER
 from function.composer import keep, placement, readiness, status
 from function.composer.backends import compose_backends
@@ -55,6 +55,13 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     observed = {key: structs.to_dict(r.resource)
                 for key, r in sorted(req.observed.resources.items())}
 
+    bad = selector_errors(replica)
+    if bad:
+        # The API server would refuse a ResourceClaimTemplate whose CEL does
+        # not compile, failing the whole apply: keep what exists instead.
+        keep_everything(rsp, mr, observed, Unusable("InvalidSelector", "; ".join(bad)),
+                        condition=SELECTORS_VALID)
+        return
     try:
         cluster = resolve_cluster(req, replica)
     except Unusable as why:
@@ -79,6 +86,24 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     response.set_conditions(rsp, resource.Condition(
         typ=status.CLUSTER_RESOLVED, status="True", reason="Resolved",
         message=f"InferenceCluster {cluster.name} ({where})"))
+
+
+SELECTORS_VALID = "SelectorsValid"
+
+
+def selector_errors(replica: Replica) -> list[str]:
+    """Device selectors that do not compile, as the DRA CEL environment sees them."""
+    errors = []
+    for engine in replica.engines:
+        for member in engine.members:
+            for request in member.requests:
+                for expr in request.selectors:
+                    try:
+                        devicecel.compile_selector(expr)
+                    except devicecel.CelError as exc:
+                        errors.append(f"engine {engine.name!r} request {request.name!r}: "
+                                      f"invalid CEL selector {expr!r}: {exc}")
+    return errors
 
 
 def resolve_cluster(req: fnv1.RunFunctionRequest, replica: Replica) -> Cluster:
@@ -109,7 +134,8 @@ def compose(replica: Replica, cluster: Cluster) -> Placed:
 
 
 def keep_everything(rsp: fnv1.RunFunctionResponse, mr: dict[str, Any],
-                    observed: dict[str, dict[str, Any]], why: Unusable) -> None:
+                    observed: dict[str, dict[str, Any]], why: Unusable,
+                    condition: str = status.CLUSTER_RESOLVED) -> None:
     """Keep every observed object; phase from what exists, endpoint as it was."""
     kept = keep.keep_observed(rsp, observed)
     summary = status.summarize(kept)
@@ -117,7 +143,7 @@ def keep_everything(rsp: fnv1.RunFunctionResponse, mr: dict[str, Any],
     write_status(rsp, phase=summary.phase if kept else previous.get("phase", status.PENDING),
                  endpoint=previous.get("endpoint"), conditions=summary.conditions)
     response.set_conditions(rsp, resource.Condition(
-        typ=status.CLUSTER_RESOLVED, status="False", reason=why.reason,
+        typ=condition, status="False", reason=why.reason,
         message=f"{why.message}; {len(kept)} existing objects are kept as they are"))
 
 
