@@ -505,6 +505,10 @@ def model_deployment() -> dict:
         "pools": {"type": "object", "maxProperties": 8,
                   "additionalProperties": {"type": "string", "maxLength": 63},
                   "description": "The pool of each engine, by engine name."},
+        "alternatives": {"type": "object", "maxProperties": 64,
+                         "additionalProperties": {"type": "string", "maxLength": 63},
+                         "description": "For firstAvailable device requests: the alternative "
+                                        "each got, by `<engine>/<request>`."},
         "ready": {"type": "boolean", "description": "Whether the replica is Serving."},
         "endpoint": string(2048, "The replica's serving URL."),
     }, "Where one replica runs.")

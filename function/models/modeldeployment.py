@@ -578,12 +578,24 @@ class Spec(BaseModel):
     template: Annotated[Template, Field(description="The replica template.")]
 
 
+AlternativesAdditionalProperty = TypeAliasType(
+    "AlternativesAdditionalProperty", Annotated[str, Field(max_length=63)]
+)
+
+
 PoolsAdditionalProperty = TypeAliasType(
     "PoolsAdditionalProperty", Annotated[str, Field(max_length=63)]
 )
 
 
 class Placement(BaseModel):
+    alternatives: Annotated[
+        dict[str, AlternativesAdditionalProperty] | None,
+        Field(
+            description="For firstAvailable device requests: the alternative each got, by `<engine>/<request>`.",
+            max_length=64,
+        ),
+    ] = None
     cluster: Annotated[
         str | None,
         Field(description="The InferenceCluster it runs on.", max_length=253),

@@ -9,7 +9,8 @@ or unreadable; it keeps it and says why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crossplane.function import resource, response
@@ -20,6 +21,7 @@ from function import structs
 from function.api import (
     API_VERSION,
     LABEL_DEPLOYMENT,
+    LABEL_REPLICA_INDEX,
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
@@ -28,15 +30,15 @@ from function.scheduler import output, reasons
 from function.scheduler.filters import Deployment
 from function.scheduler.model import Malformed, parse_cluster, parse_replica
 from function.scheduler.plan import Inputs, Plan, plan
-from function.validation import spec_errors
+from function.validation import dig, spec_errors
 
 MAX_MESSAGE = 4000
 
 
 def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     md = structs.to_dict(req.observed.composite.resource)
-    meta = md.get("metadata") or {}
-    tspec = (((md.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    meta = dig(md, "metadata")
+    tspec = dig(md, "spec", "template", "spec")
     errors = spec_errors(ModelDeployment, md, tspec)
     if errors:
         response.fatal(rsp, f"ModelDeployment {meta.get('namespace')}/{meta.get('name')} is "
@@ -44,9 +46,8 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         return
 
     selector = (tspec.get("clusterSelector") or {}).get("matchLabels") or None
-    response.require_resources(rsp, REQUIRE_CLUSTERS, API_VERSION, "InferenceCluster",
-                               match_labels=selector)
-    response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, "ModelReplica")
+    _require(rsp, REQUIRE_CLUSTERS, "InferenceCluster", selector or {})
+    _require(rsp, REQUIRE_REPLICAS, "ModelReplica", {})
 
     observed = {key: structs.to_dict(r.resource)
                 for key, r in sorted(req.observed.resources.items())
@@ -63,29 +64,32 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         try:
             clusters.append(parse_cluster(ic))
         except Malformed as exc:
-            name = (ic.get("metadata") or {}).get("name", "?")
+            name = str(_mapping(ic.get("metadata")).get("name", "?"))
             malformed[name] = str(exc)
             response.warning(rsp, f"InferenceCluster {name} is malformed and skipped: {exc}")
 
     ns, name = meta.get("namespace") or "", meta.get("name") or ""
-    own, keys, broken = [], {}, []
+    own, keys, broken, others = [], {}, [], []
     for key, mr in observed.items():
         try:
             r = parse_replica(mr)
         except Malformed as exc:
             broken.append((key, mr, str(exc)))
             continue
+        if r.index is None:
+            # Without its index it cannot be retained, moved or scaled down:
+            # keep it as is, but count the nodes it holds.
+            broken.append((key, mr, f"it has no {LABEL_REPLICA_INDEX} label"))
+            others.append(r)
+            continue
         own.append(r)
         keys[(r.cluster, r.index)] = key
-    own_names = {(r.namespace, r.name) for r in own} | {
-        ((mr.get("metadata") or {}).get("namespace", ""), (mr.get("metadata") or {}).get("name"))
-        for _, mr, _ in broken}
-    others = []
+    own_names = {(r.namespace, r.name) for r in own} | {_identity(mr) for _, mr, _ in broken}
     for mr in structs.required(req, REQUIRE_REPLICAS):
-        m = mr.get("metadata") or {}
-        if (m.get("namespace", ""), m.get("name")) in own_names:
+        m = _mapping(mr.get("metadata"))
+        if _identity(mr) in own_names:
             continue
-        if m.get("namespace", "") == ns and (m.get("labels") or {}).get(LABEL_DEPLOYMENT) == name:
+        if _identity(mr)[0] == ns and _mapping(m.get("labels")).get(LABEL_DEPLOYMENT) == name:
             continue  # ours but not (yet) observed as composed: counted through `own`
         try:
             others.append(parse_replica(mr))
@@ -97,20 +101,62 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
                      engines=tspec.get("engines") or [])
     want = int((md.get("spec") or {}).get("replicas", 1))
     result = plan(Inputs(replicas=want, deployment=dep, clusters=clusters,
-                         malformed_clusters=malformed, own=own, others=others))
+                         malformed_clusters=malformed, own=own, others=others,
+                         reserved=frozenset(i for k, mr, _ in broken
+                                            for i in _broken_indexes(k, mr))))
 
     for p in result.placements:
         key = keys.get((p.cluster, p.index)) or output.resource_key(p.cluster, p.index)
         resource.update(rsp.desired.resources[key], output.replica_manifest(md, p))
+    kept = []
     for key, mr, why in broken:
         # Skip only the bad object: keep it as it is and say so.
         resource.update(rsp.desired.resources[key], output._echo(mr))
         response.warning(rsp, f"ModelReplica {key} is malformed and kept as is: {why}")
-    write_status(rsp, md, result, observed, keys)
+        kept.append(f"ModelReplica {key} is malformed and kept as is: {why}")
+    write_status(rsp, md, result, observed, keys, kept)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _identity(mr: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a ModelReplica, hashable whatever it holds."""
+    m = _mapping(mr.get("metadata"))
+    return str(m.get("namespace") or ""), str(m.get("name"))
+
+
+def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str,
+             labels: Mapping[str, str]) -> None:
+    """Require every `kind` carrying `labels`, an empty map meaning all of them.
+
+    The match is always set: Crossplane's fetcher rejects a selector with
+    neither matchName nor matchLabels ("unsupported required resource
+    selector type"), and the SDK leaves the match unset for an empty map.
+    """
+    rsp.requirements.resources[name].CopyFrom(fnv1.ResourceSelector(
+        api_version=API_VERSION, kind=kind, match_labels=fnv1.MatchLabels(labels=dict(labels))))
+
+
+def _broken_indexes(key: str, mr: Mapping[str, Any]) -> set[int]:
+    """Indexes a malformed ModelReplica may still occupy (its label, its key),
+    so that no new replica is given its name or its composed-resource key."""
+    out = set()
+    meta = mr.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    index = labels.get(LABEL_REPLICA_INDEX) if isinstance(labels, Mapping) else None
+    if isinstance(index, str) and index.isdigit():
+        out.add(int(index))
+    m = re.fullmatch(r"replica-(\d+)-.*", key)
+    if m:
+        out.add(int(m[1]))
+    return out
 
 
 def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: Plan,
-                 observed: Mapping[str, Mapping[str, Any]], keys) -> None:
+                 observed: Mapping[str, Mapping[str, Any]], keys,
+                 broken: Sequence[str] = ()) -> None:
     name = (md.get("metadata") or {}).get("name", "")
     want = int((md.get("spec") or {}).get("replicas", 1))
     placements, ready = [], 0
@@ -123,6 +169,8 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         ready += is_ready
         entry: dict[str, Any] = {"name": mr_name, "index": p.index, "cluster": p.cluster,
                                  "pools": _pools(p), "ready": is_ready}
+        if _alternatives(p):
+            entry["alternatives"] = _alternatives(p)
         if status.get("endpoint"):
             entry["endpoint"] = status["endpoint"]
         placements.append(entry)
@@ -140,9 +188,9 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
                 "; existing replicas are kept as they are until the selector is fixed")
     elif result.unscheduled or scheduled < want:
         cond = ("False", "Unschedulable", _group(result.unscheduled))
-    elif any(p.engines is None for p in result.placements):
+    elif broken or any(p.engines is None for p in result.placements):
         kept = [f"replica {p.index} on {p.cluster}: {p.note}" for p in result.placements
-                if p.engines is None]
+                if p.engines is None] + list(broken)
         cond = ("False", "KeptAsIs", "; ".join(kept + result.notes))
     else:
         cond = ("True", "AllScheduled", f"{scheduled}/{want} replicas scheduled")
@@ -154,6 +202,15 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         message=f"{ready}/{want} replicas serving"))
     for note in result.notes:
         response.normal(rsp, note[:MAX_MESSAGE])
+
+
+def _alternatives(p) -> dict[str, str]:
+    """`<engine>/<request>` -> the firstAvailable alternative it got."""
+    if p.engines is None:
+        return {}
+    return {f"{e}/{name}": choice.alternative
+            for e, placed in sorted(p.engines.items()) for fit in placed.fit.members
+            for name, choice in sorted(fit.choices.items()) if choice.alternative}
 
 
 def _pools(p) -> dict[str, str]:

@@ -86,7 +86,8 @@ def engine_cost(engine: Mapping[str, Any], fit: EngineFit) -> int:
 
 
 def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger,
-             budget: int = 20000) -> tuple[dict[str, EnginePlacement] | None, str | None]:
+             budget: int = 20000, level: int | None = None,
+             ) -> tuple[dict[str, EnginePlacement] | None, str | None]:
     """Place every engine of one replica on a pool of the cluster, or say why not.
 
     A trial ledger keeps two engines of the replica from double-booking a
@@ -98,7 +99,7 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
     for engine in dep.engines:
         opts = []
         for pool in cluster.pools:
-            fit = matcher.engine_fit(engine, pool)
+            fit = matcher.engine_fit(engine, pool, level)
             if fit is not None:
                 opts.append(EnginePlacement(pool, fit, engine_cost(engine, fit)))
         options.append(opts)

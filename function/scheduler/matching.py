@@ -8,8 +8,14 @@ DeviceClass per request, as a DRA claim has), and no device kind gives more
 than a node offers. A backtracking search finds an assignment whenever one
 exists; requests and devices are tiny (<= 8 x 16), so exactness is cheap.
 
+A request may list fungible alternatives in priority order (`firstAvailable`,
+as a DRA request does). Each alternative is a candidate with its own count
+and selectors, tried in priority order; `level` caps how far down the list a
+match may go, so the plan can prefer, fleet-wide, the first alternative that
+fits anywhere before it falls back to the next.
+
 Everything is cached per reconcile: each CEL expression compiles once, and
-each (engine, pool shape) pair is matched once however many clusters share it.
+each (engine, pool shape, level) is matched once however many clusters share it.
 """
 
 from __future__ import annotations
@@ -23,14 +29,28 @@ from function.scheduler.model import Device, Pool
 
 
 @dataclass(frozen=True)
+class Choice:
+    """What one request got: a device kind, and for firstAvailable the alternative."""
+
+    device: Device
+    count: int
+    selectors: tuple[Mapping[str, Any], ...]
+    alternative: str | None = None
+
+
+@dataclass(frozen=True)
 class MemberFit:
     """How one member's requests map onto a pool's device kinds."""
 
-    assignment: Mapping[str, Device]  # request name -> device kind
+    choices: Mapping[str, Choice]  # request name -> what it got
+
+    @property
+    def assignment(self) -> Mapping[str, Device]:
+        return {name: c.device for name, c in self.choices.items()}
 
     @property
     def claims(self) -> bool:
-        return any(d.claim == "DRA" for d in self.assignment.values())
+        return any(c.device.claim == "DRA" for c in self.choices.values())
 
 
 @dataclass(frozen=True)
@@ -54,7 +74,8 @@ class Matcher:
         for engine in engines:
             for member in engine.get("members") or []:
                 for request in _requests(member):
-                    for sel in request.get("selectors") or []:
+                    for sel in [s for option in _options(request)
+                                for s in option.get("selectors") or []]:
                         expr = sel.get("cel", "")
                         if expr in self._compiled:
                             continue
@@ -66,44 +87,56 @@ class Matcher:
                                           f"{expr!r}: {exc}")
         return errors
 
-    def engine_fit(self, engine: Mapping[str, Any], pool: Pool) -> EngineFit | None:
-        """The engine's fit on the pool, or None when some member cannot fit."""
-        key = (engine_key(engine), pool.shape)
+    def engine_fit(self, engine: Mapping[str, Any], pool: Pool,
+                   level: int | None = None) -> EngineFit | None:
+        """The engine's fit on the pool, or None when some member cannot fit.
+
+        `level` caps the firstAvailable alternatives a request may use
+        (0: only the first); None allows every alternative.
+        """
+        key = (engine_key(engine), pool.shape, level)
         if key not in self._engine_shape:
-            self._engine_shape[key] = self._fit(engine, pool)
+            self._engine_shape[key] = self._fit(engine, pool, level)
         return self._engine_shape[key]
 
-    def _fit(self, engine: Mapping[str, Any], pool: Pool) -> EngineFit | None:
+    def _fit(self, engine: Mapping[str, Any], pool: Pool, level: int | None) -> EngineFit | None:
         fits = []
         for member in engine.get("members") or []:
-            assignment = self._assign(list(_requests(member)), pool.devices)
-            if assignment is None:
+            choices = self._assign(list(_requests(member)), pool.devices, level)
+            if choices is None:
                 return None
-            fits.append(MemberFit(assignment))
+            fits.append(MemberFit(choices))
         return EngineFit(tuple(fits))
 
-    def _assign(self, requests: list[Mapping[str, Any]],
-                devices: Sequence[Device]) -> dict[str, Device] | None:
-        candidates = [[d for d in devices if int(r.get("count", 1)) <= d.count
-                       and self._matches(r, d)] for r in requests]
+    def _assign(self, requests: list[Mapping[str, Any]], devices: Sequence[Device],
+                level: int | None) -> dict[str, Choice] | None:
+        # Candidates per request in preference order: alternatives by
+        # priority, then device kinds in the order the pool lists them.
+        candidates = []
+        for r in requests:
+            options = _options(r)[: None if level is None else level + 1]
+            candidates.append([
+                Choice(d, int(o.get("count", 1)), tuple(o.get("selectors") or ()),
+                       o.get("name") if "firstAvailable" in r else None)
+                for o in options for d in devices
+                if int(o.get("count", 1)) <= d.count and self._matches(o, d)])
         # Most constrained request first keeps the search shallow; ties keep
         # declaration order so the result is deterministic.
         order = sorted(range(len(requests)), key=lambda i: (len(candidates[i]), i))
         left = {d.name: d.count for d in devices}
-        chosen: dict[str, Device] = {}
+        chosen: dict[str, Choice] = {}
 
         def search(k: int) -> bool:
             if k == len(order):
                 return True
             i = order[k]
-            need = int(requests[i].get("count", 1))
-            for d in candidates[i]:
-                if left[d.name] >= need:
-                    left[d.name] -= need
-                    chosen[requests[i]["name"]] = d
+            for c in candidates[i]:
+                if left[c.device.name] >= c.count:
+                    left[c.device.name] -= c.count
+                    chosen[requests[i]["name"]] = c
                     if search(k + 1):
                         return True
-                    left[d.name] += need
+                    left[c.device.name] += c.count
                     del chosen[requests[i]["name"]]
             return False
 
@@ -136,6 +169,17 @@ class Matcher:
 
 def _requests(member: Mapping[str, Any]):
     return (member.get("nodeSelector") or {}).get("devices") or []
+
+
+def _options(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A request's ways to be satisfied: its alternatives, or itself."""
+    return list(request.get("firstAvailable") or [request])
+
+
+def levels(engines: Sequence[Mapping[str, Any]]) -> int:
+    """How many firstAvailable priority levels the engines have (1 without any)."""
+    return max([len(r.get("firstAvailable") or [r]) for e in engines
+                for m in e.get("members") or [] for r in _requests(m)] or [1])
 
 
 def engine_key(engine: Mapping[str, Any]) -> str:

@@ -84,8 +84,50 @@ class Replica:
         return (self.created or "~", self.namespace, self.name)
 
 
+def _expect(value: Any, kind: type | tuple[type, ...], what: str, optional: bool = True) -> None:
+    """Raise Malformed unless value has the type the API schema gives it.
+
+    The scheduler sorts and keys by names and hands device data to CEL, so a
+    wrongly typed field (which admission would reject) must make the object
+    malformed here rather than fail the whole reconcile later.
+    """
+    if (value is None and optional) or (isinstance(value, kind) and not isinstance(value, bool)):
+        return
+    raise Malformed(f"{what} is {type(value).__name__}, not {getattr(kind, '__name__', kind)}")
+
+
+def _check_cluster(obj: Mapping[str, Any]) -> None:
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    _expect(meta, Mapping, "metadata", optional=False)
+    _expect(meta.get("name"), str, "metadata.name", optional=False)
+    _expect(meta.get("labels"), Mapping, "metadata.labels")
+    _expect(spec, Mapping, "spec")
+    spec = spec or {}
+    _expect(spec.get("nodePools"), list, "spec.nodePools")
+    for p in spec.get("nodePools") or []:
+        _expect(p, Mapping, "a node pool", optional=False)
+        _expect(p.get("name"), str, "a node pool's name", optional=False)
+        _expect(p.get("devices"), list, f"pool {p['name']!r} devices")
+        for d in p.get("devices") or []:
+            _expect(d, Mapping, f"a device of pool {p['name']!r}", optional=False)
+            for field in ("name", "driver", "deviceClassName"):
+                _expect(d.get(field), str, f"a device's {field} in pool {p['name']!r}",
+                        optional=field != "name")
+            for field in ("attributes", "capacity"):
+                _expect(d.get(field), Mapping, f"a device's {field} in pool {p['name']!r}")
+            if d.get("claim") not in (None, "DRA", "Synthetic"):
+                raise Malformed(f"a device's claim in pool {p['name']!r} is {d['claim']!r}, "
+                                "not DRA or Synthetic")
+    _expect(spec.get("taints"), list, "spec.taints")
+    for t in spec.get("taints") or []:
+        _expect(t, Mapping, "a taint", optional=False)
+        for field in ("key", "effect", "value"):
+            _expect(t.get(field), str, f"a taint's {field}", optional=field == "value")
+
+
 def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
     try:
+        _check_cluster(obj)
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         name = meta["name"]
         pools = []
@@ -117,8 +159,27 @@ def _ready(obj: Mapping[str, Any]) -> bool:
     return True
 
 
+def _check_replica(obj: Mapping[str, Any]) -> None:
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    _expect(meta, Mapping, "metadata", optional=False)
+    _expect(meta.get("name"), str, "metadata.name", optional=False)
+    _expect(meta.get("namespace"), str, "metadata.namespace")
+    _expect(meta.get("labels"), Mapping, "metadata.labels")
+    _expect(spec, Mapping, "spec", optional=False)
+    _expect(spec.get("clusterName"), str, "spec.clusterName", optional=False)
+    _expect(spec.get("engines"), list, "spec.engines", optional=False)
+    for e in spec["engines"]:
+        _expect(e, Mapping, "an engine", optional=False)
+        _expect(e.get("name"), str, "an engine's name", optional=False)
+        _expect(e.get("members"), list, f"engine {e['name']!r} members")
+        for m in e.get("members") or []:
+            _expect(m, Mapping, f"a member of engine {e['name']!r}", optional=False)
+            _expect(m.get("nodePoolName"), str, f"a nodePoolName in engine {e['name']!r}")
+
+
 def parse_replica(obj: Mapping[str, Any]) -> Replica:
     try:
+        _check_replica(obj)
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         labels = meta.get("labels") or {}
         index = labels.get(LABEL_REPLICA_INDEX)

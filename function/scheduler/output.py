@@ -53,12 +53,14 @@ def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
         m["nodePoolName"] = placed.pool.name
         resolved = []
         for req in (member.get("nodeSelector") or {}).get("devices") or []:
-            device = fit.assignment[req["name"]]
-            r = {"name": req["name"], "claim": device.claim, "count": int(req.get("count", 1))}
-            if device.device_class:
-                r["deviceClassName"] = device.device_class
-            if req.get("selectors"):
-                r["selectors"] = copy.deepcopy(req["selectors"])
+            choice = fit.choices[req["name"]]
+            r = {"name": req["name"], "claim": choice.device.claim, "count": choice.count}
+            if choice.device.device_class:
+                r["deviceClassName"] = choice.device.device_class
+            if choice.selectors:
+                r["selectors"] = copy.deepcopy(list(choice.selectors))
+            if choice.alternative:
+                r["alternative"] = choice.alternative  # the firstAvailable alternative chosen
             resolved.append(r)
         m["deviceRequests"] = resolved
         out["members"].append(m)
@@ -67,7 +69,8 @@ def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
 
 def _echo(observed: Mapping[str, Any]) -> dict[str, Any]:
     """An observed ModelReplica as desired state: identity, labels and spec only."""
-    meta = observed.get("metadata") or {}
+    meta = observed.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", "annotations")
             if meta.get(k)}
     return {"apiVersion": API_VERSION, "kind": "ModelReplica",

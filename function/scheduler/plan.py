@@ -37,7 +37,7 @@ from function.scheduler.filters import (
     engine_cost,
     untolerated,
 )
-from function.scheduler.matching import Matcher
+from function.scheduler.matching import Matcher, levels
 from function.scheduler.model import Cluster, Replica
 
 
@@ -49,6 +49,9 @@ class Inputs:
     malformed_clusters: Mapping[str, str]  # name -> why it cannot be used
     own: Sequence[Replica]                # this deployment's ModelReplicas now
     others: Sequence[Replica]             # every other ModelReplica (the ledger)
+    # Indexes held by this deployment's malformed ModelReplicas (kept as they
+    # are): a new replica never takes one, so never their name or key.
+    reserved: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -106,13 +109,22 @@ def plan(inp: Inputs) -> Plan:
         _charge(ledger, c.replica.cluster, _usage(c))
     _repair_overcommit(candidates, inp.others, clusters, ledger)
 
+    # A replica that has to move holds its nodes until it has a new place (it
+    # is removed only then): nothing else may take them meanwhile. Each one
+    # releases its own nodes only while it looks for its new place.
+    moving = [c for c in candidates if c.engines is None and not c.unknown]
+    for c in moving:
+        _charge(ledger, c.replica.cluster, c.replica.usage)
+
     # Replicas whose recorded pools no longer match try the rest of their cluster.
-    for c in candidates:
-        if c.engines is None and not c.displaced and not c.unknown:
+    for c in moving:
+        if not c.displaced:
+            _charge(ledger, c.replica.cluster, c.replica.usage, -1)
             fit, why = capacity(dep, clusters[c.replica.cluster], matcher, ledger)
             if fit is None:
                 c.displaced = f"its engines no longer fit on cluster {c.replica.cluster}: " \
                               + reasons.plain(why or "")
+                _charge(ledger, c.replica.cluster, c.replica.usage)
             else:
                 c.engines = fit
                 _charge(ledger, c.replica.cluster, _usage(c))
@@ -123,24 +135,29 @@ def plan(inp: Inputs) -> Plan:
             spread[c.replica.cluster] = spread.get(c.replica.cluster, 0) + 1
 
     def place(index: int) -> Placement | reasons.Shortfall:
-        why = []
-        for name in sorted(clusters, key=lambda n: (spread.get(n, 0), n)):
-            if static[name]:
-                why.append(static[name])
-                continue
-            fit, reason = capacity(dep, clusters[name], matcher, ledger)
-            if fit is None:
-                why.append(reason)
-                continue
-            for e in fit.values():
-                _charge(ledger, name, {e.pool.name: e.nodes})
-            spread[name] = spread.get(name, 0) + 1
-            return Placement(index, name, fit)
+        # firstAvailable: the first alternative that fits anywhere in the
+        # fleet wins before any cluster falls back to the next; the spread
+        # rule holds within each priority level.
+        for level in range(levels(dep.engines)):
+            why = []
+            for name in sorted(clusters, key=lambda n: (spread.get(n, 0), n)):
+                if static[name]:
+                    why.append(static[name])
+                    continue
+                fit, reason = capacity(dep, clusters[name], matcher, ledger, level=level)
+                if fit is None:
+                    why.append(reason)
+                    continue
+                for e in fit.values():
+                    _charge(ledger, name, {e.pool.name: e.nodes})
+                spread[name] = spread.get(name, 0) + 1
+                return Placement(index, name, fit)
         why += ["{is} malformed"] * len(inp.malformed_clusters)
         return reasons.summarize(why, total)
 
     for c in sorted((c for c in candidates if c.displaced), key=lambda c: c.replica.index):
         r = c.replica
+        _charge(ledger, r.cluster, r.usage, -1)
         outcome = place(r.index)
         if isinstance(outcome, Placement):
             result.placements.append(outcome)
@@ -161,7 +178,7 @@ def plan(inp: Inputs) -> Plan:
             r = c.replica
             result.placements.append(Placement(r.index, r.cluster, c.engines, r, c.unknown))
 
-    taken = {p.index for p in result.placements} | set(result.unscheduled)
+    taken = {p.index for p in result.placements} | set(result.unscheduled) | set(inp.reserved)
     index = 0
     while len(result.placements) + len(result.unscheduled) < inp.replicas:
         while index in taken:

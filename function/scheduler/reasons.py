@@ -14,8 +14,15 @@ _VERBS = {1: {"is": "is", "has": "has", "does": "does"},
           2: {"is": "are", "has": "have", "does": "do"}}
 
 
+def _verbs(reason: str, count: int) -> str:
+    # Not str.format: a reason quotes names and taints, which may hold braces.
+    for placeholder, verb in _VERBS[1 if count == 1 else 2].items():
+        reason = reason.replace("{" + placeholder + "}", verb)
+    return reason
+
+
 def phrase(reason: str, count: int) -> str:
-    return f"{count} " + reason.format(**_VERBS[1 if count == 1 else 2])
+    return f"{count} " + _verbs(reason, count)
 
 
 @dataclass(frozen=True)
@@ -40,4 +47,4 @@ def summarize(reasons: Iterable[str], total: int) -> Shortfall:
 
 def plain(reason: str) -> str:
     """A reason about one cluster, without the count."""
-    return reason.format(**_VERBS[1])
+    return _verbs(reason, 1)
