@@ -20,6 +20,7 @@ import json
 import platform
 import statistics
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -80,14 +81,22 @@ def over_grpc(address: str, req: fnv1.RunFunctionRequest, runs: int) -> list[flo
         return timed(lambda: stub.RunFunction(req, timeout=120), runs)
 
 
-def peak_rss_mib(size: str) -> float:
-    """Peak RSS of a fresh process that builds and runs the size's request once."""
-    code = ("import resource,sys; from benchmarks import bench; from function import fn; "
-            f"req=bench.scheduler_request({size!r}); data=req.SerializeToString(); del req; "
-            "from crossplane.function.proto.v1 import run_function_pb2 as f; "
-            "fn.run_function(f.RunFunctionRequest.FromString(data)); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+def peak_rss_mib(data: bytes) -> float:
+    """Peak RSS of a fresh process that reads the serialized request and runs it once.
+
+    The request is built here and handed over as bytes, so the number is the
+    function's (decode, parse, plan, respond), not the fleet generator's.
+    """
+    with tempfile.NamedTemporaryFile(suffix=".pb") as f:
+        f.write(data)
+        f.flush()
+        code = ("import resource,sys; from function import fn; "
+                "from crossplane.function.proto.v1 import run_function_pb2 as pb; "
+                f"data=open({f.name!r},'rb').read(); "
+                "fn.run_function(pb.RunFunctionRequest.FromString(data)); "
+                "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True)
     return int(out.stdout.strip()) / 1024
 
 
@@ -131,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 "p50_ms": round(p50, 1), "p95_ms": round(p95, 1),
                 "grpc_p50_ms": round(g50, 1), "grpc_p95_ms": round(g95, 1),
                 "floor_p50_ms": round(f50, 2), "ratio_to_floor": round(p50 / f50, 1),
-                "peak_rss_mib": round(peak_rss_mib(size), 1)})
+                "peak_rss_mib": round(peak_rss_mib(data), 1)})
     results["composer"] = composer_rows(args.runs or 200)
     tp = load.run(seconds=args.throughput_seconds, clients=16, kinds="compose", warmup=2,
                   slack_kib=1 << 30)

@@ -26,9 +26,9 @@ from function.api import (
     REQUIRE_REPLICAS,
 )
 from function.models.modeldeployment import ModelDeployment
-from function.scheduler import output, reasons
+from function.scheduler import output, parsecache, reasons
 from function.scheduler.filters import Deployment
-from function.scheduler.model import Malformed, parse_cluster, parse_replica
+from function.scheduler.model import Malformed, parse_replica
 from function.scheduler.plan import Inputs, Plan, plan
 from function.validation import dig, spec_errors
 
@@ -60,11 +60,11 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         return
 
     clusters, malformed = [], {}
-    for ic in structs.required(req, REQUIRE_CLUSTERS):
+    for item in parsecache.items(req, REQUIRE_CLUSTERS):
         try:
-            clusters.append(parse_cluster(ic))
+            clusters.append(parsecache.CLUSTERS.get(item))
         except Malformed as exc:
-            name = str(_mapping(ic.get("metadata")).get("name", "?"))
+            name = parsecache.identity(item)[1] or "?"
             malformed[name] = str(exc)
             response.warning(rsp, f"InferenceCluster {name} is malformed and skipped: {exc}")
 
@@ -85,17 +85,19 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         own.append(r)
         keys[(r.cluster, r.index)] = key
     own_names = {(r.namespace, r.name) for r in own} | {_identity(mr) for _, mr, _ in broken}
-    for mr in structs.required(req, REQUIRE_REPLICAS):
-        m = _mapping(mr.get("metadata"))
-        if _identity(mr) in own_names:
-            continue
-        if _identity(mr)[0] == ns and _mapping(m.get("labels")).get(LABEL_DEPLOYMENT) == name:
-            continue  # ours but not (yet) observed as composed: counted through `own`
+    for item in parsecache.items(req, REQUIRE_REPLICAS):
         try:
-            others.append(parse_replica(mr))
+            r = parsecache.REPLICAS.get(item)
         except Malformed as exc:
-            response.warning(rsp, f"ModelReplica {m.get('namespace')}/{m.get('name')} is "
-                             f"malformed and left out of the capacity ledger: {exc}")
+            mr_ns, mr_name, labels = parsecache.identity(item)
+            if (mr_ns, mr_name) not in own_names and not (
+                    mr_ns == ns and labels.get(LABEL_DEPLOYMENT) == name):
+                response.warning(rsp, f"ModelReplica {mr_ns}/{mr_name} is "
+                                 f"malformed and left out of the capacity ledger: {exc}")
+            continue
+        if (r.namespace, r.name) in own_names or (r.namespace == ns and r.deployment == name):
+            continue  # ours: counted through `own` (observed as composed)
+        others.append(r)
 
     dep = Deployment(match_labels=selector or {}, tolerations=tspec.get("tolerations") or [],
                      engines=tspec.get("engines") or [])

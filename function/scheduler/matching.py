@@ -66,7 +66,10 @@ class Matcher:
         self._compiled: dict[str, devicecel.CompiledSelector] = {}
         self._activations: dict[int, Any] = {}
         self._request_device: dict[tuple[str, int], bool | str] = {}
-        self._engine_shape: dict[tuple[str, str], EngineFit | None] = {}
+        self._engine_shape: dict[tuple[str, str, int | None], EngineFit | None] = {}
+        # engine_key is a repr of the engine's requests: computed once per
+        # engine (engines live for the whole reconcile), not per pool.
+        self._engine_keys: dict[int, str] = {}
 
     def compile_all(self, engines: Sequence[Mapping[str, Any]]) -> list[str]:
         """Compile every selector once; return user-facing errors for bad ones."""
@@ -94,7 +97,10 @@ class Matcher:
         `level` caps the firstAvailable alternatives a request may use
         (0: only the first); None allows every alternative.
         """
-        key = (engine_key(engine), pool.shape, level)
+        ek = self._engine_keys.get(id(engine))
+        if ek is None:
+            ek = self._engine_keys[id(engine)] = engine_key(engine)
+        key = (ek, pool.shape, level)
         if key not in self._engine_shape:
             self._engine_shape[key] = self._fit(engine, pool, level)
         return self._engine_shape[key]

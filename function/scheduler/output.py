@@ -39,17 +39,19 @@ def replica_manifest(md: Mapping[str, Any], p: Placement) -> dict[str, Any]:
         metadata["annotations"] = dict(sorted(tmeta["annotations"].items()))
     spec: dict[str, Any] = {"clusterName": p.cluster}
     if tspec.get("serving"):
-        spec["serving"] = copy.deepcopy(tspec["serving"])
+        spec["serving"] = tspec["serving"]
     spec["engines"] = [_engine(e, p) for e in tspec.get("engines") or []]
     return {"apiVersion": API_VERSION, "kind": "ModelReplica", "metadata": metadata, "spec": spec}
 
 
 def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
     placed = p.engines[engine["name"]]
-    out = {k: copy.deepcopy(v) for k, v in engine.items() if k != "members"}
+    # Shallow copies: the deployment's dicts are read-only here (they are
+    # converted to protobuf right after), so every replica can share them.
+    out = {k: v for k, v in engine.items() if k != "members"}
     out["members"] = []
     for member, fit in zip(engine.get("members") or [], placed.fit.members):
-        m = copy.deepcopy(dict(member))
+        m = dict(member)
         m["nodePoolName"] = placed.pool.name
         resolved = []
         for req in (member.get("nodeSelector") or {}).get("devices") or []:
@@ -58,7 +60,7 @@ def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
             if choice.device.device_class:
                 r["deviceClassName"] = choice.device.device_class
             if choice.selectors:
-                r["selectors"] = copy.deepcopy(list(choice.selectors))
+                r["selectors"] = list(choice.selectors)
             if choice.alternative:
                 r["alternative"] = choice.alternative  # the firstAvailable alternative chosen
             resolved.append(r)

@@ -23,6 +23,7 @@ place, except a NoExecute drain, which the platform team asked for.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -134,13 +135,27 @@ def plan(inp: Inputs) -> Plan:
         if not c.displaced:
             spread[c.replica.cluster] = spread.get(c.replica.cluster, 0) + 1
 
+    # Clusters in spread order (fewest of this deployment's replicas, then by
+    # name), kept sorted as replicas land instead of re-sorted per replica.
+    def spread_key(n: str) -> tuple[int, str]:
+        return (spread.get(n, 0), n)
+
+    order = sorted(clusters, key=spread_key)
+
+    def count(name: str, delta: int) -> None:
+        if name in clusters:
+            order.remove(name)
+        spread[name] = spread.get(name, 0) + delta
+        if name in clusters:
+            bisect.insort(order, name, key=spread_key)
+
     def place(index: int) -> Placement | reasons.Shortfall:
         # firstAvailable: the first alternative that fits anywhere in the
         # fleet wins before any cluster falls back to the next; the spread
         # rule holds within each priority level.
         for level in range(levels(dep.engines)):
             why = []
-            for name in sorted(clusters, key=lambda n: (spread.get(n, 0), n)):
+            for name in order:
                 if static[name]:
                     why.append(static[name])
                     continue
@@ -150,7 +165,7 @@ def plan(inp: Inputs) -> Plan:
                     continue
                 for e in fit.values():
                     _charge(ledger, name, {e.pool.name: e.nodes})
-                spread[name] = spread.get(name, 0) + 1
+                count(name, +1)
                 return Placement(index, name, fit)
         why += ["{is} malformed"] * len(inp.malformed_clusters)
         return reasons.summarize(why, total)
@@ -168,7 +183,7 @@ def plan(inp: Inputs) -> Plan:
                 outcome, prefix=f"drained from {r.cluster} ({c.displaced})")
         else:
             _charge(ledger, r.cluster, r.usage)
-            spread[r.cluster] = spread.get(r.cluster, 0) + 1
+            count(r.cluster, +1)
             result.placements.append(Placement(r.index, r.cluster, None, r, c.displaced))
             result.notes.append(f"replica {r.index} stays on {r.cluster} although {c.displaced}; "
                                 + outcome.message("it elsewhere"))
