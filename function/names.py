@@ -19,7 +19,23 @@ def dns_label(*parts: str | int, max_length: int = MAX) -> str:
     name = _INVALID.sub("-", full.lower()).strip("-")
     if len(name) <= max_length and name == full:
         return name
-    digest = hashlib.sha256(full.encode()).hexdigest()[:10]
+    return _with_digest(name, parts, max_length, 10)
+
+
+def unique_label(*parts: str | int, max_length: int = MAX) -> str:
+    """`<parts joined by '-'>-<digest>`: a DNS label unique per tuple of parts.
+
+    Dash-joined parts alone can read alike for different tuples ("a-b" + "c"
+    and "a" + "b-c"); the digest covers the parts joined by a character no
+    Kubernetes name holds, so two tuples never share a name.
+    """
+    name = _INVALID.sub("-", "-".join(str(p) for p in parts).lower()).strip("-")
+    return _with_digest(name, parts, max_length, 6)
+
+
+def _with_digest(name: str, parts, max_length: int, size: int) -> str:
+    key = "\x00".join(str(p) for p in parts)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:size]
     head = name[: max_length - len(digest) - 1].rstrip("-")
     return f"{head}-{digest}" if head else digest
 

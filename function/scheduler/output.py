@@ -7,13 +7,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from function.api import API_VERSION, LABEL_CLUSTER, LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
-from function.names import dns_label
+from function.names import unique_label
 from function.scheduler.plan import Placement
 
 
 def replica_name(deployment: str, cluster: str, index: int) -> str:
-    """Unique per (namespace, deployment, cluster, index); a DNS label <= 63."""
-    return dns_label(deployment, cluster, index)
+    """Unique per (namespace, deployment, cluster, index); a DNS label <= 63.
+
+    Readable (`<deployment>-<cluster>-<index>-<digest>`), and the digest keeps
+    two deployments of one namespace apart even when their names and
+    cluster names read alike once joined by dashes.
+    """
+    return unique_label(deployment, cluster, index)
 
 
 def resource_key(cluster: str, index: int) -> str:

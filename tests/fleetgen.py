@@ -1,0 +1,375 @@
+"""Synthetic fleets for the scheduler tests: InferenceClusters, ModelDeployments
+and ModelReplicas as plain dicts, shaped as the API server would store them.
+
+Builders are deliberately independent of the scheduler's own code (a
+ModelReplica of "another deployment" is written out by hand here, not by
+`function.scheduler.output`), so a test compares the scheduler against the
+contract, not against itself. `World` keeps the state of one control plane
+across reconciles: it feeds the desired ModelReplicas back as observed composed
+resources *and* as required ModelReplicas, stamping a creationTimestamp on each
+new one the way the API server does.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from builders import composite, conditions, desired, request
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import fn
+from function.api import (
+    API_VERSION,
+    LABEL_CLUSTER,
+    LABEL_DEPLOYMENT,
+    LABEL_REPLICA_INDEX,
+    REQUIRE_CLUSTERS,
+    REQUIRE_REPLICAS,
+)
+from function.capacity import replica_usage
+
+GPU = "gpu.example.com"
+NS = "ml-team"
+
+
+# --- InferenceClusters -------------------------------------------------------
+
+def device(name: str = "gpu", product: str = "H100", *, count: int = 8, memory: str = "80Gi",
+           claim: str = "DRA", driver: str = GPU, device_class: str | None = None,
+           **attributes: Any) -> dict:
+    """A device kind every node of a pool offers (a DRA ResourceSlice device's shape)."""
+    attrs = {"productName": {"string": product}}
+    for k, v in attributes.items():
+        kind = "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "string"
+        attrs[k] = {kind: v}
+    d: dict[str, Any] = {"name": name, "driver": driver, "count": count, "attributes": attrs,
+                         "capacity": {"memory": {"value": memory}}}
+    if claim == "Synthetic":
+        d["claim"] = "Synthetic"
+    else:
+        d["claim"] = "DRA"
+        d["deviceClassName"] = device_class or driver
+    return d
+
+
+def synthetic(name: str = "fabric", driver: str = "fabric.example.com", *, count: int = 1,
+              **attributes: Any) -> dict:
+    """A Synthetic device: constrains placement, never claimed."""
+    attrs = {}
+    for k, v in attributes.items():
+        kind = "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "string"
+        attrs[k] = {kind: v}
+    return {"name": name, "claim": "Synthetic", "driver": driver, "count": count,
+            "attributes": attrs}
+
+
+def pool(name: str, nodes: int, *devices: Mapping[str, Any]) -> dict:
+    return {"name": name, "nodes": nodes, "devices": [dict(d) for d in devices]}
+
+
+def taint(key: str, effect: str, value: str = "") -> dict:
+    t = {"key": key, "effect": effect}
+    if value:
+        t["value"] = value
+    return t
+
+
+def cluster(name: str, *pools: Mapping[str, Any], labels: Mapping[str, str] | None = None,
+            taints: Iterable[Mapping[str, str]] = (), ready: bool | None = None) -> dict:
+    ic: dict[str, Any] = {
+        "apiVersion": API_VERSION, "kind": "InferenceCluster",
+        "metadata": {"name": name, "labels": dict(labels or {"tier": "prod"})},
+        "spec": {"gateway": {"name": "gw", "namespace": "gateway-system",
+                             "address": f"https://{name}.example.com"},
+                 "nodePools": [dict(p) for p in pools]},
+    }
+    if taints:
+        ic["spec"]["taints"] = [dict(t) for t in taints]
+    if ready is not None:
+        ic["status"] = {"conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                        "reason": "Available" if ready else "Unavailable"}]}
+    return ic
+
+
+# --- ModelDeployments --------------------------------------------------------
+
+def product_is(*products: str) -> str:
+    if len(products) == 1:
+        return f'device.attributes["{GPU}"].productName == "{products[0]}"'
+    return f'device.attributes["{GPU}"].productName in {list(products)!r}'.replace("'", '"')
+
+
+def memory_at_least(q: str) -> str:
+    return f'device.capacity["{GPU}"].memory.compareTo(quantity("{q}")) >= 0'
+
+
+def req(name: str = "gpu", count: int = 1, *cel: str) -> dict:
+    """One device request: `count` devices of one kind matching every selector."""
+    r: dict[str, Any] = {"name": name, "count": count}
+    if cel:
+        r["selectors"] = [{"cel": c} for c in cel]
+    return r
+
+
+def _container(name: str) -> dict:
+    return {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.10.1.1",
+                                     "args": ["serve", name]}]}}
+
+
+def standalone(*requests: Mapping[str, Any]) -> dict:
+    m: dict[str, Any] = {"role": "Standalone", "template": _container("standalone")}
+    if requests:
+        m["nodeSelector"] = {"devices": [dict(r) for r in requests]}
+    return m
+
+
+def leader(*requests: Mapping[str, Any]) -> dict:
+    m: dict[str, Any] = {"role": "Leader", "template": _container("leader")}
+    if requests:
+        m["nodeSelector"] = {"devices": [dict(r) for r in requests]}
+    return m
+
+
+def worker(nodes: int, *requests: Mapping[str, Any]) -> dict:
+    m: dict[str, Any] = {"role": "Worker", "worker": {"nodes": nodes},
+                         "template": _container("worker")}
+    if requests:
+        m["nodeSelector"] = {"devices": [dict(r) for r in requests]}
+    return m
+
+
+def engine(name: str, *members: Mapping[str, Any], copies: int | None = None,
+           phase: str | None = None) -> dict:
+    e: dict[str, Any] = {"name": name, "members": [dict(m) for m in members]}
+    if copies is not None:
+        e["copies"] = copies
+    if phase:
+        e["phase"] = phase
+    return e
+
+
+def deployment(name: str, *engines: Mapping[str, Any], replicas: int = 1, namespace: str = NS,
+               selector: Mapping[str, str] | None = None,
+               tolerations: Iterable[Mapping[str, Any]] = (), mode: str | None = None,
+               labels: Mapping[str, str] | None = None,
+               annotations: Mapping[str, str] | None = None) -> dict:
+    if not engines:
+        engines = (engine("vllm", standalone(req("gpu", 1, product_is("H100")))),)
+    tspec: dict[str, Any] = {"engines": [dict(e) for e in engines]}
+    if selector:
+        tspec["clusterSelector"] = {"matchLabels": dict(selector)}
+    if tolerations:
+        tspec["tolerations"] = [dict(t) for t in tolerations]
+    if mode:
+        tspec["serving"] = {"mode": mode}
+    template: dict[str, Any] = {"spec": tspec}
+    if labels or annotations:
+        template["metadata"] = {}
+        if labels:
+            template["metadata"]["labels"] = dict(labels)
+        if annotations:
+            template["metadata"]["annotations"] = dict(annotations)
+    return {"apiVersion": API_VERSION, "kind": "ModelDeployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas, "template": template}}
+
+
+# --- ModelReplicas -----------------------------------------------------------
+
+def stamp(n: int) -> str:
+    """The n-th creationTimestamp (RFC 3339, sorts as it counts)."""
+    return f"2025-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z"
+
+
+def foreign_replica(name: str, cluster_name: str, usage: Mapping[str, int], *,
+                    deployment_name: str = "other", namespace: str = "other-team",
+                    index: int = 0, created: str | None = None,
+                    claim: str = "DRA") -> dict:
+    """Another deployment's ModelReplica holding `usage` nodes per pool.
+
+    Each pool gets one Standalone engine with `copies` = nodes, which costs
+    exactly that many nodes by the contract.
+    """
+    engines = []
+    for i, (pool_name, nodes) in enumerate(sorted(usage.items())):
+        member = {"role": "Standalone", "nodePoolName": pool_name,
+                  "nodeSelector": {"devices": [{"name": "gpu", "count": 1}]},
+                  "deviceRequests": [{"name": "gpu", "claim": claim, "count": 1,
+                                      **({"deviceClassName": GPU} if claim == "DRA" else {})}],
+                  "template": _container("foreign")}
+        engines.append({"name": f"e{i}", "copies": nodes, "members": [member]})
+    meta: dict[str, Any] = {"name": name, "namespace": namespace,
+                            "labels": {LABEL_DEPLOYMENT: deployment_name,
+                                       LABEL_CLUSTER: cluster_name,
+                                       LABEL_REPLICA_INDEX: str(index)}}
+    if created:
+        meta["creationTimestamp"] = created
+    return {"apiVersion": API_VERSION, "kind": "ModelReplica", "metadata": meta,
+            "spec": {"clusterName": cluster_name, "engines": engines}}
+
+
+def own_replica(md: Mapping[str, Any], cluster_name: str, index: int,
+                pools: Mapping[str, str], *, created: str | None = None,
+                classes: Mapping[str, str] | None = None, name: str | None = None) -> dict:
+    """One of `md`'s ModelReplicas as it exists in the control plane, written by hand.
+
+    `pools` maps engine name -> pool; every member of the engine is on it and
+    every device request resolved to a DRA device of class `classes[request]`
+    (default GPU).
+    """
+    meta_md = md["metadata"]
+    engines = []
+    for e in md["spec"]["template"]["spec"]["engines"]:
+        e = copy.deepcopy(e)
+        for m in e["members"]:
+            m["nodePoolName"] = pools[e["name"]]
+            m["deviceRequests"] = [
+                {"name": r["name"], "claim": "DRA", "count": r.get("count", 1),
+                 "deviceClassName": (classes or {}).get(r["name"], GPU),
+                 **({"selectors": r["selectors"]} if r.get("selectors") else {})}
+                for r in (m.get("nodeSelector") or {}).get("devices") or []]
+        engines.append(e)
+    meta: dict[str, Any] = {
+        "name": name or f"{meta_md['name']}-{cluster_name}-{index}",
+        "namespace": meta_md.get("namespace", NS),
+        "labels": {LABEL_DEPLOYMENT: meta_md["name"], LABEL_CLUSTER: cluster_name,
+                   LABEL_REPLICA_INDEX: str(index)}}
+    if created:
+        meta["creationTimestamp"] = created
+    spec: dict[str, Any] = {"clusterName": cluster_name, "engines": engines}
+    return {"apiVersion": API_VERSION, "kind": "ModelReplica", "metadata": meta, "spec": spec}
+
+
+def key(cluster_name: str, index: int) -> str:
+    """The composed-resource key the scheduler uses for a replica."""
+    return f"replica-{index}-{cluster_name}"
+
+
+def usage_of(mr: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """(cluster, pool) -> nodes a ModelReplica holds, by the contract's cost rule."""
+    spec = mr.get("spec") or {}
+    return {(spec["clusterName"], p): n
+            for p, n in replica_usage(spec.get("engines") or []).items()}
+
+
+def total_usage(mrs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for mr in mrs:
+        for k, n in usage_of(mr).items():
+            out[k] = out.get(k, 0) + n
+    return out
+
+
+def pool_nodes(clusters: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    return {(c["metadata"]["name"], p["name"]): int(p.get("nodes") or 0)
+            for c in clusters for p in c["spec"].get("nodePools") or []}
+
+
+# --- A control plane across reconciles --------------------------------------
+
+def to_plain(obj: Any) -> Any:
+    """Struct numbers come back as floats; whole numbers become ints again."""
+    if isinstance(obj, float) and obj.is_integer():
+        return int(obj)
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [to_plain(v) for v in obj]
+    return obj
+
+
+class World:
+    """One deployment, a fleet, other deployments' replicas, and what exists now."""
+
+    def __init__(self, md: Mapping[str, Any], clusters: Sequence[Mapping[str, Any]],
+                 others: Sequence[Mapping[str, Any]] = (),
+                 observed: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.md = copy.deepcopy(dict(md))
+        self.clusters = [copy.deepcopy(dict(c)) for c in clusters]
+        self.others = [copy.deepcopy(dict(o)) for o in others]
+        self.observed: dict[str, dict] = {k: copy.deepcopy(dict(v))
+                                          for k, v in (observed or {}).items()}
+        self._clock = itertools.count(10_000)
+
+    def __repr__(self) -> str:
+        """Enough to rebuild the world by hand when a property fails."""
+        import json
+        return "World(" + json.dumps({"md": self.md, "clusters": self.clusters,
+                                      "others": self.others, "observed": self.observed},
+                                     sort_keys=True) + ")"
+
+    def request(self, resolved: bool = True) -> fnv1.RunFunctionRequest:
+        required = None
+        if resolved:
+            # Crossplane lists only the clusters matching clusterSelector.
+            selector = ((self.md["spec"]["template"]["spec"].get("clusterSelector") or {})
+                        .get("matchLabels") or {})
+            def labels(c):
+                meta = c.get("metadata")
+                got = meta.get("labels") if isinstance(meta, dict) else None
+                return got if isinstance(got, dict) else {}
+            selected = [c for c in self.clusters
+                        if all(labels(c).get(k) == v for k, v in selector.items())]
+            required = {REQUIRE_CLUSTERS: selected,
+                        REQUIRE_REPLICAS: [*self.others, *self.observed.values()]}
+        return request(self.md, required=required, observed=self.observed)
+
+    def run(self, resolved: bool = True) -> fnv1.RunFunctionResponse:
+        return fn.run_function(self.request(resolved))
+
+    def apply(self, rsp: fnv1.RunFunctionResponse) -> None:
+        """Crossplane applies the desired composed resources: new ones get a
+        creationTimestamp, existing ones keep theirs and their status."""
+        new: dict[str, dict] = {}
+        for k, mr in desired(rsp).items():
+            mr = to_plain(mr)
+            old = self.observed.get(k)
+            meta = mr.setdefault("metadata", {})
+            if old is not None and (old.get("metadata") or {}).get("name") == meta.get("name"):
+                if (old.get("metadata") or {}).get("creationTimestamp"):
+                    meta["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+                if old.get("status"):
+                    mr["status"] = copy.deepcopy(old["status"])
+            else:
+                meta["creationTimestamp"] = stamp(next(self._clock))
+            new[k] = mr
+        self.observed = new
+
+    def step(self) -> fnv1.RunFunctionResponse:
+        rsp = self.run()
+        self.apply(rsp)
+        return rsp
+
+
+def placements(rsp: fnv1.RunFunctionResponse) -> dict[int, tuple[str, dict[str, str]]]:
+    """index -> (cluster, {engine: pool}) of every desired ModelReplica."""
+    out = {}
+    for mr in desired(rsp).values():
+        idx = (mr["metadata"].get("labels") or {}).get(LABEL_REPLICA_INDEX)
+        if idx is None:
+            continue
+        idx = int(idx)
+        pools = {e["name"]: e["members"][0].get("nodePoolName") for e in mr["spec"]["engines"]}
+        out[idx] = (mr["spec"]["clusterName"], pools)
+    return out
+
+
+def status(rsp: fnv1.RunFunctionResponse) -> dict:
+    return to_plain(composite(rsp).get("status") or {})
+
+
+def condition(rsp: fnv1.RunFunctionResponse, typ: str) -> tuple[str, str, str]:
+    c = conditions(rsp)[typ]
+    return ({fnv1.STATUS_CONDITION_TRUE: "True", fnv1.STATUS_CONDITION_FALSE: "False"}
+            .get(c.status, "Unknown"), c.reason, c.message)
+
+
+def messages(rsp: fnv1.RunFunctionResponse, severity: int | None = None) -> list[str]:
+    return [r.message for r in rsp.results if severity is None or r.severity == severity]
+
+
+def fatal(rsp: fnv1.RunFunctionResponse) -> list[str]:
+    return messages(rsp, fnv1.SEVERITY_FATAL)
