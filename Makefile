@@ -68,3 +68,9 @@ image:
 package:
 	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI && \
 	  bash hack/build-packages.sh dist
+
+# Fuzz RunFunction with 100,000 generated requests (FUZZ_CASES); CI runs 300.
+FUZZ_CASES ?= 100000
+.PHONY: fuzz
+fuzz: venv
+	$(PY) hack/fuzz.py $(FUZZ_CASES)

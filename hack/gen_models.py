@@ -30,6 +30,8 @@ OPTIONS = [
     "--use-annotated", "--field-constraints", "--use-double-quotes",
     "--disable-timestamp", "--use-standard-collections", "--use-union-operator",
     "--capitalise-enum-members", "--use-title-as-name", "--collapse-root-models",
+    # Kubernetes types are strict: a bool is not a count, a number is not a name.
+    "--strict-types", "str", "int", "bool",
 ]
 
 

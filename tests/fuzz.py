@@ -20,7 +20,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import strategies as st
 from schemas import Schemas
 
-from function import fn
+from function import fn, structs
 from function.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
 
 KINDS = os.environ.get("FUZZ_KINDS", "ModelDeployment,ModelReplica,InferenceCluster").split(",")
@@ -144,8 +144,9 @@ _schemas: Schemas | None = None
 def _kept_as_is(req: fnv1.RunFunctionRequest, key: str, desired: fnv1.Resource) -> bool:
     if key not in req.observed.resources:
         return False
-    seen = resource.struct_to_dict(req.observed.resources[key].resource)
-    want = resource.struct_to_dict(desired.resource)
+    # Compared as the function reads them (nulls pruned, as the API server does).
+    seen = structs.to_dict(req.observed.resources[key].resource)
+    want = structs.to_dict(desired.resource)
     return want.get("spec") == seen.get("spec")
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, Field, RootModel, StrictBool, StrictInt, StrictStr
 
 
 class Gateway(BaseModel):
     address: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="Where clients reach the gateway: a host name or IP, optionally with scheme and port (http://llm.eu.example.com).",
             max_length=253,
@@ -19,7 +19,7 @@ class Gateway(BaseModel):
         ),
     ] = None
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The Gateway's name.",
             max_length=253,
@@ -27,7 +27,7 @@ class Gateway(BaseModel):
         ),
     ]
     namespace: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The Gateway's namespace.",
             max_length=63,
@@ -37,32 +37,28 @@ class Gateway(BaseModel):
 
 
 class Attributes(BaseModel):
-    bool_: Annotated[
-        bool | None, Field(alias="bool", description="A boolean value.")
-    ] = None
-    int_: Annotated[
-        int | None,
+    bool: Annotated[StrictBool | None, Field(description="A boolean value.")] = None
+    int: Annotated[
+        StrictInt | None,
         Field(
-            alias="int",
-            description="An integer value.",
-            ge=-9007199254740992,
-            le=9007199254740992,
+            description="An integer value.", ge=-9007199254740992, le=9007199254740992
         ),
     ] = None
     string: Annotated[
-        str | None, Field(description="A string value.", max_length=64)
+        StrictStr | None, Field(description="A string value.", max_length=64)
     ] = None
     version: Annotated[
-        str | None, Field(description="A semantic version (semver 2.0).", max_length=64)
+        StrictStr | None,
+        Field(description="A semantic version (semver 2.0).", max_length=64),
     ] = None
 
 
-class Value1(RootModel[str]):
-    root: Annotated[str, Field(max_length=64)]
+class Value1(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
 
 
 class Capacity(BaseModel):
-    value: Value1 | int
+    value: Value1 | StrictInt
 
 
 class Claim(StrEnum):
@@ -92,11 +88,11 @@ class Device(BaseModel):
         ),
     ] = "DRA"
     count: Annotated[
-        int | None,
+        StrictInt | None,
         Field(description="How many such devices each node offers.", ge=1, le=128),
     ] = 1
     deviceClassName: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="The DeviceClass pods claim it through (DRA only).",
             max_length=253,
@@ -104,7 +100,7 @@ class Device(BaseModel):
         ),
     ] = None
     driver: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The DRA driver publishing the device; attribute and capacity names without a domain belong to it.",
             max_length=63,
@@ -113,7 +109,7 @@ class Device(BaseModel):
         ),
     ]
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The device's name in the pool (a DNS label).",
             max_length=63,
@@ -136,7 +132,7 @@ class Taint(BaseModel):
         ),
     ]
     key: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The taint key.",
             max_length=253,
@@ -145,7 +141,7 @@ class Taint(BaseModel):
         ),
     ]
     value: Annotated[
-        str | None, Field(description="The taint value.", max_length=63)
+        StrictStr | None, Field(description="The taint value.", max_length=63)
     ] = None
 
 
@@ -158,7 +154,7 @@ class NodePool(BaseModel):
         ),
     ] = None
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The pool's name; nodes carry it as label modelplane.ai/pool.",
             max_length=63,
@@ -166,7 +162,7 @@ class NodePool(BaseModel):
         ),
     ]
     nodes: Annotated[
-        int,
+        StrictInt,
         Field(
             description="Schedulable nodes now (not an autoscaler ceiling).",
             ge=0,
@@ -190,7 +186,7 @@ class ProviderConfigRef(BaseModel):
         Field(description="ClusterProviderConfig (default) or ProviderConfig."),
     ] = "ClusterProviderConfig"
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The provider-kubernetes config's name.",
             max_length=253,
@@ -207,7 +203,7 @@ class Taint1(BaseModel):
         ),
     ]
     key: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The taint key.",
             max_length=253,
@@ -216,7 +212,7 @@ class Taint1(BaseModel):
         ),
     ]
     value: Annotated[
-        str | None, Field(description="The taint value.", max_length=63)
+        StrictStr | None, Field(description="The taint value.", max_length=63)
     ] = None
 
 
@@ -242,16 +238,18 @@ class Spec(BaseModel):
 
 class NodePool1(BaseModel):
     freeNodes: Annotated[
-        int | None, Field(description="Nodes left for new replicas.", ge=0, le=100000)
+        StrictInt | None,
+        Field(description="Nodes left for new replicas.", ge=0, le=100000),
     ] = None
     name: Annotated[
-        str | None, Field(description="The pool's name.", max_length=63)
+        StrictStr | None, Field(description="The pool's name.", max_length=63)
     ] = None
     nodes: Annotated[
-        int | None, Field(description="Nodes the pool publishes.", ge=0, le=100000)
+        StrictInt | None,
+        Field(description="Nodes the pool publishes.", ge=0, le=100000),
     ] = None
     usedNodes: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="Nodes held by ModelReplicas placed on the pool.",
             ge=0,
@@ -262,13 +260,14 @@ class NodePool1(BaseModel):
 
 class Status(BaseModel):
     freeNodes: Annotated[
-        int | None, Field(description="Free nodes over all pools.", ge=0, le=10000000)
+        StrictInt | None,
+        Field(description="Free nodes over all pools.", ge=0, le=10000000),
     ] = None
     nodePools: Annotated[
         list[NodePool1] | None, Field(description="Per-pool capacity.", max_length=32)
     ] = None
     nodes: Annotated[
-        int | None, Field(description="Nodes over all pools.", ge=0, le=10000000)
+        StrictInt | None, Field(description="Nodes over all pools.", ge=0, le=10000000)
     ] = None
 
 

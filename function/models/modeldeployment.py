@@ -6,16 +6,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, Field, RootModel, StrictBool, StrictInt, StrictStr
 from typing_extensions import TypeAliasType
 
 AnnotationsAdditionalProperty = TypeAliasType(
-    "AnnotationsAdditionalProperty", Annotated[str, Field(max_length=4096)]
+    "AnnotationsAdditionalProperty", Annotated[StrictStr, Field(max_length=4096)]
 )
 
 
 LabelsAdditionalProperty = TypeAliasType(
-    "LabelsAdditionalProperty", Annotated[str, Field(max_length=63)]
+    "LabelsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
 )
 
 
@@ -31,7 +31,7 @@ class Metadata(BaseModel):
 
 
 MatchLabelsAdditionalProperty = TypeAliasType(
-    "MatchLabelsAdditionalProperty", Annotated[str, Field(max_length=63)]
+    "MatchLabelsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
 )
 
 
@@ -46,7 +46,7 @@ class ClusterSelector(BaseModel):
 
 class Selector(BaseModel):
     cel: Annotated[
-        str,
+        StrictStr,
         Field(
             description="A DRA CEL expression over `device.driver`, `device.attributes[domain]` and `device.capacity[domain]`, with Kubernetes `quantity()` and `semver()`.",
             max_length=2048,
@@ -57,11 +57,11 @@ class Selector(BaseModel):
 
 class FirstAvailableItem(BaseModel):
     count: Annotated[
-        int | None,
+        StrictInt | None,
         Field(description="How many such devices each pod claims.", ge=1, le=128),
     ] = 1
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The alternative's name (a DNS label), recorded on the ModelReplica.",
             max_length=63,
@@ -75,7 +75,7 @@ class FirstAvailableItem(BaseModel):
 
 class Device(BaseModel):
     count: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="How many such devices each pod claims (exact requests).",
             ge=1,
@@ -90,7 +90,7 @@ class Device(BaseModel):
         ),
     ] = None
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The request's name, unique within the member (a DNS label).",
             max_length=63,
@@ -125,39 +125,39 @@ class Metadata1(BaseModel):
     ] = None
 
 
-class Arg(RootModel[str]):
-    root: Annotated[str, Field(max_length=4096)]
+class Arg(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=4096)]
 
 
-class CommandItem(RootModel[str]):
-    root: Annotated[str, Field(max_length=4096)]
+class CommandItem(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=4096)]
 
 
 class ConfigMapKeyRef(BaseModel):
     key: Annotated[
-        str,
+        StrictStr,
         Field(description="The key in the ConfigMap.", max_length=253, min_length=1),
     ]
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The ConfigMap's name.",
             max_length=253,
             pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
         ),
     ]
-    optional: bool | None = None
+    optional: StrictBool | None = None
 
 
 class FieldRef(BaseModel):
     apiVersion: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="Version of the schema fieldPath is written in.", max_length=64
         ),
     ] = None
     fieldPath: Annotated[
-        str,
+        StrictStr,
         Field(
             description="A pod field, e.g. status.podIP.", max_length=256, min_length=1
         ),
@@ -166,17 +166,18 @@ class FieldRef(BaseModel):
 
 class SecretKeyRef(BaseModel):
     key: Annotated[
-        str, Field(description="The key in the Secret.", max_length=253, min_length=1)
+        StrictStr,
+        Field(description="The key in the Secret.", max_length=253, min_length=1),
     ]
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The Secret's name.",
             max_length=253,
             pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
         ),
     ]
-    optional: bool | None = None
+    optional: StrictBool | None = None
 
 
 class ValueFrom(BaseModel):
@@ -195,7 +196,7 @@ class ValueFrom(BaseModel):
 
 class EnvItem(BaseModel):
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The variable's name.",
             max_length=256,
@@ -204,7 +205,7 @@ class EnvItem(BaseModel):
         ),
     ]
     value: Annotated[
-        str | None, Field(description="A literal value.", max_length=32768)
+        StrictStr | None, Field(description="A literal value.", max_length=32768)
     ] = None
     valueFrom: Annotated[
         ValueFrom | None, Field(description="Where the value comes from.")
@@ -221,21 +222,21 @@ class Name(StrEnum):
     ENGINE = "engine"
 
 
-class Limits1(RootModel[str]):
-    root: Annotated[str, Field(max_length=64)]
+class Limits1(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
 
 
-class Requests1(RootModel[str]):
-    root: Annotated[str, Field(max_length=64)]
+class Requests1(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
 
 
 class Resources(BaseModel):
     limits: Annotated[
-        dict[str, Limits1 | int] | None,
+        dict[str, Limits1 | StrictInt] | None,
         Field(description="cpu, memory, ephemeral-storage and the like.", max_length=8),
     ] = None
     requests: Annotated[
-        dict[str, Requests1 | int] | None,
+        dict[str, Requests1 | StrictInt] | None,
         Field(description="cpu, memory, ephemeral-storage and the like.", max_length=8),
     ] = None
 
@@ -257,7 +258,7 @@ class Container(BaseModel):
         Field(description="Environment variables, passed through.", max_length=128),
     ] = None
     image: Annotated[
-        str,
+        StrictStr,
         Field(description="The curated engine image.", max_length=512, min_length=1),
     ]
     imagePullPolicy: Annotated[
@@ -274,7 +275,7 @@ class Container(BaseModel):
 
 class ImagePullSecret(BaseModel):
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="A Secret's name.",
             max_length=253,
@@ -315,7 +316,7 @@ class Template1(BaseModel):
 
 class Worker(BaseModel):
     nodes: Annotated[
-        int,
+        StrictInt,
         Field(
             description="Pods in the gang besides the leader (one per node).",
             ge=1,
@@ -353,9 +354,9 @@ class RecoveryPolicy(StrEnum):
     NONE = "None"
 
 
-class MaxSurge1(RootModel[str]):
+class MaxSurge1(RootModel[StrictStr]):
     root: Annotated[
-        str,
+        StrictStr,
         Field(
             description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool.",
             max_length=64,
@@ -363,9 +364,9 @@ class MaxSurge1(RootModel[str]):
     ]
 
 
-class MaxUnavailable1(RootModel[str]):
+class MaxUnavailable1(RootModel[StrictStr]):
     root: Annotated[
-        str,
+        StrictStr,
         Field(
             description="Copies (or a percentage) that may be down during a rollout.",
             max_length=64,
@@ -375,19 +376,19 @@ class MaxUnavailable1(RootModel[str]):
 
 class Rollout(BaseModel):
     maxSurge: Annotated[
-        MaxSurge1 | int | None,
+        MaxSurge1 | StrictInt | None,
         Field(
             description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool."
         ),
     ] = None
     maxUnavailable: Annotated[
-        MaxUnavailable1 | int | None,
+        MaxUnavailable1 | StrictInt | None,
         Field(
             description="Copies (or a percentage) that may be down during a rollout."
         ),
     ] = None
     partition: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="Gang engines only: copies with an index below the partition keep the old template (a staged rollout).",
             ge=0,
@@ -398,7 +399,7 @@ class Rollout(BaseModel):
 
 class Engine(BaseModel):
     copies: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="Identical copies of the engine inside one replica; never autoscaled.",
             ge=1,
@@ -414,7 +415,7 @@ class Engine(BaseModel):
         ),
     ]
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The engine's name, a DNS label unique in the deployment.",
             max_length=63,
@@ -432,7 +433,7 @@ class Engine(BaseModel):
         ),
     ] = None
     restartGracePeriodSeconds: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="How long an engine pod may drain in-flight requests before it is killed on a restart or rollout (the pods' terminationGracePeriodSeconds).",
             ge=0,
@@ -447,9 +448,9 @@ class Engine(BaseModel):
     ] = None
 
 
-class Hostname(RootModel[str]):
+class Hostname(RootModel[StrictStr]):
     root: Annotated[
-        str,
+        StrictStr,
         Field(
             description="A DNS name, optionally with a leading '*.' wildcard.",
             max_length=253,
@@ -511,7 +512,7 @@ class Toleration(BaseModel):
         ),
     ] = None
     key: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="The taint key to tolerate; empty with operator Exists tolerates every taint.",
             max_length=253,
@@ -525,7 +526,7 @@ class Toleration(BaseModel):
         ),
     ] = "Equal"
     value: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="The taint value to match with operator Equal.", max_length=63
         ),
@@ -568,7 +569,7 @@ class Template(BaseModel):
 
 class Spec(BaseModel):
     replicas: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="Replicas to place across the fleet (the scale subresource).",
             ge=0,
@@ -579,12 +580,12 @@ class Spec(BaseModel):
 
 
 AlternativesAdditionalProperty = TypeAliasType(
-    "AlternativesAdditionalProperty", Annotated[str, Field(max_length=63)]
+    "AlternativesAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
 )
 
 
 PoolsAdditionalProperty = TypeAliasType(
-    "PoolsAdditionalProperty", Annotated[str, Field(max_length=63)]
+    "PoolsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
 )
 
 
@@ -597,45 +598,47 @@ class Placement(BaseModel):
         ),
     ] = None
     cluster: Annotated[
-        str | None,
+        StrictStr | None,
         Field(description="The InferenceCluster it runs on.", max_length=253),
     ] = None
     endpoint: Annotated[
-        str | None, Field(description="The replica's serving URL.", max_length=2048)
+        StrictStr | None,
+        Field(description="The replica's serving URL.", max_length=2048),
     ] = None
     index: Annotated[
-        int | None, Field(description="The replica index.", ge=0, le=1000)
+        StrictInt | None, Field(description="The replica index.", ge=0, le=1000)
     ] = None
     name: Annotated[
-        str | None, Field(description="The ModelReplica's name.", max_length=63)
+        StrictStr | None, Field(description="The ModelReplica's name.", max_length=63)
     ] = None
     pools: Annotated[
         dict[str, PoolsAdditionalProperty] | None,
         Field(description="The pool of each engine, by engine name.", max_length=8),
     ] = None
     ready: Annotated[
-        bool | None, Field(description="Whether the replica is Serving.")
+        StrictBool | None, Field(description="Whether the replica is Serving.")
     ] = None
 
 
 class Replicas(BaseModel):
     desired: Annotated[
-        int | None, Field(description="spec.replicas.", ge=0, le=1000)
+        StrictInt | None, Field(description="spec.replicas.", ge=0, le=1000)
     ] = None
     ready: Annotated[
-        int | None, Field(description="Replicas Serving.", ge=0, le=1000)
+        StrictInt | None, Field(description="Replicas Serving.", ge=0, le=1000)
     ] = None
     scheduled: Annotated[
-        int | None, Field(description="Replicas placed on a cluster.", ge=0, le=1000)
+        StrictInt | None,
+        Field(description="Replicas placed on a cluster.", ge=0, le=1000),
     ] = None
 
 
 class UnscheduledItem(BaseModel):
     index: Annotated[
-        int | None, Field(description="The replica index.", ge=0, le=1000)
+        StrictInt | None, Field(description="The replica index.", ge=0, le=1000)
     ] = None
     reason: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="Why no cluster fits, per cluster, as kube-scheduler says it.",
             max_length=4096,
@@ -645,7 +648,7 @@ class UnscheduledItem(BaseModel):
 
 class Status(BaseModel):
     labelSelector: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="Selects this deployment's ModelReplicas (for the scale subresource).",
             max_length=1024,

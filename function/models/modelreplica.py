@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, Field, RootModel, StrictBool, StrictInt, StrictStr
 from typing_extensions import TypeAliasType
 
 
@@ -17,7 +17,7 @@ class Claim(StrEnum):
 
 class Selector(BaseModel):
     cel: Annotated[
-        str,
+        StrictStr,
         Field(
             description="A DRA CEL expression over `device.driver`, `device.attributes[domain]` and `device.capacity[domain]`, with Kubernetes `quantity()` and `semver()`.",
             max_length=2048,
@@ -28,7 +28,7 @@ class Selector(BaseModel):
 
 class DeviceRequest(BaseModel):
     alternative: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="For a firstAvailable request: the alternative the scheduler chose; count and selectors are that alternative's.",
             max_length=63,
@@ -42,10 +42,10 @@ class DeviceRequest(BaseModel):
         ),
     ] = "DRA"
     count: Annotated[
-        int, Field(description="How many devices each pod claims.", ge=1, le=128)
+        StrictInt, Field(description="How many devices each pod claims.", ge=1, le=128)
     ]
     deviceClassName: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="The DRA DeviceClass of the device the scheduler matched; empty for a Synthetic device, which is never claimed.",
             max_length=253,
@@ -53,7 +53,7 @@ class DeviceRequest(BaseModel):
         ),
     ] = None
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The request's name.",
             max_length=63,
@@ -71,11 +71,11 @@ class DeviceRequest(BaseModel):
 
 class FirstAvailableItem(BaseModel):
     count: Annotated[
-        int | None,
+        StrictInt | None,
         Field(description="How many such devices each pod claims.", ge=1, le=128),
     ] = 1
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The alternative's name (a DNS label), recorded on the ModelReplica.",
             max_length=63,
@@ -89,7 +89,7 @@ class FirstAvailableItem(BaseModel):
 
 class Device(BaseModel):
     count: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="How many such devices each pod claims (exact requests).",
             ge=1,
@@ -104,7 +104,7 @@ class Device(BaseModel):
         ),
     ] = None
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The request's name, unique within the member (a DNS label).",
             max_length=63,
@@ -129,12 +129,12 @@ class Role(StrEnum):
 
 
 AnnotationsAdditionalProperty = TypeAliasType(
-    "AnnotationsAdditionalProperty", Annotated[str, Field(max_length=4096)]
+    "AnnotationsAdditionalProperty", Annotated[StrictStr, Field(max_length=4096)]
 )
 
 
 LabelsAdditionalProperty = TypeAliasType(
-    "LabelsAdditionalProperty", Annotated[str, Field(max_length=63)]
+    "LabelsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
 )
 
 
@@ -149,39 +149,39 @@ class Metadata(BaseModel):
     ] = None
 
 
-class Arg(RootModel[str]):
-    root: Annotated[str, Field(max_length=4096)]
+class Arg(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=4096)]
 
 
-class CommandItem(RootModel[str]):
-    root: Annotated[str, Field(max_length=4096)]
+class CommandItem(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=4096)]
 
 
 class ConfigMapKeyRef(BaseModel):
     key: Annotated[
-        str,
+        StrictStr,
         Field(description="The key in the ConfigMap.", max_length=253, min_length=1),
     ]
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The ConfigMap's name.",
             max_length=253,
             pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
         ),
     ]
-    optional: bool | None = None
+    optional: StrictBool | None = None
 
 
 class FieldRef(BaseModel):
     apiVersion: Annotated[
-        str | None,
+        StrictStr | None,
         Field(
             description="Version of the schema fieldPath is written in.", max_length=64
         ),
     ] = None
     fieldPath: Annotated[
-        str,
+        StrictStr,
         Field(
             description="A pod field, e.g. status.podIP.", max_length=256, min_length=1
         ),
@@ -190,17 +190,18 @@ class FieldRef(BaseModel):
 
 class SecretKeyRef(BaseModel):
     key: Annotated[
-        str, Field(description="The key in the Secret.", max_length=253, min_length=1)
+        StrictStr,
+        Field(description="The key in the Secret.", max_length=253, min_length=1),
     ]
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The Secret's name.",
             max_length=253,
             pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
         ),
     ]
-    optional: bool | None = None
+    optional: StrictBool | None = None
 
 
 class ValueFrom(BaseModel):
@@ -219,7 +220,7 @@ class ValueFrom(BaseModel):
 
 class EnvItem(BaseModel):
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The variable's name.",
             max_length=256,
@@ -228,7 +229,7 @@ class EnvItem(BaseModel):
         ),
     ]
     value: Annotated[
-        str | None, Field(description="A literal value.", max_length=32768)
+        StrictStr | None, Field(description="A literal value.", max_length=32768)
     ] = None
     valueFrom: Annotated[
         ValueFrom | None, Field(description="Where the value comes from.")
@@ -245,21 +246,21 @@ class Name(StrEnum):
     ENGINE = "engine"
 
 
-class Limits1(RootModel[str]):
-    root: Annotated[str, Field(max_length=64)]
+class Limits1(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
 
 
-class Requests1(RootModel[str]):
-    root: Annotated[str, Field(max_length=64)]
+class Requests1(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
 
 
 class Resources(BaseModel):
     limits: Annotated[
-        dict[str, Limits1 | int] | None,
+        dict[str, Limits1 | StrictInt] | None,
         Field(description="cpu, memory, ephemeral-storage and the like.", max_length=8),
     ] = None
     requests: Annotated[
-        dict[str, Requests1 | int] | None,
+        dict[str, Requests1 | StrictInt] | None,
         Field(description="cpu, memory, ephemeral-storage and the like.", max_length=8),
     ] = None
 
@@ -281,7 +282,7 @@ class Container(BaseModel):
         Field(description="Environment variables, passed through.", max_length=128),
     ] = None
     image: Annotated[
-        str,
+        StrictStr,
         Field(description="The curated engine image.", max_length=512, min_length=1),
     ]
     imagePullPolicy: Annotated[
@@ -298,7 +299,7 @@ class Container(BaseModel):
 
 class ImagePullSecret(BaseModel):
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="A Secret's name.",
             max_length=253,
@@ -339,7 +340,7 @@ class Template(BaseModel):
 
 class Worker(BaseModel):
     nodes: Annotated[
-        int,
+        StrictInt,
         Field(
             description="Pods in the gang besides the leader (one per node).",
             ge=1,
@@ -357,7 +358,7 @@ class Member(BaseModel):
         ),
     ] = None
     nodePoolName: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The node pool of the chosen cluster this member runs on.",
             max_length=63,
@@ -392,9 +393,9 @@ class RecoveryPolicy(StrEnum):
     NONE = "None"
 
 
-class MaxSurge1(RootModel[str]):
+class MaxSurge1(RootModel[StrictStr]):
     root: Annotated[
-        str,
+        StrictStr,
         Field(
             description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool.",
             max_length=64,
@@ -402,9 +403,9 @@ class MaxSurge1(RootModel[str]):
     ]
 
 
-class MaxUnavailable1(RootModel[str]):
+class MaxUnavailable1(RootModel[StrictStr]):
     root: Annotated[
-        str,
+        StrictStr,
         Field(
             description="Copies (or a percentage) that may be down during a rollout.",
             max_length=64,
@@ -414,19 +415,19 @@ class MaxUnavailable1(RootModel[str]):
 
 class Rollout(BaseModel):
     maxSurge: Annotated[
-        MaxSurge1 | int | None,
+        MaxSurge1 | StrictInt | None,
         Field(
             description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool."
         ),
     ] = None
     maxUnavailable: Annotated[
-        MaxUnavailable1 | int | None,
+        MaxUnavailable1 | StrictInt | None,
         Field(
             description="Copies (or a percentage) that may be down during a rollout."
         ),
     ] = None
     partition: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="Gang engines only: copies with an index below the partition keep the old template (a staged rollout).",
             ge=0,
@@ -437,7 +438,7 @@ class Rollout(BaseModel):
 
 class Engine(BaseModel):
     copies: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="Identical copies of the engine inside one replica; never autoscaled.",
             ge=1,
@@ -453,7 +454,7 @@ class Engine(BaseModel):
         ),
     ]
     name: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The engine's name, a DNS label unique in the deployment.",
             max_length=63,
@@ -471,7 +472,7 @@ class Engine(BaseModel):
         ),
     ] = None
     restartGracePeriodSeconds: Annotated[
-        int | None,
+        StrictInt | None,
         Field(
             description="How long an engine pod may drain in-flight requests before it is killed on a restart or rollout (the pods' terminationGracePeriodSeconds).",
             ge=0,
@@ -486,9 +487,9 @@ class Engine(BaseModel):
     ] = None
 
 
-class Hostname(RootModel[str]):
+class Hostname(RootModel[StrictStr]):
     root: Annotated[
-        str,
+        StrictStr,
         Field(
             description="A DNS name, optionally with a leading '*.' wildcard.",
             max_length=253,
@@ -533,7 +534,7 @@ class Serving(BaseModel):
 
 class Spec(BaseModel):
     clusterName: Annotated[
-        str,
+        StrictStr,
         Field(
             description="The InferenceCluster this replica runs on.",
             max_length=253,
@@ -563,7 +564,7 @@ class Phase1(StrEnum):
 
 class Status(BaseModel):
     endpoint: Annotated[
-        str | None,
+        StrictStr | None,
         Field(description="The serving URL on the cluster gateway.", max_length=2048),
     ] = None
     phase: Annotated[

@@ -83,7 +83,11 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
             others.append(r)
             continue
         own.append(r)
-        keys[(r.cluster, r.index)] = key
+        # Two replicas of one index on one cluster: the plan keeps the oldest
+        # (plan._dedupe), so its composed-resource key is the one to reuse.
+        held = keys.get((r.cluster, r.index))
+        if held is None or r.age_key < parse_replica(observed[held]).age_key:
+            keys[(r.cluster, r.index)] = key
     own_names = {(r.namespace, r.name) for r in own} | {_identity(mr) for _, mr, _ in broken}
     for item in parsecache.items(req, REQUIRE_REPLICAS):
         try:

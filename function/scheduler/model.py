@@ -9,12 +9,16 @@ failing the whole reconcile.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from function.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
 from function.capacity import replica_usage
+
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class Malformed(Exception):
@@ -107,6 +111,9 @@ def _check_cluster(obj: Mapping[str, Any]) -> None:
     for p in spec.get("nodePools") or []:
         _expect(p, Mapping, "a node pool", optional=False)
         _expect(p.get("name"), str, "a node pool's name", optional=False)
+        if not DNS_LABEL.match(p["name"]):
+            # Pools are named in ModelReplicas and node labels: a DNS label.
+            raise Malformed(f"node pool name {p['name']!r} is not a DNS label")
         _expect(p.get("devices"), list, f"pool {p['name']!r} devices")
         for d in p.get("devices") or []:
             _expect(d, Mapping, f"a device of pool {p['name']!r}", optional=False)
