@@ -8,11 +8,16 @@ export SHARED_CRDS
 
 .PHONY: demo test venv tools generate check-generated clean
 
-# Set up and preview an example deployment on the example fleet.
+# Set up and preview an example deployment on the example fleet. By default
+# the multinode gang scaled to 4 replicas: the fleet fits 3, so the fourth
+# shows its reasons. DEPLOYMENT=... and REPLICAS=... preview others.
+REPLICAS ?= 4
+export REPLICAS
 demo: venv
 	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
 	  $(VENV)/bin/function-model-serving preview --fleet examples/fleet \
-	    --deployment $${DEPLOYMENT:-examples/deployments/multinode-gang.yaml}
+	    --deployment $${DEPLOYMENT:-examples/deployments/multinode-gang.yaml} \
+	    $${REPLICAS:+--replicas $$REPLICAS}
 
 # Set up and run the tests (builds the pinned crossplane CLI once, cached
 # outside the repo in ~/.cache/function-model-serving/tools).

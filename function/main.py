@@ -40,6 +40,8 @@ def serve(**kwargs) -> None:
               type=click.Path(exists=True, dir_okay=False), help="A ModelDeployment manifest.")
 @click.option("--replicas", "replicas_dir", default=None, type=click.Path(file_okay=False),
               help="Directory of existing ModelReplicas (the live ledger), optional.")
+@click.option("--replicas", "replicas_override", type=click.IntRange(0, 1000), default=None,
+              help="Preview the deployment scaled to this many replicas (what-if).")
 @click.option("-o", "--output", type=click.Choice(["table", "yaml"]), default="table",
               show_default=True, help="table: placements; yaml: every rendered object.")
 @click.option("--crossplane", "crossplane_bin", envvar="CROSSPLANE_CLI", default=None,

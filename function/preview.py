@@ -27,10 +27,17 @@ MR = ROOT / "apis" / "modelreplica"
 
 
 def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, output: str,
-                crossplane_bin: str | None, core_bin: str | None) -> int:
+                crossplane_bin: str | None, core_bin: str | None,
+                replicas_override: int | None = None) -> int:
     try:
         tools = localrender.find_tools(crossplane_bin, core_bin)
         with localrender.serve_locally() as address, tempfile.TemporaryDirectory() as tmp:
+            if replicas_override is not None:
+                # A what-if: the same deployment scaled, written beside the others.
+                docs = load_dir(pathlib.Path(deployment))
+                docs[0].setdefault("spec", {})["replicas"] = replicas_override
+                deployment = str(pathlib.Path(tmp) / "deployment.yaml")
+                pathlib.Path(deployment).write_text(yaml.safe_dump_all(docs))
             stage1, stage2 = render_all(tools, address, pathlib.Path(fleet_dir),
                                         pathlib.Path(deployment),
                                         pathlib.Path(replicas_dir) if replicas_dir else None,
@@ -39,11 +46,12 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
         click.echo(f"preview failed: {exc}", err=True)
         return 1
     if output == "yaml":
-        docs = [d for d in stage1 if d.get("kind") != "Result"]
-        for composed in stage2.values():
+        # The deployment with its status, each replica with the status stage 2
+        # gave it (not stage 1's copy), then each replica's composed objects.
+        docs = [d for d in stage1 if d.get("kind") not in ("Result", "ModelReplica")]
+        docs += [_composite(c) for _, c in sorted(stage2.items())]
+        for _, composed in sorted(stage2.items()):
             docs += [d for d in composed if d.get("kind") not in ("Result", "ModelReplica")]
-        # Each replica as stage 2 saw it, with its status.
-        docs += [_composite(c) for c in stage2.values()]
         click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
     else:
         click.echo(table(stage1, stage2, load_dir(pathlib.Path(fleet_dir)),
@@ -111,6 +119,17 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
             pools.append((ic["metadata"]["name"], p["name"], str(p["nodes"]), str(used),
                           str(max(0, p["nodes"] - used))))
     lines += ["", "Pools after placement:", *_columns(pools)]
+
+    lines += ["", "Objects each cluster receives:"]
+    for mr in sorted(placed, key=lambda m: m["metadata"]["name"]):
+        lines.append(f"  {mr['metadata']['name']} -> {mr['spec']['clusterName']}")
+        for d in stage2.get(mr["metadata"]["name"], []):
+            if d.get("kind") in ("ModelReplica", "Result"):
+                continue
+            inner = ((d.get("spec") or {}).get("forProvider") or {}).get("manifest")
+            shown = inner if d.get("kind") == "Object" and isinstance(inner, dict) else d
+            via = " (provider-kubernetes Object)" if shown is not d else ""
+            lines.append(f"    {shown.get('kind')} {shown['metadata'].get('name')}{via}")
 
     unscheduled = status.get("unscheduled") or []
     if unscheduled:

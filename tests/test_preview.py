@@ -1,0 +1,56 @@
+"""`function-model-serving preview` (behind `make demo`) through the real CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from builders import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def preview(*args: str, tools) -> subprocess.CompletedProcess:
+    env = {"CROSSPLANE_CLI": tools.cli, "CROSSPLANE_CORE": tools.core, "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "function.main", "preview", *args], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_demo_prints_placements_pools_objects_and_an_explained_shortfall(tools):
+    out = preview("--deployment", "examples/deployments/multinode-gang.yaml", "--replicas", "4",
+                  tools=tools)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "REPLICA" in text and "Pools after placement:" in text
+    assert "LeaderWorkerSet" in text and "(provider-kubernetes Object)" in text
+    assert "replica 3: 0/3 clusters fit replica 3:" in text
+    assert "ReplicasScheduled=False (Unschedulable)" in text
+
+
+def test_the_prefill_decode_preview_shows_both_engines_the_pool_the_picker_and_the_route(tools):
+    out = preview("--deployment", "examples/deployments/prefill-decode.yaml", tools=tools)
+    assert out.returncode == 0, out.stderr
+    for what in ("prefill", "decode", "InferencePool", "HTTPRoute", "Deployment"):
+        assert what in out.stdout, what
+
+
+def test_yaml_output_is_one_stream_of_every_rendered_object(tools):
+    out = preview("--deployment", "examples/deployments/single-gpu.yaml", "-o", "yaml",
+                  tools=tools)
+    assert out.returncode == 0, out.stderr
+    docs = list(yaml.safe_load_all(out.stdout))
+    kinds = [d["kind"] for d in docs]
+    assert kinds.count("ModelDeployment") == 1 and kinds.count("ModelReplica") == 2
+    assert all(d.get("status") for d in docs if d["kind"] in ("ModelDeployment", "ModelReplica"))
+    assert "Deployment" in kinds or "Object" in kinds
+
+
+def test_a_render_failure_exits_non_zero_and_shows_the_clis_error(tools, tmp_path):
+    bad = tmp_path / "md.yaml"
+    bad.write_text("apiVersion: modelplane.ai/v1alpha1\nkind: ModelDeployment\nmetadata: {name: x}\n"
+                   "spec: {template: {spec: {engines: []}}}\n")
+    out = preview("--deployment", str(bad), tools=tools)
+    assert out.returncode == 1
+    assert "preview failed" in out.stderr and "crossplane" in out.stderr
