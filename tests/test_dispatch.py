@@ -78,3 +78,22 @@ def test_the_inference_cluster_reports_pool_capacity():
     rsp = fn.run_function(request(ic, required={"model-replicas": []}))
     pools = composite(rsp)["status"]["nodePools"]
     assert all(p["usedNodes"] == 0 and p["freeNodes"] == p["nodes"] for p in pools)
+
+
+def test_a_cluster_whose_provider_config_is_missing_is_not_ready_and_says_why():
+    ic = load_one("examples/fleet/eu-west-1.yaml")
+    assert ic["spec"]["providerConfigRef"]["name"]
+    rsp = fn.run_function(request(ic, required={"model-replicas": [], "provider-config": []}))
+    (reachable,) = [c for c in rsp.conditions if c.type == "Reachable"]
+    assert reachable.status == fnv1.STATUS_CONDITION_FALSE
+    assert reachable.reason == "ProviderConfigMissing"
+    assert ic["spec"]["providerConfigRef"]["name"] in reachable.message
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
+
+
+def test_a_cluster_whose_provider_config_exists_is_ready():
+    ic = load_one("examples/fleet/eu-west-1.yaml")
+    pc = {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "ClusterProviderConfig",
+          "metadata": {"name": ic["spec"]["providerConfigRef"]["name"]}}
+    rsp = fn.run_function(request(ic, required={"model-replicas": [], "provider-config": [pc]}))
+    assert rsp.desired.composite.ready == fnv1.READY_TRUE
