@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 import yaml
+from generated import write_or_check
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KINDS = {
@@ -60,18 +61,7 @@ def render() -> dict[pathlib.Path, str]:
 
 
 def main(argv: list[str]) -> int:
-    stale = []
-    for path, text in render().items():
-        if "--check" in argv:
-            if not path.exists() or path.read_text() != text:
-                stale.append(str(path.relative_to(ROOT)))
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    if stale:
-        print("stale, run `make generate`: " + ", ".join(stale), file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check(render(), ROOT, argv)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import pathlib
 import sys
 
 import yaml
+from generated import write_or_check
 
 GROUP = "modelplane.ai"
 VERSION = "v1alpha1"
@@ -630,19 +631,7 @@ def dump(doc: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    check = "--check" in argv
-    stale = []
-    for path, text in render().items():
-        if check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(str(path.relative_to(ROOT)))
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    if stale:
-        print("stale, run `make generate`: " + ", ".join(stale), file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check(render(), ROOT, argv)
 
 
 if __name__ == "__main__":
