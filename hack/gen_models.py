@@ -1,7 +1,7 @@
 """Generate the pydantic models in function/models/ from the XRD schemas.
 
 The models are what the functions parse their inputs into; generating them
-from apis/ keeps code and API in step. tests/test_generated.py fails when the
+from apis/ keeps code and API in step. tests/test_xrds.py fails when the
 committed models differ from what this prints. Run `make generate`.
 """
 

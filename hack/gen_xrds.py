@@ -6,7 +6,7 @@ string, list and map carries a bound so the API server's CEL cost estimate
 stays within budget, and every contract rule is a schema bound or an
 x-kubernetes-validations rule with a message a user can act on.
 
-Run `python hack/gen_xrds.py` (or `make generate`); tests/test_generated.py
+Run `python hack/gen_xrds.py` (or `make generate`); tests/test_xrds.py
 fails when apis/ is stale.
 """
 

@@ -2,7 +2,7 @@
 
 One judge per kind, and for the kinds a provider-kubernetes `Object` wraps
 on a remote cluster, a CEL readiness query that says the same thing (the
-Object's `spec.readiness.celQuery`; tests/test_composer_readiness.py runs
+Object's `spec.readiness.celQuery`; tests/test_composer_placement.py runs
 both over the same observed objects and requires agreement).
 
 * Deployment: ready when Available=True and every copy is updated and
