@@ -11,7 +11,7 @@ export SHARED_CRDS
 # Set up and preview an example deployment on the example fleet. By default
 # the multinode gang scaled to 4 replicas: the fleet fits 3, so the fourth
 # shows its reasons. DEPLOYMENT=... and REPLICAS=... preview others.
-REPLICAS ?= 4
+REPLICAS ?= $(if $(DEPLOYMENT),,4)
 export REPLICAS
 demo: venv
 	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
