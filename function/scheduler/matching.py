@@ -20,6 +20,7 @@ each (engine, pool shape, level) is matched once however many clusters share it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,11 @@ class MemberFit:
 class EngineFit:
     members: tuple[MemberFit, ...]  # in the engine's member order
     error: str = ""                  # a CEL runtime error that decided the mismatch
+
+
+# (expression, device spec) -> verdict, across reconciles; bounded.
+_VERDICTS: OrderedDict[tuple[str, str], bool | str] = OrderedDict()
+_VERDICT_LIMIT = 100_000
 
 
 class Matcher:
@@ -162,6 +168,22 @@ class Matcher:
         compiled = self._compiled.get(expr)
         if compiled is None:  # not compiled: compile_all reported it
             return "invalid selector"
+        # A verdict depends only on the expression and the device's spec, so
+        # it is remembered for the life of the process. Besides saving work,
+        # this bounds a leak: cel-expr-python keeps every Python value its
+        # extension functions return (quantity(), semver()) alive, so the
+        # same evaluation repeated every reconcile grew memory without end
+        # (found by `make load`).
+        key = (expr, device.key or repr(sorted(device.spec.items())))
+        verdict = _VERDICTS.get(key)
+        if verdict is None:
+            verdict = _VERDICTS[key] = self._evaluate(compiled, expr, device)
+            if len(_VERDICTS) > _VERDICT_LIMIT:
+                _VERDICTS.popitem(last=False)
+        return verdict
+
+    def _evaluate(self, compiled: devicecel.CompiledSelector, expr: str,
+                  device: Device) -> bool | str:
         activation = self._activations.get(id(device))
         if activation is None:
             activation = self._activations[id(device)] = devicecel.device_activation(

@@ -44,6 +44,9 @@ class Device:
     device_class: str
     count: int
     spec: Mapping[str, Any]  # the API shape, for the CEL activation
+    # The spec as canonical JSON: what a selector's verdict depends on, so
+    # verdicts can be remembered across reconciles (see matching.py).
+    key: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
             devices = tuple(
                 Device(name=d["name"], claim=d.get("claim") or "DRA",
                        device_class=d.get("deviceClassName") or "", count=int(d.get("count", 1)),
-                       spec=d)
+                       spec=d, key=json.dumps(d, sort_keys=True))
                 for d in p.get("devices") or [])
             if any(d.claim == "DRA" and not d.device_class for d in devices):
                 raise Malformed(f"pool {p.get('name')!r} has a DRA device without deviceClassName")
