@@ -52,6 +52,19 @@ def metadata_errors(obj: Mapping[str, Any], namespaced: bool) -> list[str]:
     return errors
 
 
+def pruned(model: type[pydantic.BaseModel], obj: Mapping[str, Any]) -> dict[str, Any]:
+    """obj without the fields its schema does not know, as the API server prunes them.
+
+    A structural schema drops unknown fields on write, so they never reach a
+    function in a real control plane; `crossplane render` and hand-built
+    requests do not prune, and an unknown field passed through would make
+    our own output invalid. Call only on an object that validates.
+    """
+    out = model.model_validate(obj).model_dump(mode="json", by_alias=True, exclude_unset=True)
+    out.update({k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj})
+    return out
+
+
 def spec_errors(model: type[pydantic.BaseModel], obj: Mapping[str, Any],
                 engine_spec: Mapping[str, Any]) -> list[str]:
     """Everything wrong with a ModelDeployment or ModelReplica, schema first."""

@@ -9,7 +9,7 @@ import pytest
 from builders import EXAMPLES, load_one, request
 from composer_support import compose, container, replica, standalone, template
 
-from function import fn
+from function import fn, structs
 from function.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
 
 SECRET = "hf_s3cr3t-T0KEN-value"
@@ -77,3 +77,20 @@ def test_every_composed_name_is_a_dns_label_of_at_most_63_characters():
     for manifest in out.manifests().values():
         name = manifest["metadata"]["name"]
         assert len(name) <= 63 and name == name.lower() and not name.startswith("-"), name
+
+
+def test_unknown_fields_are_pruned_as_the_api_server_would_never_passed_on():
+    """Found by `make fuzz`: `crossplane render` does not prune, the API server does."""
+    md = load_one(EXAMPLES / "deployments" / "single-gpu.yaml")
+    engine_container = md["spec"]["template"]["spec"]["engines"][0]["members"][0]["template"][
+        "spec"]["containers"][0]
+    engine_container["resources"] = {"requests": {"cpu": "4"}, "": "x"}
+    engine_container["securityContext"] = {"privileged": True}
+    fleet = [load_one(EXAMPLES / "fleet" / "us-east-1.yaml")]
+    rsp = fn.run_function(request(md, required={REQUIRE_CLUSTERS: fleet, REQUIRE_REPLICAS: []}))
+    replicas = [structs.to_dict(r.resource) for r in rsp.desired.resources.values()]
+    assert replicas
+    for mr in replicas:
+        container = mr["spec"]["engines"][0]["members"][0]["template"]["spec"]["containers"][0]
+        assert container["resources"] == {"requests": {"cpu": "4"}}
+        assert "securityContext" not in container

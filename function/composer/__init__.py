@@ -37,7 +37,7 @@ from function.composer.composed import Composed
 from function.composer.model import Cluster, Replica, Unusable, parse_cluster, parse_replica
 from function.composer.routing import LAYERS, Routing
 from function.models.modelreplica import ModelReplica
-from function.validation import dig, spec_errors
+from function.validation import dig, pruned, spec_errors
 
 
 def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
@@ -48,6 +48,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         response.fatal(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} is "
                        f"invalid: {'; '.join(errors)}")
         return
+    mr = pruned(ModelReplica, mr)
     replica = parse_replica(mr)
     # Declared on every call, so the requirement stays stable across calls.
     response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, "InferenceCluster",

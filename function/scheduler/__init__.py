@@ -30,7 +30,7 @@ from function.scheduler import output, parsecache, reasons
 from function.scheduler.filters import Deployment
 from function.scheduler.model import Malformed, parse_replica
 from function.scheduler.plan import Inputs, Plan, plan
-from function.validation import dig, spec_errors
+from function.validation import dig, pruned, spec_errors
 
 MAX_MESSAGE = 4000
 
@@ -44,6 +44,8 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         response.fatal(rsp, f"ModelDeployment {meta.get('namespace')}/{meta.get('name')} is "
                        f"invalid: {'; '.join(errors)}")
         return
+    md = pruned(ModelDeployment, md)
+    tspec = dig(md, "spec", "template", "spec")
 
     selector = (tspec.get("clusterSelector") or {}).get("matchLabels") or None
     _require(rsp, REQUIRE_CLUSTERS, "InferenceCluster", selector or {})
