@@ -114,7 +114,7 @@ def _check_cluster(obj: Mapping[str, Any]) -> None:
     for p in spec.get("nodePools") or []:
         _expect(p, Mapping, "a node pool", optional=False)
         _expect(p.get("name"), str, "a node pool's name", optional=False)
-        if not DNS_LABEL.match(p["name"]):
+        if not (len(p["name"]) <= 63 and DNS_LABEL.match(p["name"])):
             # Pools are named in ModelReplicas and node labels: a DNS label.
             raise Malformed(f"node pool name {p['name']!r} is not a DNS label")
         _expect(p.get("devices"), list, f"pool {p['name']!r} devices")
@@ -181,10 +181,15 @@ def _check_replica(obj: Mapping[str, Any]) -> None:
     for e in spec["engines"]:
         _expect(e, Mapping, "an engine", optional=False)
         _expect(e.get("name"), str, "an engine's name", optional=False)
+        if not (len(e["name"]) <= 63 and DNS_LABEL.match(e["name"])):
+            raise Malformed(f"engine name {e['name'][:80]!r} is not a DNS label")
         _expect(e.get("members"), list, f"engine {e['name']!r} members")
         for m in e.get("members") or []:
             _expect(m, Mapping, f"a member of engine {e['name']!r}", optional=False)
             _expect(m.get("nodePoolName"), str, f"a nodePoolName in engine {e['name']!r}")
+            pool = m.get("nodePoolName")
+            if pool is not None and not (len(pool) <= 63 and DNS_LABEL.match(pool)):
+                raise Malformed(f"nodePoolName {pool[:80]!r} is not a DNS label")
 
 
 def parse_replica(obj: Mapping[str, Any]) -> Replica:
