@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import pydantic
 
 from function import rules
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def model_errors(model: type[pydantic.BaseModel], obj: Mapping[str, Any], limit: int = 5) -> list[str]:
@@ -42,8 +45,11 @@ def metadata_errors(obj: Mapping[str, Any], namespaced: bool) -> list[str]:
     # Crossplane caps composite names at 63: they become label values.
     if not isinstance(name, str) or not 0 < len(name) <= 63:
         errors.append("metadata.name: must be a non-empty string of at most 63 characters")
-    if namespaced and not isinstance(meta.get("namespace"), str):
-        errors.append("metadata.namespace: must be a string")
+    namespace = meta.get("namespace")
+    if namespaced and not (isinstance(namespace, str) and len(namespace) <= 63
+                           and DNS_LABEL.match(namespace)):
+        # Namespaces are DNS labels; remote objects land in one named alike.
+        errors.append("metadata.namespace: must be a DNS label of at most 63 characters")
     for key in ("labels", "annotations"):
         values = meta.get(key)
         if values is not None and not (isinstance(values, Mapping) and all(
