@@ -19,6 +19,7 @@ from function.capacity import replica_usage
 
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 class Malformed(Exception):
@@ -123,6 +124,11 @@ def _check_cluster(obj: Mapping[str, Any]) -> None:
             for field in ("name", "driver", "deviceClassName"):
                 _expect(d.get(field), str, f"a device's {field} in pool {p['name']!r}",
                         optional=field != "name")
+            dc = d.get("deviceClassName")
+            if dc and not (len(dc) <= 253 and DNS_SUBDOMAIN.match(dc)):
+                # It becomes a ResourceClaimTemplate's deviceClassName.
+                raise Malformed(f"deviceClassName {dc[:80]!r} in pool {p['name']!r} is not a "
+                                "DNS subdomain")
             for field in ("attributes", "capacity"):
                 _expect(d.get(field), Mapping, f"a device's {field} in pool {p['name']!r}")
             if d.get("claim") not in (None, "DRA", "Synthetic"):
