@@ -7,6 +7,18 @@ import re
 
 MAX = 63
 _INVALID = re.compile(r"[^a-z0-9-]+")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def is_dns_label(value: str) -> bool:
+    """A Kubernetes DNS label: lowercase alphanumerics and '-', at most 63 characters."""
+    return len(value) <= MAX and bool(_DNS_LABEL.match(value))
+
+
+def is_dns_subdomain(value: str) -> bool:
+    """A Kubernetes DNS subdomain: dot-separated labels, at most 253 characters."""
+    return len(value) <= 253 and bool(_DNS_SUBDOMAIN.match(value))
 
 
 def dns_label(*parts: str | int, max_length: int = MAX) -> str:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import pydantic
 
 from function import rules
-
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+from function.names import is_dns_label
 
 
 def model_errors(model: type[pydantic.BaseModel], obj: Mapping[str, Any], limit: int = 5) -> list[str]:
@@ -46,8 +44,7 @@ def metadata_errors(obj: Mapping[str, Any], namespaced: bool) -> list[str]:
     if not isinstance(name, str) or not 0 < len(name) <= 63:
         errors.append("metadata.name: must be a non-empty string of at most 63 characters")
     namespace = meta.get("namespace")
-    if namespaced and not (isinstance(namespace, str) and len(namespace) <= 63
-                           and DNS_LABEL.match(namespace)):
+    if namespaced and not (isinstance(namespace, str) and is_dns_label(namespace)):
         # Namespaces are DNS labels; remote objects land in one named alike.
         errors.append("metadata.namespace: must be a DNS label of at most 63 characters")
     for key in ("labels", "annotations"):

@@ -9,17 +9,15 @@ failing the whole reconcile.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from function.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
 from function.capacity import replica_usage
+from function.names import is_dns_label, is_dns_subdomain
 
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 class Malformed(Exception):
@@ -115,7 +113,7 @@ def _check_cluster(obj: Mapping[str, Any]) -> None:
     for p in spec.get("nodePools") or []:
         _expect(p, Mapping, "a node pool", optional=False)
         _expect(p.get("name"), str, "a node pool's name", optional=False)
-        if not (len(p["name"]) <= 63 and DNS_LABEL.match(p["name"])):
+        if not is_dns_label(p["name"]):
             # Pools are named in ModelReplicas and node labels: a DNS label.
             raise Malformed(f"node pool name {p['name']!r} is not a DNS label")
         _expect(p.get("devices"), list, f"pool {p['name']!r} devices")
@@ -125,7 +123,7 @@ def _check_cluster(obj: Mapping[str, Any]) -> None:
                 _expect(d.get(field), str, f"a device's {field} in pool {p['name']!r}",
                         optional=field != "name")
             dc = d.get("deviceClassName")
-            if dc and not (len(dc) <= 253 and DNS_SUBDOMAIN.match(dc)):
+            if dc and not is_dns_subdomain(dc):
                 # It becomes a ResourceClaimTemplate's deviceClassName.
                 raise Malformed(f"deviceClassName {dc[:80]!r} in pool {p['name']!r} is not a "
                                 "DNS subdomain")
@@ -187,14 +185,14 @@ def _check_replica(obj: Mapping[str, Any]) -> None:
     for e in spec["engines"]:
         _expect(e, Mapping, "an engine", optional=False)
         _expect(e.get("name"), str, "an engine's name", optional=False)
-        if not (len(e["name"]) <= 63 and DNS_LABEL.match(e["name"])):
+        if not is_dns_label(e["name"]):
             raise Malformed(f"engine name {e['name'][:80]!r} is not a DNS label")
         _expect(e.get("members"), list, f"engine {e['name']!r} members")
         for m in e.get("members") or []:
             _expect(m, Mapping, f"a member of engine {e['name']!r}", optional=False)
             _expect(m.get("nodePoolName"), str, f"a nodePoolName in engine {e['name']!r}")
             pool = m.get("nodePoolName")
-            if pool is not None and not (len(pool) <= 63 and DNS_LABEL.match(pool)):
+            if pool is not None and not is_dns_label(pool):
                 raise Malformed(f"nodePoolName {pool[:80]!r} is not a DNS label")
 
 
