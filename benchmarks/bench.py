@@ -62,7 +62,8 @@ def timed(fn_, runs: int) -> list[float]:
 def in_process(data: bytes, runs: int) -> tuple[list[float], list[float], bytes]:
     """(RunFunction samples, floor samples, one serialized response)."""
     def full() -> bytes:
-        return fn.run_function(fnv1.RunFunctionRequest.FromString(data)).SerializeToString()
+        # What the server does with a request's bytes (function/server.py).
+        return fn.run_serialized(data).SerializeToString()
     rsp = full()
     rsp_msg = fnv1.RunFunctionResponse.FromString(rsp)
 
@@ -91,9 +92,8 @@ def peak_rss_mib(data: bytes) -> float:
         f.write(data)
         f.flush()
         code = ("import resource,sys; from function import fn; "
-                "from crossplane.function.proto.v1 import run_function_pb2 as pb; "
                 f"data=open({f.name!r},'rb').read(); "
-                "fn.run_function(pb.RunFunctionRequest.FromString(data)); "
+                "fn.run_serialized(data); "
                 "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              check=True)

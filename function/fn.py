@@ -17,8 +17,9 @@ import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf.message import DecodeError
 
-from function import cluster, composer, scheduler
+from function import cluster, composer, scheduler, wire
 from function.api import GROUP
 
 Handler = Callable[[fnv1.RunFunctionRequest, fnv1.RunFunctionResponse], None]
@@ -28,6 +29,11 @@ HANDLERS: dict[str, Handler] = {
     "ModelDeployment": scheduler.run,
     "ModelReplica": composer.run,
 }
+
+# Kinds whose handler reads its required resources serialized (wire.py): the
+# scheduler, whose request carries the whole fleet. The others get a fully
+# decoded RunFunctionRequest.
+SERIALIZED_KINDS = frozenset({"ModelDeployment"})
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
@@ -41,9 +47,34 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     ) -> fnv1.RunFunctionResponse:
         return run_function(req, self.log)
 
+    async def RunSerialized(  # noqa: N802 - named like the gRPC method it serves
+        self, data: bytes, _: grpc.aio.ServicerContext
+    ) -> fnv1.RunFunctionResponse:
+        return run_serialized(data, self.log)
 
-def run_function(req: fnv1.RunFunctionRequest, log=None) -> fnv1.RunFunctionResponse:
-    """Run the handler for the request's composite kind; never raise."""
+
+def run_serialized(data: bytes, log=None) -> fnv1.RunFunctionResponse:
+    """Run the handler for a request as it came off the wire; never raise.
+
+    What the server runs (server.py): the scheduler's request is decoded with
+    its required resources left serialized, anything else decoded in full.
+    """
+    try:
+        req = wire.SerializedRequest.FromString(data)
+        if composite_type(req)[1] not in SERIALIZED_KINDS:
+            req = fnv1.RunFunctionRequest.FromString(data)
+    except DecodeError as exc:
+        rsp = fnv1.RunFunctionResponse()
+        response.fatal(rsp, f"function-model-serving cannot decode the RunFunctionRequest: {exc}")
+        return rsp
+    return run_function(req, log)
+
+
+def run_function(req, log=None) -> fnv1.RunFunctionResponse:
+    """Run the handler for the request's composite kind; never raise.
+
+    `req` is a RunFunctionRequest, or for SERIALIZED_KINDS a wire.SerializedRequest.
+    """
     rsp = response.to(req)
     api_version, kind = composite_type(req)
     handler = HANDLERS.get(kind) if api_version.split("/")[0] == GROUP else None
@@ -75,4 +106,4 @@ def composite_type(req: fnv1.RunFunctionRequest) -> tuple[str, str]:
     return api_version, kind
 
 
-__all__ = ["FunctionRunner", "run_function", "resource"]
+__all__ = ["FunctionRunner", "run_function", "run_serialized", "resource"]

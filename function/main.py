@@ -7,7 +7,7 @@ import sys
 import click
 from crossplane.function import cli as sdkcli
 
-from function import fn
+from function import fn, server
 
 
 @click.group()
@@ -29,7 +29,7 @@ def serve(**kwargs) -> None:
     if not kwargs.get("insecure") and not kwargs.get("tls_certs_dir"):
         raise click.UsageError("serving needs mTLS certificates (--tls-certs-dir with tls.crt, "
                                "tls.key and ca.crt) or an explicit --insecure")
-    sdkcli.run(fn.FunctionRunner(), **kwargs)
+    server.run(fn.FunctionRunner(), **kwargs)
 
 
 @cli.command()

@@ -12,10 +12,12 @@ requests do not prune, and a null would otherwise travel into our output.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
+from google.protobuf.message import Message
 
 
 def to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
@@ -36,6 +38,56 @@ def _value(v: struct_pb2.Value) -> Any:
     if kind == "bool_value":
         return v.bool_value
     return None
+
+
+def update(r: fnv1.Resource, source: Mapping[str, Any],
+           converted: dict[int, tuple[Any, Message]] | None = None) -> None:
+    """`resource.update(r, source)`, sharing work between objects that share parts.
+
+    protobuf's `Struct.update` walks every value in Python; the scheduler's
+    response holds a hundred ModelReplicas built from the same deployment
+    dicts (shared, not copied: output.py). Given a `converted` memo kept for
+    one response, a dict or list met again (the same object) is copied from
+    its first conversion in C instead of being walked again.
+    """
+    _fill_struct(r.resource, source, {} if converted is None else converted)
+
+
+def _fill_struct(s: struct_pb2.Struct, d: Mapping[str, Any], memo) -> None:
+    for k, v in d.items():
+        _fill_value(s.fields[k], v, memo)
+
+
+def _fill_value(val: struct_pb2.Value, v: Any, memo) -> None:
+    if isinstance(v, str):
+        val.string_value = v
+    elif isinstance(v, bool):  # before numbers: a bool is an int
+        val.bool_value = v
+    elif isinstance(v, (int, float)):
+        val.number_value = v
+    elif v is None:
+        val.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(v, Mapping):
+        _fill_shared(val.struct_value, v, memo, _fill_struct)
+    elif isinstance(v, (list, tuple)):
+        _fill_shared(val.list_value, v, memo, _fill_list)
+    else:
+        raise ValueError(f"cannot put a {type(v).__name__} in a protobuf Struct")
+
+
+def _fill_list(lv: struct_pb2.ListValue, items, memo) -> None:
+    for item in items:
+        _fill_value(lv.values.add(), item, memo)
+
+
+def _fill_shared(target: Message, v, memo, fill) -> None:
+    seen = memo.get(id(v))
+    if seen is not None and seen[0] is v:  # the same object (kept alive by the memo)
+        target.CopyFrom(seen[1])
+        return
+    target.Clear()
+    fill(target, v, memo)
+    memo[id(v)] = (v, target)
 
 
 def required(req: fnv1.RunFunctionRequest, name: str) -> list[dict[str, Any]]:

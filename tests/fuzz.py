@@ -155,6 +155,11 @@ def check(req: fnv1.RunFunctionRequest) -> str:
     global _schemas
     _schemas = _schemas or Schemas()
     rsp = fn.run_function(req)
+    # The server reads requests from their bytes (the scheduler's with its
+    # required resources left serialized): it must answer exactly the same.
+    from_bytes = fn.run_serialized(req.SerializeToString())
+    assert from_bytes.SerializeToString(deterministic=True) == \
+        rsp.SerializeToString(deterministic=True), "run_serialized differs from run_function"
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if any(m.startswith("internal error") for m in fatal):
         # Run the handler again without the guard so the failure shows its traceback.

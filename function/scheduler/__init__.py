@@ -113,9 +113,10 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
                          reserved=frozenset(i for k, mr, _ in broken
                                             for i in _broken_indexes(k, mr))))
 
+    converted: dict = {}  # replicas share the deployment's dicts: convert each once
     for p in result.placements:
         key = keys.get((p.cluster, p.index)) or output.resource_key(p.cluster, p.index)
-        resource.update(rsp.desired.resources[key], output.replica_manifest(md, p))
+        structs.update(rsp.desired.resources[key], output.replica_manifest(md, p), converted)
     kept = []
     for key, mr, why in broken:
         # Skip only the bad object: keep it as it is and say so.

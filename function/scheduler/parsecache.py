@@ -4,11 +4,14 @@ The scheduler's request carries the whole fleet: every InferenceCluster and
 every ModelReplica (10 MB at 1000 clusters and 5000 replicas). Converting
 all of it from protobuf Structs to Python on every reconcile costs far more
 than the placement itself, yet between two reconciles almost nothing
-changes. So each item is keyed by a digest of its serialized bytes (C-speed
-serialization and hashing) and parsed only when that content is new; the
-parsed records are frozen, so sharing them between reconciles is safe. A
-parse failure (Malformed) is cached too, and raised again for the same
-content. The cache is bounded (least recently used entries go first).
+changes. So each item is keyed by its serialized bytes (as they came off
+the wire: see wire.py) and decoded and parsed only when that content is new;
+the parsed records are frozen, so sharing them between reconciles is safe.
+Keying by the bytes themselves rather than a digest of them is faster (one
+SipHash and a memcmp on a hit) and cannot collide; the keys cost about as
+much memory as the request once. A parse failure (Malformed) is cached too,
+and raised again for the same content. The cache is bounded (least recently
+used entries go first).
 
 The function serves one request at a time per process (the gRPC server runs
 RunFunction on its event loop), so the cache needs no lock.
@@ -17,15 +20,13 @@ RunFunction on its event loop), so the cache needs no lock.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from google.protobuf import struct_pb2
 
-from function import structs
+from function import structs, wire
 from function.scheduler.model import Cluster, Malformed, Replica, parse_cluster, parse_replica
 
 T = TypeVar("T")
@@ -37,21 +38,19 @@ class ParseCache(Generic[T]):
         self._limit = limit
         self._entries: OrderedDict[bytes, T | Malformed] = OrderedDict()
 
-    def get(self, item: struct_pb2.Struct) -> T:
-        """The parsed record of `item`; raises Malformed as the parser did."""
-        key = hashlib.blake2b(item.SerializeToString(deterministic=True),
-                              digest_size=16).digest()
-        hit = self._entries.get(key)
+    def get(self, item: bytes) -> T:
+        """The parsed record of a serialized `Resource`; raises Malformed as the parser did."""
+        hit = self._entries.get(item)
         if hit is None:
             try:
-                hit = self._parse(structs.to_dict(item))
+                hit = self._parse(structs.to_dict(wire.resource(item).resource))
             except Malformed as exc:
                 hit = exc
-            self._entries[key] = hit
+            self._entries[item] = hit
             if len(self._entries) > self._limit:
                 self._entries.popitem(last=False)
         else:
-            self._entries.move_to_end(key)
+            self._entries.move_to_end(item)
         if isinstance(hit, Malformed):
             raise hit
         return hit
@@ -70,16 +69,15 @@ def _ledger_entry(replica: Replica) -> Replica:
     return dataclasses.replace(replica, manifest={})
 
 
-def items(req: fnv1.RunFunctionRequest, name: str) -> Iterator[struct_pb2.Struct]:
-    """The resources of one resolved requirement, as Structs (nothing converted)."""
-    if name in req.required_resources:
-        for item in req.required_resources[name].items:
-            yield item.resource
+def items(req: fnv1.RunFunctionRequest, name: str) -> Iterator[bytes]:
+    """The resources of one resolved requirement, serialized (nothing decoded)."""
+    return wire.required_items(req, name)
 
 
-def identity(item: struct_pb2.Struct) -> tuple[str, str, Mapping[str, str]]:
-    """(namespace, name, labels) read straight from the Struct, without converting it."""
-    meta = item.fields["metadata"].struct_value.fields if "metadata" in item.fields else {}
+def identity(item: bytes) -> tuple[str, str, Mapping[str, str]]:
+    """(namespace, name, labels) of a serialized resource, without converting all of it."""
+    fields = wire.resource(item).resource.fields
+    meta = fields["metadata"].struct_value.fields if "metadata" in fields else {}
     labels = meta["labels"].struct_value.fields if "labels" in meta else {}
     return (meta["namespace"].string_value if "namespace" in meta else "",
             meta["name"].string_value if "name" in meta else "",

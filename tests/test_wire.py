@@ -1,0 +1,195 @@
+"""The server reads the scheduler's request with its required resources left
+serialized (function/wire.py), parses each item once per content
+(parsecache.py) and builds its response Structs sharing converted parts
+(structs.update). Each must give exactly what the plain path gives."""
+
+from __future__ import annotations
+
+import copy
+
+import fleetgen as fg
+import grpc
+import pytest
+from builders import EXAMPLES, load, load_one, request
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
+from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
+from google.protobuf import struct_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from function import fn, localrender, server, structs, wire
+from function.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.scheduler import parsecache
+from function.scheduler.model import Malformed
+
+FLEET = [c for p in sorted((EXAMPLES / "fleet").glob("*.yaml")) for c in load(p)]
+
+
+def deterministic(rsp: fnv1.RunFunctionResponse) -> bytes:
+    return rsp.SerializeToString(deterministic=True)
+
+
+def scheduler_requests() -> dict[str, fnv1.RunFunctionRequest]:
+    """Every example deployment on the example fleet, and a busy generated fleet
+    with our own, foreign and malformed replicas and a malformed cluster."""
+    out = {}
+    for path in sorted((EXAMPLES / "deployments").glob("*.yaml")):
+        out[path.stem] = request(load_one(path), required={REQUIRE_CLUSTERS: FLEET,
+                                                           REQUIRE_REPLICAS: []})
+    md = fg.deployment("llama", fg.engine("vllm", fg.standalone(fg.req("gpu", 2))), replicas=5)
+    clusters = [fg.cluster(f"c{i}", fg.pool("h100", 2, fg.device())) for i in range(4)]
+    clusters.append({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+                     "metadata": {"name": "broken"}, "spec": {"nodePools": "not a list"}})
+    own = [fg.own_replica(md, "c0", 0, {"vllm": "h100"}), fg.own_replica(md, "c1", 1, {"vllm": "h100"})]
+    foreign = [fg.foreign_replica("other-c2-0", "c2", {"h100": 2})]
+    bad = copy.deepcopy(foreign[0])
+    bad["metadata"]["name"], bad["spec"]["engines"] = "bad", "nope"
+    out["busy"] = request(md, required={REQUIRE_CLUSTERS: clusters,
+                                        REQUIRE_REPLICAS: own + foreign + [bad]},
+                          observed={fg.key("c0", 0): own[0], fg.key("c1", 1): own[1]})
+    out["unresolved"] = request(md, observed={fg.key("c0", 0): own[0]})
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(scheduler_requests()))
+def test_the_scheduler_answers_its_bytes_exactly_as_the_decoded_request(name):
+    req = scheduler_requests()[name]
+    from_bytes = fn.run_serialized(req.SerializeToString())
+    assert deterministic(from_bytes) == deterministic(fn.run_function(req))
+    assert not [r for r in from_bytes.results if r.severity == fnv1.SEVERITY_FATAL]
+    # And again, now that the parse cache holds every item.
+    assert deterministic(fn.run_serialized(req.SerializeToString())) == deterministic(from_bytes)
+
+
+def test_the_composer_and_cluster_requests_are_decoded_in_full():
+    mr = load_one(EXAMPLES / "replicas" / "llama-3-1-8b-0.yaml")
+    ic = next(c for c in FLEET if c["metadata"]["name"] == mr["spec"]["clusterName"])
+    for req in (request(mr, required={REQUIRE_CLUSTER: [ic]}), request(ic)):
+        assert deterministic(fn.run_serialized(req.SerializeToString())) == \
+            deterministic(fn.run_function(req))
+
+
+def test_bytes_that_are_not_a_request_get_a_fatal_result_not_an_exception():
+    rsp = fn.run_serialized(b"\x0a\xff\xff\xff")
+    (result,) = rsp.results
+    assert result.severity == fnv1.SEVERITY_FATAL
+    assert "cannot decode the RunFunctionRequest" in result.message
+
+
+def test_the_serialized_request_is_run_function_request_field_for_field():
+    ours, theirs = wire.SerializedRequest.DESCRIPTOR, fnv1.RunFunctionRequest.DESCRIPTOR
+    assert [(f.name, f.number, f.is_repeated, f.type) for f in ours.fields] == \
+        [(f.name, f.number, f.is_repeated, f.type) for f in theirs.fields]
+    for f in theirs.fields:
+        if f.message_type is None:
+            continue
+        mine = ours.fields_by_name[f.name].message_type
+        if f.message_type.GetOptions().map_entry:
+            value, my_value = f.message_type.fields_by_name["value"], mine.fields_by_name["value"]
+            if value.message_type is fnv1.Resources.DESCRIPTOR:
+                # The one difference: each item stays the bytes of its Resource.
+                items = my_value.message_type.fields_by_name["items"]
+                assert (items.number, items.type) == (1, items.TYPE_BYTES)
+            else:
+                assert my_value.message_type is value.message_type
+        else:
+            assert mine is f.message_type  # the SDK's own types: its helpers work
+
+
+def test_a_changed_item_is_parsed_again_and_an_unchanged_one_is_not():
+    parsed = []
+    cache = parsecache.ParseCache(lambda obj: parsed.append(obj["n"]) or obj["n"], limit=2)
+
+    def item(n):
+        return wire.fnv1.Resource(resource=resource.dict_to_struct({"n": n})).SerializeToString()
+
+    assert [cache.get(item(1)), cache.get(item(1)), cache.get(item(2))] == [1, 1, 2]
+    assert parsed == [1, 2]
+    cache.get(item(3))  # over the limit: the least recently used (1) goes
+    assert len(cache) == 2
+    cache.get(item(1))
+    assert parsed == [1, 2, 3, 1]
+
+
+def test_a_malformed_item_is_remembered_as_malformed():
+    calls = []
+
+    def parse(obj):
+        calls.append(obj)
+        raise Malformed("no good")
+
+    cache = parsecache.ParseCache(parse, limit=10)
+    bad = fnv1.Resource(resource=resource.dict_to_struct({"a": 1})).SerializeToString()
+    for _ in range(2):
+        with pytest.raises(Malformed, match="no good"):
+            cache.get(bad)
+    assert len(calls) == 1
+
+
+def test_a_cluster_that_shrinks_between_reconciles_is_seen_shrunk():
+    md = fg.deployment("llama", fg.engine("vllm", fg.standalone(fg.req("gpu", 8))))
+    big = fg.cluster("c0", fg.pool("h100", 1, fg.device()))
+    small = copy.deepcopy(big)
+    small["spec"]["nodePools"][0]["nodes"] = 0
+    placed = fn.run_serialized(request(md, required={REQUIRE_CLUSTERS: [big],
+                                                     REQUIRE_REPLICAS: []}).SerializeToString())
+    assert len(placed.desired.resources) == 1
+    shrunk = fn.run_serialized(request(md, required={REQUIRE_CLUSTERS: [small],
+                                                     REQUIRE_REPLICAS: []}).SerializeToString())
+    assert len(shrunk.desired.resources) == 0
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                max_size=3),
+    max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.text(max_size=3), json_values, max_size=4), min_size=1,
+                max_size=4), st.data())
+def test_structs_update_builds_what_the_sdk_builds_even_from_shared_parts(objs, data):
+    # Share parts between the objects, as the scheduler's replicas share the
+    # deployment's dicts: the same dict or list object under several keys.
+    parts = [v for o in objs for v in o.values() if isinstance(v, (dict, list))]
+    for o in objs:
+        if parts:
+            o[data.draw(st.text(max_size=3), "key")] = data.draw(st.sampled_from(parts), "part")
+    memo: dict = {}
+    for o in objs:
+        ours, sdk = fnv1.Resource(), fnv1.Resource()
+        structs.update(ours, o, memo)
+        resource.update(sdk, o)
+        assert ours.resource == sdk.resource
+
+
+def test_structs_update_merges_into_what_is_there_like_the_sdk():
+    ours, sdk = fnv1.Resource(), fnv1.Resource()
+    for r in (ours, sdk):
+        r.resource.update({"status": {"a": 1}, "keep": "me"})
+    structs.update(ours, {"status": {"b": 2}})
+    resource.update(sdk, {"status": {"b": 2}})
+    assert ours.resource == sdk.resource
+    assert ours.resource["keep"] == "me"
+    with pytest.raises(ValueError, match="cannot put a set"):
+        structs.update(fnv1.Resource(), {"x": {1}})
+    assert isinstance(ours.resource, struct_pb2.Struct)
+
+
+def test_the_server_serves_v1_from_bytes_and_v1beta1_as_before():
+    req = scheduler_requests()["single-gpu"]
+    with localrender.serve_locally() as address, grpc.insecure_channel(address) as ch:
+        raw = ch.unary_unary(f"/{server.SERVICE}/RunFunction",
+                             request_serializer=None,
+                             response_deserializer=fnv1.RunFunctionResponse.FromString)
+        assert deterministic(raw(req.SerializeToString(), timeout=30)) == \
+            deterministic(fn.run_function(req))
+        broken = raw(b"\x0a\xff\xff\xff", timeout=30)
+        assert broken.results[0].severity == fnv1.SEVERITY_FATAL
+        beta = grpcv1beta1.FunctionRunnerServiceStub(ch).RunFunction(
+            fnv1beta1.RunFunctionRequest.FromString(req.SerializeToString()), timeout=30)
+        assert len(beta.desired.resources) == len(fn.run_function(req).desired.resources)
