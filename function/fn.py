@@ -30,11 +30,6 @@ HANDLERS: dict[str, Handler] = {
     "ModelReplica": composer.run,
 }
 
-# Kinds whose handler reads its required resources serialized (wire.py): the
-# scheduler, whose request carries the whole fleet. The others get a fully
-# decoded RunFunctionRequest.
-SERIALIZED_KINDS = frozenset({"ModelDeployment"})
-
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """Serves RunFunction over gRPC."""
@@ -56,13 +51,12 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
 def run_serialized(data: bytes, log=None) -> fnv1.RunFunctionResponse:
     """Run the handler for a request as it came off the wire; never raise.
 
-    What the server runs (server.py): the scheduler's request is decoded with
-    its required resources left serialized, anything else decoded in full.
+    What the server runs (server.py). The request is decoded with its required
+    resources left serialized (wire.py): the scheduler's carries the whole
+    fleet, and each handler decodes only the items it has not seen before.
     """
     try:
         req = wire.SerializedRequest.FromString(data)
-        if composite_type(req)[1] not in SERIALIZED_KINDS:
-            req = fnv1.RunFunctionRequest.FromString(data)
     except DecodeError as exc:
         rsp = fnv1.RunFunctionResponse()
         response.fatal(rsp, f"function-model-serving cannot decode the RunFunctionRequest: {exc}")
@@ -73,7 +67,9 @@ def run_serialized(data: bytes, log=None) -> fnv1.RunFunctionResponse:
 def run_function(req, log=None) -> fnv1.RunFunctionResponse:
     """Run the handler for the request's composite kind; never raise.
 
-    `req` is a RunFunctionRequest, or for SERIALIZED_KINDS a wire.SerializedRequest.
+    `req` is a RunFunctionRequest or a wire.SerializedRequest: handlers read
+    required resources through `wire.required_items` and `structs.required`,
+    which take either.
     """
     rsp = response.to(req)
     api_version, kind = composite_type(req)

@@ -90,8 +90,12 @@ def _fill_shared(target: Message, v, memo, fill) -> None:
     memo[id(v)] = (v, target)
 
 
-def required(req: fnv1.RunFunctionRequest, name: str) -> list[dict[str, Any]]:
-    """The resolved required resources of one requirement (empty if unresolved)."""
+def required(req, name: str) -> list[dict[str, Any]]:
+    """The resolved required resources of one requirement (empty if unresolved).
+
+    `req` is a RunFunctionRequest or a wire.SerializedRequest (items as bytes).
+    """
     if name not in req.required_resources:
         return []
-    return [to_dict(item.resource) for item in req.required_resources[name].items]
+    return [to_dict((fnv1.Resource.FromString(item) if isinstance(item, bytes) else item).resource)
+            for item in req.required_resources[name].items]

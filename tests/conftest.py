@@ -37,3 +37,15 @@ def shared_crds() -> pathlib.Path:
     if not path.is_dir():
         pytest.fail(f"the reference CRDs are not at {path}; set SHARED_CRDS")
     return path
+
+
+@pytest.fixture(autouse=True)
+def cold_composer_cache():
+    """Each test composes as a fresh process would: tests that monkeypatch the
+    composer's internals must not be answered from an earlier test's
+    composition. The cache itself is pinned by tests/test_composer_cache.py."""
+    from function.composer import cache
+
+    cache.CLUSTERS.clear()
+    cache.COMPOSED.clear()
+    yield

@@ -4,7 +4,8 @@ The I/O around small builders, in the order they run:
 
 1. `model`: the validated ModelReplica and its InferenceCluster (required by
    name, `spec.clusterName`) as records: pools' node taints, the gateway,
-   `providerConfigRef`.
+   `providerConfigRef`. `cache` remembers the cluster record and everything
+   composed from the two (steps 2-4) across reconciles.
 2. `backends`: each engine -> a Deployment or a LeaderWorkerSet, with a
    ResourceClaimTemplate per device-claiming member (`pods`, `claims`).
 3. `routing`: the serving mode's routing layer decorates the backends'
@@ -31,7 +32,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import devicecel, structs
 from function.api import API_VERSION, REQUIRE_CLUSTER
-from function.composer import keep, placement, readiness, status
+from function.composer import cache, keep, placement, readiness, status
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed
 from function.composer.model import Cluster, Replica, Unusable, parse_cluster, parse_replica
@@ -64,23 +65,23 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
                         condition=SELECTORS_VALID)
         return
     try:
-        cluster = resolve_cluster(req, replica)
+        cluster, cluster_item = cache.cluster(req, replica, parse_cluster)
     except Unusable as why:
         keep_everything(rsp, mr, observed, why)
         return
 
-    placed = compose(replica, cluster)
+    placed = cache.composed((cache.replica_key(req), cluster_item),
+                            lambda: compose(replica, cluster))
     for note in placed.notes:
         response.warning(rsp, note)
     items = []
-    for c in placed.objects:
-        state = readiness.judge(observed.get(c.key))
-        resource.update(rsp.desired.resources[c.key], c.manifest)
-        rsp.desired.resources[c.key].ready = fnv1.READY_TRUE if state.ready \
-            else fnv1.READY_FALSE
-        items.append(status.Observed(c.key, c.role, state))
-    summary = status.summarize(items, not_routed=placed.routing.not_routed)
-    write_status(rsp, phase=summary.phase, endpoint=placed.routing.endpoint,
+    for key, role, manifest in placed.objects:
+        state = readiness.judge(observed.get(key))
+        cache.write(rsp, key, manifest)
+        rsp.desired.resources[key].ready = fnv1.READY_TRUE if state.ready else fnv1.READY_FALSE
+        items.append(status.Observed(key, role, state))
+    summary = status.summarize(items, not_routed=placed.not_routed)
+    write_status(rsp, phase=summary.phase, endpoint=placed.endpoint,
                  conditions=summary.conditions)
     where = (f"remote, through {cluster.provider_config.kind} {cluster.provider_config.name}"
              if cluster.provider_config else "the control-plane cluster")
@@ -105,17 +106,6 @@ def selector_errors(replica: Replica) -> list[str]:
                         errors.append(f"engine {engine.name!r} request {request.name!r}: "
                                       f"invalid CEL selector {expr!r}: {exc}")
     return errors
-
-
-def resolve_cluster(req: fnv1.RunFunctionRequest, replica: Replica) -> Cluster:
-    if REQUIRE_CLUSTER not in req.required_resources:
-        raise Unusable("Resolving", f"waiting for Crossplane to resolve InferenceCluster "
-                       f"{replica.cluster}")
-    found = [ic for ic in structs.required(req, REQUIRE_CLUSTER)
-             if (ic.get("metadata") or {}).get("name") == replica.cluster]
-    if not found:
-        raise Unusable("ClusterNotFound", f"InferenceCluster {replica.cluster} does not exist")
-    return parse_cluster(found[0], replica)
 
 
 @dataclass
@@ -157,4 +147,4 @@ def write_status(rsp: fnv1.RunFunctionResponse, *, phase: str, endpoint: str | N
     response.set_conditions(rsp, *conditions)
 
 
-__all__ = ["run", "compose", "resolve_cluster"]
+__all__ = ["run", "compose"]

@@ -20,13 +20,13 @@ RunFunction on its event loop), so the cache needs no lock.
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import structs, wire
+from function.lru import Lru
 from function.scheduler.model import Cluster, Malformed, Replica, parse_cluster, parse_replica
 
 T = TypeVar("T")
@@ -35,8 +35,7 @@ T = TypeVar("T")
 class ParseCache(Generic[T]):
     def __init__(self, parse: Callable[[dict[str, Any]], T], limit: int) -> None:
         self._parse = parse
-        self._limit = limit
-        self._entries: OrderedDict[bytes, T | Malformed] = OrderedDict()
+        self._entries: Lru[bytes, T | Malformed] = Lru(limit)
 
     def get(self, item: bytes) -> T:
         """The parsed record of a serialized `Resource`; raises Malformed as the parser did."""
@@ -46,11 +45,7 @@ class ParseCache(Generic[T]):
                 hit = self._parse(structs.to_dict(wire.resource(item).resource))
             except Malformed as exc:
                 hit = exc
-            self._entries[item] = hit
-            if len(self._entries) > self._limit:
-                self._entries.popitem(last=False)
-        else:
-            self._entries.move_to_end(item)
+            self._entries.put(item, hit)
         if isinstance(hit, Malformed):
             raise hit
         return hit

@@ -1,0 +1,110 @@
+"""What the composer remembers between reconciles of a ModelReplica.
+
+Crossplane calls the composer for a replica on every reconcile: each time a
+composed object's status changes, and at every poll. Between those calls the
+replica's spec and its InferenceCluster almost never change, and what the
+composer builds from them is a pure function of them. So:
+
+- `cluster`: the InferenceCluster's record (or why it is unusable), keyed by
+  the bytes of the required item and what the replica asks of it;
+- `composed`: the composed objects, already serialized as protobuf Structs,
+  with the routing verdict and notes, keyed by the bytes of the replica's
+  identity, labels and spec, the cluster item's bytes, and the process's
+  MODELPLANE_* settings (serving_config.py reads them).
+
+A hit merges the remembered Structs into the response in C instead of
+composing and converting again. Readiness and status depend on the observed
+objects and are worked out afresh on every call. Both caches are bounded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import structs, wire
+from function.api import REQUIRE_CLUSTER
+from function.composer.composed import Role
+from function.composer.model import Cluster, Replica, Unusable
+from function.composer.routing import NotRouted
+from function.lru import Lru
+
+
+@dataclass(frozen=True)
+class Composition:
+    objects: tuple[tuple[str, Role, bytes], ...]  # (key, role, serialized Struct)
+    endpoint: str | None
+    not_routed: NotRouted | None
+    notes: tuple[str, ...]
+
+
+_NOT_THIS_ONE = "not-this-one"  # a required item that is not the replica's cluster
+
+CLUSTERS: Lru[tuple, Cluster | Unusable | str] = Lru(4096)
+COMPOSED: Lru[tuple, Composition] = Lru(1024)
+
+
+def cluster(req, replica: Replica, parse: Callable[[dict, Replica], Cluster]) -> tuple[Cluster, bytes]:
+    """The replica's cluster record and its item's bytes; raises Unusable as `parse` does."""
+    if REQUIRE_CLUSTER not in req.required_resources:
+        raise Unusable("Resolving", f"waiting for Crossplane to resolve InferenceCluster "
+                       f"{replica.cluster}")
+    for item in wire.required_items(req, REQUIRE_CLUSTER):
+        key = (item, replica.cluster, replica.pools)
+        hit = CLUSTERS.get(key)
+        if hit is None:
+            ic = structs.to_dict(wire.resource(item).resource)
+            if (ic.get("metadata") or {}).get("name") != replica.cluster:
+                hit = _NOT_THIS_ONE
+            else:
+                try:
+                    hit = parse(ic, replica)
+                except Unusable as why:
+                    hit = why
+            CLUSTERS.put(key, hit)
+        if isinstance(hit, Unusable):
+            raise hit
+        if isinstance(hit, Cluster):
+            return hit, item
+    raise Unusable("ClusterNotFound", f"InferenceCluster {replica.cluster} does not exist")
+
+
+def replica_key(req) -> tuple:
+    """Everything of the observed replica that composing reads, as bytes."""
+    fields = req.observed.composite.resource.fields
+    meta = fields["metadata"].struct_value.fields if "metadata" in fields else {}
+    return (*(_bytes(meta, k) for k in ("namespace", "name", "labels")), _bytes(fields, "spec"))
+
+
+def _bytes(fields, name: str) -> bytes:
+    # Test before indexing: indexing a protobuf map inserts a missing key.
+    return fields[name].SerializeToString(deterministic=True) if name in fields else b""
+
+
+def settings() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("MODELPLANE_")))
+
+
+def composed(key: tuple, compose: Callable[[], object]) -> Composition:
+    """The remembered composition under `key`, or `compose()`'s, remembered."""
+    key = (*key, settings())
+    hit = COMPOSED.get(key)
+    if hit is None:
+        placed = compose()
+        hit = Composition(
+            objects=tuple((c.key, c.role, resource.dict_to_struct(c.manifest).SerializeToString())
+                          for c in placed.objects),
+            endpoint=placed.routing.endpoint, not_routed=placed.routing.not_routed,
+            notes=tuple(placed.notes))
+        COMPOSED.put(key, hit)
+    return hit
+
+
+def write(rsp: fnv1.RunFunctionResponse, key: str, serialized: bytes) -> None:
+    """`resource.update` of a remembered object: a Struct merge replaces each
+    top-level field, as `update` does."""
+    rsp.desired.resources[key].resource.MergeFromString(serialized)

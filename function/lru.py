@@ -1,0 +1,39 @@
+"""A bounded map that forgets the least recently used entry first.
+
+The function's caches (parsed fleet items, composed replicas) live across
+reconciles in one server process. The server runs one RunFunction at a time
+(on its event loop), so no lock is needed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Lru(Generic[K, V]):
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._entries: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        hit = self._entries.get(key)
+        if hit is not None:
+            self._entries.move_to_end(key)
+        return hit
+
+    def put(self, key: K, value: V) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        if len(self._entries) > self.limit:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

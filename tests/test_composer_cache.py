@@ -1,0 +1,87 @@
+"""The composer remembers what it composed for a replica and its cluster
+(function/composer/cache.py): a remembered answer must be the answer it
+would compose afresh, and anything composing reads must make it compose again."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from builders import EXAMPLES, load, load_one, request
+from composer_support import FLEET, compose, replica, standalone
+from test_composer_pd import pd
+from test_composer_status import all_serving
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import fn
+from function.api import REQUIRE_CLUSTER
+from function.composer import cache
+
+REPLICAS = {p.stem: load_one(p) for p in sorted((EXAMPLES / "replicas").glob("*.yaml"))}
+
+
+def fresh(req: fnv1.RunFunctionRequest) -> bytes:
+    cache.CLUSTERS.clear()
+    cache.COMPOSED.clear()
+    return fn.run_function(req).SerializeToString(deterministic=True)
+
+
+def remembered(req: fnv1.RunFunctionRequest) -> bytes:
+    fn.run_function(req)
+    assert len(cache.COMPOSED) >= 1
+    return fn.run_function(req).SerializeToString(deterministic=True)
+
+
+def replica_request(mr, ic=None, observed=None) -> fnv1.RunFunctionRequest:
+    ic = ic or FLEET[mr["spec"]["clusterName"]]
+    return request(mr, required={REQUIRE_CLUSTER: [ic]}, observed=observed)
+
+
+@pytest.mark.parametrize("name", sorted(REPLICAS))
+def test_a_remembered_composition_is_the_one_composed_afresh(name):
+    req = replica_request(REPLICAS[name])
+    assert remembered(req) == fresh(req)
+
+
+def test_observed_objects_still_decide_readiness_on_a_remembered_composition():
+    mr = replica(standalone())
+    first = compose(mr)
+    served = compose(mr, observed=all_serving(first))
+    assert len(cache.COMPOSED) == 1  # the second call was answered from the cache
+    assert (first.phase, served.phase) == ("Pending", "Serving")
+    assert served.desired == first.desired
+    assert set(served.ready.values()) == {fnv1.READY_TRUE}
+
+
+def test_a_changed_spec_label_or_cluster_is_composed_again():
+    mr = REPLICAS["llama-3-1-8b-0"]
+    base = compose(mr).desired
+    relabelled = copy.deepcopy(mr)
+    relabelled["metadata"]["labels"]["modelplane.ai/deployment"] = "another"
+    assert compose(relabelled).desired != base
+    rescaled = copy.deepcopy(mr)
+    rescaled["spec"]["engines"][0]["copies"] = 3
+    assert compose(rescaled).desired != base
+    ic = copy.deepcopy(FLEET[mr["spec"]["clusterName"]])
+    ic["spec"]["gateway"]["name"] = "another-gateway"
+    assert compose(mr, ic).desired != base
+    assert compose(mr).desired == base
+
+
+def test_a_changed_setting_is_composed_again(monkeypatch):
+    mr = pd()
+    before = compose(mr)
+    assert not before.fatal
+    monkeypatch.setenv("MODELPLANE_EPP_IMAGE", "registry.example.com/epp:v9")
+    after = compose(mr)
+    assert after.desired != before.desired
+    assert "registry.example.com/epp:v9" in str(after.desired)
+
+
+def test_an_unusable_cluster_is_remembered_as_unusable():
+    mr = REPLICAS["llama-3-1-8b-0"]
+    ic = copy.deepcopy(FLEET[mr["spec"]["clusterName"]])
+    del ic["spec"]["gateway"]
+    for _ in range(2):
+        out = compose(mr, ic)
+        assert out.condition("ClusterResolved")[1] == "NoGateway"
