@@ -8,6 +8,12 @@ once, at the edge; nothing inside the function sees a Struct.
 A field set to null is dropped, as the API server prunes nulls from fields
 that are not nullable (none of ours are): `crossplane render` and hand-built
 requests do not prune, and a null would otherwise travel into our output.
+
+Keys come out sorted. A Struct is a map, and its order on the wire is not
+its content: Go's protobuf (Crossplane) writes maps in random order, so the
+same object can arrive ordered differently on every reconcile. Anything the
+function derives in dict order (a list of validation errors, say) would then
+flap between reconciles; sorted keys make the output depend on content only.
 """
 
 from __future__ import annotations
@@ -21,7 +27,13 @@ from google.protobuf.message import Message
 
 
 def to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
-    return {k: _value(v) for k, v in s.fields.items() if v.WhichOneof("kind") != "null_value"}
+    fields = s.fields
+    out = {}
+    for k in sorted(fields):
+        v = fields[k]
+        if v.WhichOneof("kind") != "null_value":
+            out[k] = _value(v)
+    return out
 
 
 def _value(v: struct_pb2.Value) -> Any:
