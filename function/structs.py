@@ -36,6 +36,11 @@ def to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
     return out
 
 
+def value(v: struct_pb2.Value) -> Any:
+    """One Struct Value as plain Python (null: None)."""
+    return _value(v)
+
+
 def _value(v: struct_pb2.Value) -> Any:
     kind = v.WhichOneof("kind")
     if kind == "string_value":

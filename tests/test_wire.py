@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 import fleetgen as fg
+import fuzz
 import grpc
 import pytest
 from builders import EXAMPLES, load, load_one, request
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from function import fn, localrender, server, structs, wire
 from function.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
 from function.scheduler import parsecache
-from function.scheduler.model import Malformed
+from function.scheduler.model import Malformed, parse_cluster
 
 FLEET = [c for p in sorted((EXAMPLES / "fleet").glob("*.yaml")) for c in load(p)]
 
@@ -209,3 +210,30 @@ def test_the_answer_depends_on_content_not_on_the_order_of_keys_on_the_wire():
         answers.add(deterministic(fn.run_serialized(req.SerializeToString())))
     (answer,) = answers
     assert b"attribute0" in answer and b"attribute11" in answer
+
+
+def _outcome(parse, *args):
+    try:
+        return parse(*args)
+    except Malformed as exc:
+        return f"Malformed: {exc}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(fuzz.stored(fuzz.FLEET))
+def test_a_cluster_parsed_from_remembered_pools_is_the_cluster_parsed_whole(ic):
+    # parsecache remembers each node pool by its bytes; a cluster built from
+    # remembered pools (or the same Malformed) is what parsing it whole gives.
+    s = resource.dict_to_struct(ic)
+    whole = _outcome(parse_cluster, structs.to_dict(s))
+    assert _outcome(parsecache._cluster, s) == whole
+    assert _outcome(parsecache._cluster, s) == whole  # now from remembered pools
+
+
+def test_a_pool_that_changes_is_parsed_again():
+    ic = copy.deepcopy(FLEET[0])
+    first = parsecache._cluster(resource.dict_to_struct(ic))
+    ic["spec"]["nodePools"][0]["nodes"] += 5
+    second = parsecache._cluster(resource.dict_to_struct(ic))
+    assert second.pools[0].nodes == first.pools[0].nodes + 5
+    assert second.pools[1:] == first.pools[1:]

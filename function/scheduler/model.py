@@ -9,7 +9,7 @@ failing the whole reconcile.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +103,7 @@ def _expect(value: Any, kind: type | tuple[type, ...], what: str, optional: bool
 
 
 def _check_cluster(obj: Mapping[str, Any]) -> None:
+    """Everything of a cluster but its pools (`parse_pool` checks each)."""
     meta, spec = obj.get("metadata"), obj.get("spec")
     _expect(meta, Mapping, "metadata", optional=False)
     _expect(meta.get("name"), str, "metadata.name", optional=False)
@@ -110,28 +111,6 @@ def _check_cluster(obj: Mapping[str, Any]) -> None:
     _expect(spec, Mapping, "spec")
     spec = spec or {}
     _expect(spec.get("nodePools"), list, "spec.nodePools")
-    for p in spec.get("nodePools") or []:
-        _expect(p, Mapping, "a node pool", optional=False)
-        _expect(p.get("name"), str, "a node pool's name", optional=False)
-        if not is_dns_label(p["name"]):
-            # Pools are named in ModelReplicas and node labels: a DNS label.
-            raise Malformed(f"node pool name {p['name']!r} is not a DNS label")
-        _expect(p.get("devices"), list, f"pool {p['name']!r} devices")
-        for d in p.get("devices") or []:
-            _expect(d, Mapping, f"a device of pool {p['name']!r}", optional=False)
-            for field in ("name", "driver", "deviceClassName"):
-                _expect(d.get(field), str, f"a device's {field} in pool {p['name']!r}",
-                        optional=field != "name")
-            dc = d.get("deviceClassName")
-            if dc and not is_dns_subdomain(dc):
-                # It becomes a ResourceClaimTemplate's deviceClassName.
-                raise Malformed(f"deviceClassName {dc[:80]!r} in pool {p['name']!r} is not a "
-                                "DNS subdomain")
-            for field in ("attributes", "capacity"):
-                _expect(d.get(field), Mapping, f"a device's {field} in pool {p['name']!r}")
-            if d.get("claim") not in (None, "DRA", "Synthetic"):
-                raise Malformed(f"a device's claim in pool {p['name']!r} is {d['claim']!r}, "
-                                "not DRA or Synthetic")
     _expect(spec.get("taints"), list, "spec.taints")
     for t in spec.get("taints") or []:
         _expect(t, Mapping, "a taint", optional=False)
@@ -139,30 +118,76 @@ def _check_cluster(obj: Mapping[str, Any]) -> None:
             _expect(t.get(field), str, f"a taint's {field}", optional=field == "value")
 
 
-def parse_cluster(obj: Mapping[str, Any]) -> Cluster:
-    try:
-        _check_cluster(obj)
-        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-        name = meta["name"]
-        pools = []
-        for p in spec.get("nodePools") or []:
-            devices = tuple(
-                Device(name=d["name"], claim=d.get("claim") or "DRA",
-                       device_class=d.get("deviceClassName") or "", count=int(d.get("count", 1)),
-                       spec=d, key=json.dumps(d, sort_keys=True))
-                for d in p.get("devices") or [])
-            if any(d.claim == "DRA" and not d.device_class for d in devices):
-                raise Malformed(f"pool {p.get('name')!r} has a DRA device without deviceClassName")
-            pools.append(Pool(name=p["name"], nodes=int(p.get("nodes") or 0), devices=devices,
-                              shape=json.dumps(p.get("devices") or [], sort_keys=True)))
-        taints = tuple(Taint(t["key"], t.get("value") or "", t["effect"])
-                       for t in spec.get("taints") or [])
-        return Cluster(name=name, labels=dict(meta.get("labels") or {}), taints=taints,
-                       ready=_ready(obj), pools=tuple(pools))
-    except Malformed:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise Malformed(f"{type(exc).__name__}: {exc}") from exc
+def _check_pool(p: Any) -> None:
+    _expect(p, Mapping, "a node pool", optional=False)
+    _expect(p.get("name"), str, "a node pool's name", optional=False)
+    if not is_dns_label(p["name"]):
+        # Pools are named in ModelReplicas and node labels: a DNS label.
+        raise Malformed(f"node pool name {p['name']!r} is not a DNS label")
+    _expect(p.get("devices"), list, f"pool {p['name']!r} devices")
+    for d in p.get("devices") or []:
+        _expect(d, Mapping, f"a device of pool {p['name']!r}", optional=False)
+        for field in ("name", "driver", "deviceClassName"):
+            _expect(d.get(field), str, f"a device's {field} in pool {p['name']!r}",
+                    optional=field != "name")
+        dc = d.get("deviceClassName")
+        if dc and not is_dns_subdomain(dc):
+            # It becomes a ResourceClaimTemplate's deviceClassName.
+            raise Malformed(f"deviceClassName {dc[:80]!r} in pool {p['name']!r} is not a "
+                            "DNS subdomain")
+        for field in ("attributes", "capacity"):
+            _expect(d.get(field), Mapping, f"a device's {field} in pool {p['name']!r}")
+        if d.get("claim") not in (None, "DRA", "Synthetic"):
+            raise Malformed(f"a device's claim in pool {p['name']!r} is {d['claim']!r}, "
+                            "not DRA or Synthetic")
+
+
+def _malformed_on_error(parse):
+    """Any lookup or type error while parsing means the object is malformed."""
+    def wrapped(obj, *args):
+        try:
+            return parse(obj, *args)
+        except Malformed:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise Malformed(f"{type(exc).__name__}: {exc}") from exc
+    wrapped.__doc__ = parse.__doc__
+    return wrapped
+
+
+@_malformed_on_error
+def parse_pool(p: Any) -> Pool:
+    """One node pool of an InferenceCluster (a pool depends on nothing else)."""
+    _check_pool(p)
+    devices = tuple(
+        Device(name=d["name"], claim=d.get("claim") or "DRA",
+               device_class=d.get("deviceClassName") or "", count=int(d.get("count", 1)),
+               spec=d, key=json.dumps(d, sort_keys=True))
+        for d in p.get("devices") or [])
+    if any(d.claim == "DRA" and not d.device_class for d in devices):
+        raise Malformed(f"pool {p.get('name')!r} has a DRA device without deviceClassName")
+    return Pool(name=p["name"], nodes=int(p.get("nodes") or 0), devices=devices,
+                shape=json.dumps(p.get("devices") or [], sort_keys=True))
+
+
+def parse_cluster(obj: Mapping[str, Any],
+                  parse_pools: Callable[[Mapping[str, Any]], Sequence[Pool]] | None = None
+                  ) -> Cluster:
+    """A cluster; `parse_pools(obj)` may stand in for parsing each pool of
+    `spec.nodePools` with `parse_pool`, in order (parsecache.py remembers pools)."""
+    return _parse_cluster(obj, parse_pools)
+
+
+@_malformed_on_error
+def _parse_cluster(obj: Mapping[str, Any], parse_pools) -> Cluster:
+    _check_cluster(obj)
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    pools = tuple(parse_pools(obj) if parse_pools is not None
+                  else (parse_pool(p) for p in spec.get("nodePools") or []))
+    taints = tuple(Taint(t["key"], t.get("value") or "", t["effect"])
+                   for t in spec.get("taints") or [])
+    return Cluster(name=meta["name"], labels=dict(meta.get("labels") or {}), taints=taints,
+                   ready=_ready(obj), pools=pools)
 
 
 def _ready(obj: Mapping[str, Any]) -> bool:
