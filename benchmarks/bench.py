@@ -5,7 +5,7 @@ For each fleet size (benchmarks/fleetgen.py) it measures, in one run:
   - RunFunction over gRPC to a `serve` subprocess (p50, p95),
   - the floor: decoding the serialized request and encoding the response,
     nothing else,
-  - peak RSS of a fresh process that builds the request and runs it,
+  - the first run and peak RSS of a fresh process (caches empty),
 and prints the ratio to the floor. Then the composer on each example replica
 (in process) and the server's composer throughput with concurrent clients.
 The numbers are measurements, not assertions: targets are checked by
@@ -83,26 +83,28 @@ def over_grpc(address: str, req: fnv1.RunFunctionRequest, runs: int) -> list[flo
         return timed(lambda: stub.RunFunction(req, timeout=120), runs)
 
 
-def peak_rss_mib(data: bytes) -> float:
-    """Peak RSS of a fresh process that reads the serialized request and runs it once.
+def fresh_process(data: bytes) -> tuple[float, float]:
+    """(first-run ms, peak RSS MiB) of a fresh process that reads the serialized
+    request and runs it once: the first reconcile after a restart, caches empty.
 
-    The request is built here and handed over as bytes, so the number is the
-    function's (decode, parse, plan, respond), not the fleet generator's. It
-    is the child's VmHWM (its own address space's high-water mark), not
+    The request is built here and handed over as bytes, so the numbers are the
+    function's (decode, parse, plan, respond), not the fleet generator's. Peak
+    RSS is the child's VmHWM (its own address space's high-water mark), not
     getrusage's ru_maxrss: Linux carries ru_maxrss across fork and exec, so a
     child of this (large) benchmark process would report the parent's size.
     """
     with tempfile.NamedTemporaryFile(suffix=".pb") as f:
         f.write(data)
         f.flush()
-        code = ("from function import fn; "
+        code = ("import time; from function import fn; "
                 f"data=open({f.name!r},'rb').read(); "
-                "fn.run_serialized(data); "
-                "print(next(l.split()[1] for l in open('/proc/self/status') "
-                "if l.startswith('VmHWM:')))")
+                "t=time.perf_counter(); fn.run_serialized(data); "
+                "print((time.perf_counter()-t)*1000, next(l.split()[1] for l in "
+                "open('/proc/self/status') if l.startswith('VmHWM:')))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              check=True)
-    return int(out.stdout.strip()) / 1024
+    ms, kib = out.stdout.split()
+    return float(ms), int(kib) / 1024
 
 
 def composer_rows(runs: int) -> list[dict]:
@@ -149,13 +151,14 @@ def main(argv: list[str] | None = None) -> int:
             p50, p95 = percentiles(full)
             f50, f95 = percentiles(floor)
             g50, g95 = percentiles(remote)
+            first, rss = fresh_process(data)
             results["scheduler"].append({
                 "size": size, "request_mb": round(len(data) / 1e6, 2),
                 "response_kb": round(len(rsp) / 1e3, 1),
                 "p50_ms": round(p50, 1), "p95_ms": round(p95, 1),
                 "grpc_p50_ms": round(g50, 1), "grpc_p95_ms": round(g95, 1),
                 "floor_p50_ms": round(f50, 2), "ratio_to_floor": round(p50 / f50, 1),
-                "peak_rss_mib": round(peak_rss_mib(data), 1)})
+                "first_run_ms": round(first, 1), "peak_rss_mib": round(rss, 1)})
     results["composer"] = composer_rows(args.runs or 200)
     tp = load.run(seconds=args.throughput_seconds, clients=16, kinds="compose", warmup=2,
                   slack_kib=1 << 30)
@@ -171,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 def render(r: dict) -> str:
     lines = [f"machine: {r['machine']}", "", "scheduler (ModelDeployment RunFunction)"]
     cols = ["size", "request_mb", "response_kb", "p50_ms", "p95_ms", "grpc_p50_ms",
-            "grpc_p95_ms", "floor_p50_ms", "ratio_to_floor", "peak_rss_mib"]
+            "grpc_p95_ms", "floor_p50_ms", "ratio_to_floor", "first_run_ms", "peak_rss_mib"]
     lines += _table(cols, r["scheduler"])
     lines += ["", "composer (ModelReplica RunFunction, in process)"]
     lines += _table(["what", "p50_ms", "p95_ms", "afresh_p50_ms", "afresh_p95_ms", "floor_p50_ms",
