@@ -8,7 +8,7 @@ reconciles in one server process. The server runs one RunFunction at a time
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -31,6 +31,14 @@ class Lru(Generic[K, V]):
         self._entries.move_to_end(key)
         if len(self._entries) > self.limit:
             self._entries.popitem(last=False)
+
+    def evict_while(self, stale: Callable[[V], bool]) -> None:
+        """Forget entries from the least recently used on, while `stale` says so."""
+        while self._entries:
+            key, value = next(iter(self._entries.items()))
+            if not stale(value):
+                return
+            del self._entries[key]
 
     def clear(self) -> None:
         self._entries.clear()

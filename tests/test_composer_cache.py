@@ -85,3 +85,15 @@ def test_an_unusable_cluster_is_remembered_as_unusable():
     for _ in range(2):
         out = compose(mr, ic)
         assert out.condition("ClusterResolved")[1] == "NoGateway"
+
+
+def test_a_cluster_whose_status_alone_changed_is_answered_from_the_cache():
+    # The cluster function rewrites status.nodePools on every placement there;
+    # composing does not read it.
+    mr = REPLICAS["llama-3-1-8b-0"]
+    ic = copy.deepcopy(FLEET[mr["spec"]["clusterName"]])
+    first = compose(mr, ic)
+    ic["status"] = {"nodePools": [{"name": "l4-4x", "nodes": 4, "usedNodes": 3, "freeNodes": 1}]}
+    second = compose(mr, ic)
+    assert len(cache.COMPOSED) == 1
+    assert second.desired == first.desired

@@ -101,17 +101,36 @@ def test_the_serialized_request_is_run_function_request_field_for_field():
 
 def test_a_changed_item_is_parsed_again_and_an_unchanged_one_is_not():
     parsed = []
-    cache = parsecache.ParseCache(lambda obj: parsed.append(obj["n"]) or obj["n"], limit=2)
+    cache = parsecache.ParseCache(lambda s: parsed.append(s["n"]) or int(s["n"]), limit=2)
 
     def item(n):
         return wire.fnv1.Resource(resource=resource.dict_to_struct({"n": n})).SerializeToString()
 
+    cache.new_request()
     assert [cache.get(item(1)), cache.get(item(1)), cache.get(item(2))] == [1, 1, 2]
     assert parsed == [1, 2]
     cache.get(item(3))  # over the limit: the least recently used (1) goes
     assert len(cache) == 2
     cache.get(item(1))
     assert parsed == [1, 2, 3, 1]
+
+
+def test_an_item_no_recent_request_used_is_forgotten():
+    cache = parsecache.ParseCache(lambda s: int(s["n"]), limit=100, keep_requests=3)
+
+    def item(n):
+        return wire.fnv1.Resource(resource=resource.dict_to_struct({"n": n})).SerializeToString()
+
+    cache.new_request()
+    cache.get(item(1))  # an old version of an object ...
+    cache.get(item(2))
+    for _ in range(3):  # ... replaced by a new one, used by every request since
+        cache.new_request()
+        cache.get(item(2))
+        cache.get(item(3))
+    assert len(cache) == 2  # item 1 went after 3 requests without it
+    cache.new_request()
+    assert len(cache) == 2
 
 
 def test_a_malformed_item_is_remembered_as_malformed():
@@ -122,6 +141,7 @@ def test_a_malformed_item_is_remembered_as_malformed():
         raise Malformed("no good")
 
     cache = parsecache.ParseCache(parse, limit=10)
+    cache.new_request()
     bad = fnv1.Resource(resource=resource.dict_to_struct({"a": 1})).SerializeToString()
     for _ in range(2):
         with pytest.raises(Malformed, match="no good"):
@@ -237,3 +257,18 @@ def test_a_pool_that_changes_is_parsed_again():
     second = parsecache._cluster(resource.dict_to_struct(ic))
     assert second.pools[0].nodes == first.pools[0].nodes + 5
     assert second.pools[1:] == first.pools[1:]
+
+
+def test_replicas_whose_status_churns_do_not_grow_the_parse_cache():
+    md = fg.deployment("churn", fg.engine("vllm", fg.standalone(fg.req("gpu", 1))))
+    clusters = [fg.cluster("c0", fg.pool("h100", 8, fg.device()))]
+    live = [fg.foreign_replica(f"other-{i}", "c0", {"h100": 1}) for i in range(3)]
+    sizes = []
+    for n in range(3 * 32):
+        for mr in live:
+            mr["status"] = {"phase": "Serving", "observedGeneration": n}  # new bytes each time
+        req = request(md, required={REQUIRE_CLUSTERS: clusters, REQUIRE_REPLICAS: live})
+        fn.run_serialized(req.SerializeToString())
+        sizes.append(len(parsecache.REPLICAS))
+    assert max(sizes[-32:]) <= 3 * 33  # the live three, times the requests remembered
+    assert sizes[-1] == sizes[-33]      # and no longer growing

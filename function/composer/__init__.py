@@ -65,12 +65,12 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
                         condition=SELECTORS_VALID)
         return
     try:
-        cluster, cluster_item = cache.cluster(req, replica, parse_cluster)
+        cluster = cache.cluster(req, replica, parse_cluster)
     except Unusable as why:
         keep_everything(rsp, mr, observed, why)
         return
 
-    placed = cache.composed((cache.replica_key(req), cluster_item),
+    placed = cache.composed((cache.replica_key(req), cache.cluster_key(cluster)),
                             lambda: compose(replica, cluster))
     for note in placed.notes:
         response.warning(rsp, note)

@@ -9,8 +9,9 @@ composer builds from them is a pure function of them. So:
   the bytes of the required item and what the replica asks of it;
 - `composed`: the composed objects, already serialized as protobuf Structs,
   with the routing verdict and notes, keyed by the bytes of the replica's
-  identity, labels and spec, the cluster item's bytes, and the process's
-  MODELPLANE_* settings (serving_config.py reads them).
+  identity, labels and spec, the cluster record (what composing reads of the
+  cluster: not its status, which changes with every placement on it), and
+  the process's MODELPLANE_* settings (serving_config.py reads them).
 
 A hit merges the remembered Structs into the response in C instead of
 composing and converting again. Readiness and status depend on the observed
@@ -19,8 +20,9 @@ objects and are worked out afresh on every call. Both caches are bounded.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from crossplane.function import resource
@@ -48,8 +50,8 @@ CLUSTERS: Lru[tuple, Cluster | Unusable | str] = Lru(4096)
 COMPOSED: Lru[tuple, Composition] = Lru(1024)
 
 
-def cluster(req, replica: Replica, parse: Callable[[dict, Replica], Cluster]) -> tuple[Cluster, bytes]:
-    """The replica's cluster record and its item's bytes; raises Unusable as `parse` does."""
+def cluster(req, replica: Replica, parse: Callable[[dict, Replica], Cluster]) -> Cluster:
+    """The replica's cluster record; raises Unusable as `parse` does."""
     if REQUIRE_CLUSTER not in req.required_resources:
         raise Unusable("Resolving", f"waiting for Crossplane to resolve InferenceCluster "
                        f"{replica.cluster}")
@@ -69,7 +71,7 @@ def cluster(req, replica: Replica, parse: Callable[[dict, Replica], Cluster]) ->
         if isinstance(hit, Unusable):
             raise hit
         if isinstance(hit, Cluster):
-            return hit, item
+            return hit
     raise Unusable("ClusterNotFound", f"InferenceCluster {replica.cluster} does not exist")
 
 
@@ -83,6 +85,15 @@ def replica_key(req) -> tuple:
 def _bytes(fields, name: str) -> bytes:
     # Test before indexing: indexing a protobuf map inserts a missing key.
     return fields[name].SerializeToString(deterministic=True) if name in fields else b""
+
+
+def cluster_key(c: Cluster) -> tuple:
+    """Every field of the cluster record, hashable (mappings as sorted pairs)."""
+    return tuple((f.name, _frozen(getattr(c, f.name))) for f in dataclasses.fields(c))
+
+
+def _frozen(value):
+    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
 
 
 def settings() -> tuple[tuple[str, str], ...]:

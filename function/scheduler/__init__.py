@@ -61,6 +61,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
             resource.update(rsp.desired.resources[key], output._echo(mr))
         return
 
+    parsecache.new_request()
     clusters, malformed = [], {}
     for item in parsecache.items(req, REQUIRE_CLUSTERS):
         try:

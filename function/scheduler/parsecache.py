@@ -10,8 +10,8 @@ the parsed records are frozen, so sharing them between reconciles is safe.
 Keying by the bytes themselves rather than a digest of them is faster (one
 SipHash and a memcmp on a hit) and cannot collide; the keys cost about as
 much memory as the request once. A parse failure (Malformed) is cached too,
-and raised again for the same content. The cache is bounded (least recently
-used entries go first).
+and raised again for the same content. An entry no recent request used is
+forgotten (ParseCache), so the cache holds about one fleet, whatever churns.
 
 The function serves one request at a time per process (the gRPC server runs
 RunFunction on its event loop), so the cache needs no lock.
@@ -42,22 +42,44 @@ T = TypeVar("T")
 
 
 class ParseCache(Generic[T]):
-    def __init__(self, parse: Callable[[struct_pb2.Struct], T], limit: int) -> None:
+    """Parsed items by their bytes, for as long as recent requests use them.
+
+    An item that changes (a ModelReplica's status, a cluster's capacity) comes
+    back as new bytes and its old entry is never used again. So an entry that
+    none of the last `keep_requests` scheduler requests used is forgotten:
+    every request carries the whole replica ledger, so the cache holds about
+    one fleet, not its history. `limit` is a backstop on the count.
+    """
+
+    def __init__(self, parse: Callable[[struct_pb2.Struct], T], limit: int,
+                 keep_requests: int = 32) -> None:
         self._parse = parse
-        self._entries: Lru[bytes, T | Malformed] = Lru(limit)
+        self._keep = keep_requests
+        self._request = 0
+        # Values are (parsed record or Malformed, the request that last used it).
+        self._entries: Lru[bytes, tuple[T | Malformed, int]] = Lru(limit)
+
+    def new_request(self) -> None:
+        """Called once per scheduler request, before any get()."""
+        self._request += 1
+        cutoff = self._request - self._keep
+        # Least recently used first, so the stale entries are at the front.
+        self._entries.evict_while(lambda entry: entry[1] <= cutoff)
 
     def get(self, item: bytes) -> T:
         """The parsed record of a serialized `Resource`; raises Malformed as the parser did."""
         hit = self._entries.get(item)
         if hit is None:
             try:
-                hit = self._parse(wire.resource(item).resource)
+                parsed: T | Malformed = self._parse(wire.resource(item).resource)
             except Malformed as exc:
-                hit = exc
-            self._entries.put(item, hit)
-        if isinstance(hit, Malformed):
-            raise hit
-        return hit
+                parsed = exc
+        else:
+            parsed = hit[0]
+        self._entries.put(item, (parsed, self._request))
+        if isinstance(parsed, Malformed):
+            raise parsed
+        return parsed
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -96,10 +118,15 @@ def _pool(v: struct_pb2.Value) -> Pool:
     return hit
 
 
-# Sized for fleets well beyond the benchmark's L (1000 clusters, 5000 replicas).
+# Backstops sized for fleets well beyond the benchmark's L (1000 clusters, 5000 replicas).
 CLUSTERS: ParseCache[Cluster] = ParseCache(_cluster, 20_000)
 REPLICAS: ParseCache[Replica] = ParseCache(
     lambda s: _ledger_entry(parse_replica(structs.to_dict(s))), 100_000)
+
+
+def new_request() -> None:
+    CLUSTERS.new_request()
+    REPLICAS.new_request()
 
 
 def _ledger_entry(replica: Replica) -> Replica:
