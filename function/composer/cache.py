@@ -66,10 +66,12 @@ def cluster(req, replica: Replica, parse: Callable[[dict, Replica], Cluster]) ->
                 try:
                     hit = parse(ic, replica)
                 except Unusable as why:
-                    hit = why
+                    # The message only: a raised exception's traceback holds
+                    # the frames (and the request) it passed through.
+                    hit = Unusable(why.reason, why.message)
             CLUSTERS.put(key, hit)
         if isinstance(hit, Unusable):
-            raise hit
+            raise Unusable(hit.reason, hit.message)
         if isinstance(hit, Cluster):
             return hit
     raise Unusable("ClusterNotFound", f"InferenceCluster {replica.cluster} does not exist")

@@ -73,12 +73,12 @@ class ParseCache(Generic[T]):
             try:
                 parsed: T | Malformed = self._parse(wire.resource(item).resource)
             except Malformed as exc:
-                parsed = exc
+                parsed = _remembered(exc)
         else:
             parsed = hit[0]
         self._entries.put(item, (parsed, self._request))
         if isinstance(parsed, Malformed):
-            raise parsed
+            raise Malformed(str(parsed))
         return parsed
 
     def __len__(self) -> int:
@@ -111,11 +111,18 @@ def _pool(v: struct_pb2.Value) -> Pool:
         try:
             hit = parse_pool(structs.value(v))
         except Malformed as exc:
-            hit = exc
+            hit = _remembered(exc)
         POOLS.put(key, hit)
     if isinstance(hit, Malformed):
-        raise hit
+        raise Malformed(str(hit))
     return hit
+
+
+def _remembered(exc: Malformed) -> Malformed:
+    """What a cache keeps of a failure: its message. Never the raised exception,
+    whose traceback and cause hold the frames (and the request) it passed
+    through; a fresh one is raised on every hit."""
+    return Malformed(str(exc))
 
 
 # Backstops sized for fleets well beyond the benchmark's L (1000 clusters, 5000 replicas).
