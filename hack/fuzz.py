@@ -39,9 +39,18 @@ def main(total: int) -> int:
             return 1
         done = sum(counts.values())
         print(f"{done} cases ({counts['fatal']} fatal, {counts['desired']} desired) "
-              f"in {time.monotonic() - start:.0f} s", flush=True)
+              f"in {time.monotonic() - start:.0f} s, RSS {_rss_mib():.0f} MiB", flush=True)
     print(f"fuzz: {sum(counts.values())} cases, 0 failures")
     return 0
+
+
+def _rss_mib() -> float:
+    """This process's resident set: a run's memory should level off (the
+    function's caches are bounded), so a steady climb is a leak to chase."""
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 if __name__ == "__main__":
