@@ -25,6 +25,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
+from function import wire
+
 
 def to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
     fields = s.fields
@@ -112,7 +114,4 @@ def required(req, name: str) -> list[dict[str, Any]]:
 
     `req` is a RunFunctionRequest or a wire.SerializedRequest (items as bytes).
     """
-    if name not in req.required_resources:
-        return []
-    return [to_dict((fnv1.Resource.FromString(item) if isinstance(item, bytes) else item).resource)
-            for item in req.required_resources[name].items]
+    return [to_dict(r.resource) for r in wire.required_resources(req, name)]

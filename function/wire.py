@@ -54,6 +54,15 @@ SerializedRequest: type[Message] = message_factory.GetMessageClass(
     descriptor_pool.Default().FindMessageTypeByName(f"{_PACKAGE}.SerializedRequest"))
 
 
+def required_resources(req: Message, name: str) -> Iterator[fnv1.Resource]:
+    """The decoded `Resource` of each item of one resolved requirement, from a
+    SerializedRequest or a decoded RunFunctionRequest alike."""
+    if name not in req.required_resources:
+        return
+    for item in req.required_resources[name].items:
+        yield resource(item) if isinstance(item, bytes) else item
+
+
 def required_items(req: Message, name: str) -> Iterator[bytes]:
     """The serialized `Resource` of each item of one resolved requirement.
 

@@ -8,6 +8,7 @@ failing the whole reconcile.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -144,14 +145,14 @@ def _check_pool(p: Any) -> None:
 
 def _malformed_on_error(parse):
     """Any lookup or type error while parsing means the object is malformed."""
-    def wrapped(obj, *args):
+    @functools.wraps(parse)
+    def wrapped(*args):
         try:
-            return parse(obj, *args)
+            return parse(*args)
         except Malformed:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise Malformed(f"{type(exc).__name__}: {exc}") from exc
-    wrapped.__doc__ = parse.__doc__
     return wrapped
 
 
@@ -170,19 +171,16 @@ def parse_pool(p: Any) -> Pool:
                 shape=json.dumps(p.get("devices") or [], sort_keys=True))
 
 
-def parse_cluster(obj: Mapping[str, Any],
-                  parse_pools: Callable[[Mapping[str, Any]], Sequence[Pool]] | None = None
-                  ) -> Cluster:
-    """A cluster; `parse_pools(obj)` may stand in for parsing each pool of
-    `spec.nodePools` with `parse_pool`, in order (parsecache.py remembers pools)."""
-    return _parse_cluster(obj, parse_pools)
-
-
 @_malformed_on_error
-def _parse_cluster(obj: Mapping[str, Any], parse_pools) -> Cluster:
+def parse_cluster(obj: Mapping[str, Any],
+                  parse_pools: Callable[[], Sequence[Pool]] | None = None) -> Cluster:
+    """A cluster; `parse_pools()` may stand in for parsing each pool of
+    `spec.nodePools` with `parse_pool`, in order (parsecache.py remembers pools).
+    It is called after the rest of the cluster is checked, so a cluster wrong in
+    several places is reported alike either way."""
     _check_cluster(obj)
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    pools = tuple(parse_pools(obj) if parse_pools is not None
+    pools = tuple(parse_pools() if parse_pools is not None
                   else (parse_pool(p) for p in spec.get("nodePools") or []))
     taints = tuple(Taint(t["key"], t.get("value") or "", t["effect"])
                    for t in spec.get("taints") or [])
@@ -221,25 +219,21 @@ def _check_replica(obj: Mapping[str, Any]) -> None:
                 raise Malformed(f"nodePoolName {pool[:80]!r} is not a DNS label")
 
 
+@_malformed_on_error
 def parse_replica(obj: Mapping[str, Any]) -> Replica:
-    try:
-        _check_replica(obj)
-        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-        labels = meta.get("labels") or {}
-        index = labels.get(LABEL_REPLICA_INDEX)
-        engines = spec["engines"]
-        pools = {}
-        for e in engines:
-            member_pools = {m.get("nodePoolName") for m in e.get("members") or []}
-            if len(member_pools) != 1 or None in member_pools:
-                raise Malformed(f"engine {e.get('name')!r} is not on exactly one pool")
-            pools[e["name"]] = member_pools.pop()
-        return Replica(namespace=meta.get("namespace") or "", name=meta["name"],
-                       deployment=labels.get(LABEL_DEPLOYMENT, ""),
-                       index=int(index) if index is not None and str(index).isdigit() else None,
-                       cluster=spec["clusterName"], pools=pools, usage=replica_usage(engines),
-                       created=str(meta.get("creationTimestamp") or ""), manifest=obj)
-    except Malformed:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise Malformed(f"{type(exc).__name__}: {exc}") from exc
+    _check_replica(obj)
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    labels = meta.get("labels") or {}
+    index = labels.get(LABEL_REPLICA_INDEX)
+    engines = spec["engines"]
+    pools = {}
+    for e in engines:
+        member_pools = {m.get("nodePoolName") for m in e.get("members") or []}
+        if len(member_pools) != 1 or None in member_pools:
+            raise Malformed(f"engine {e.get('name')!r} is not on exactly one pool")
+        pools[e["name"]] = member_pools.pop()
+    return Replica(namespace=meta.get("namespace") or "", name=meta["name"],
+                   deployment=labels.get(LABEL_DEPLOYMENT, ""),
+                   index=int(index) if index is not None and str(index).isdigit() else None,
+                   cluster=spec["clusterName"], pools=pools, usage=replica_usage(engines),
+                   created=str(meta.get("creationTimestamp") or ""), manifest=obj)

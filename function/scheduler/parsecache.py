@@ -69,17 +69,9 @@ class ParseCache(Generic[T]):
     def get(self, item: bytes) -> T:
         """The parsed record of a serialized `Resource`; raises Malformed as the parser did."""
         hit = self._entries.get(item)
-        if hit is None:
-            try:
-                parsed: T | Malformed = self._parse(wire.resource(item).resource)
-            except Malformed as exc:
-                parsed = _remembered(exc)
-        else:
-            parsed = hit[0]
+        parsed = _attempt(self._parse, wire.resource(item).resource) if hit is None else hit[0]
         self._entries.put(item, (parsed, self._request))
-        if isinstance(parsed, Malformed):
-            raise Malformed(str(parsed))
-        return parsed
+        return _outcome(parsed)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -101,28 +93,33 @@ def _cluster(s: struct_pb2.Struct) -> Cluster:
     rest = struct_pb2.Struct()
     rest.CopyFrom(s)
     rest.fields["spec"].struct_value.fields["nodePools"].list_value.Clear()
-    return parse_cluster(structs.to_dict(rest), lambda _: [_pool(v) for v in pools.list_value.values])
+    return parse_cluster(structs.to_dict(rest), lambda: [_pool(v) for v in pools.list_value.values])
 
 
 def _pool(v: struct_pb2.Value) -> Pool:
     key = v.SerializeToString(deterministic=True)
     hit = POOLS.get(key)
     if hit is None:
-        try:
-            hit = parse_pool(structs.value(v))
-        except Malformed as exc:
-            hit = _remembered(exc)
+        hit = _attempt(parse_pool, structs.value(v))
         POOLS.put(key, hit)
-    if isinstance(hit, Malformed):
-        raise Malformed(str(hit))
-    return hit
+    return _outcome(hit)
 
 
-def _remembered(exc: Malformed) -> Malformed:
-    """What a cache keeps of a failure: its message. Never the raised exception,
-    whose traceback and cause hold the frames (and the request) it passed
-    through; a fresh one is raised on every hit."""
-    return Malformed(str(exc))
+def _attempt(parse: Callable[[Any], T], arg: Any) -> T | Malformed:
+    """`parse(arg)`, or what a cache keeps of its failure: the message. Never
+    the raised exception, whose traceback and cause hold the frames (and the
+    request) it passed through."""
+    try:
+        return parse(arg)
+    except Malformed as exc:
+        return Malformed(str(exc))
+
+
+def _outcome(parsed: T | Malformed) -> T:
+    """A remembered parse: the record, or a fresh Malformed raised again."""
+    if isinstance(parsed, Malformed):
+        raise Malformed(str(parsed))
+    return parsed
 
 
 # Backstops sized for fleets well beyond the benchmark's L (1000 clusters, 5000 replicas).
