@@ -99,35 +99,34 @@ def test_the_serialized_request_is_run_function_request_field_for_field():
             assert mine is f.message_type  # the SDK's own types: its helpers work
 
 
+def item(**fields) -> bytes:
+    """A required item as it comes off the wire: a serialized Resource."""
+    return fnv1.Resource(resource=resource.dict_to_struct(fields)).SerializeToString()
+
+
 def test_a_changed_item_is_parsed_again_and_an_unchanged_one_is_not():
     parsed = []
     cache = parsecache.ParseCache(lambda s: parsed.append(s["n"]) or int(s["n"]), limit=2)
 
-    def item(n):
-        return wire.fnv1.Resource(resource=resource.dict_to_struct({"n": n})).SerializeToString()
-
     cache.new_request()
-    assert [cache.get(item(1)), cache.get(item(1)), cache.get(item(2))] == [1, 1, 2]
+    assert [cache.get(item(n=1)), cache.get(item(n=1)), cache.get(item(n=2))] == [1, 1, 2]
     assert parsed == [1, 2]
-    cache.get(item(3))  # over the limit: the least recently used (1) goes
+    cache.get(item(n=3))  # over the limit: the least recently used (1) goes
     assert len(cache) == 2
-    cache.get(item(1))
+    cache.get(item(n=1))
     assert parsed == [1, 2, 3, 1]
 
 
 def test_an_item_no_recent_request_used_is_forgotten():
     cache = parsecache.ParseCache(lambda s: int(s["n"]), limit=100, keep_requests=3)
 
-    def item(n):
-        return wire.fnv1.Resource(resource=resource.dict_to_struct({"n": n})).SerializeToString()
-
     cache.new_request()
-    cache.get(item(1))  # an old version of an object ...
-    cache.get(item(2))
+    cache.get(item(n=1))  # an old version of an object ...
+    cache.get(item(n=2))
     for _ in range(3):  # ... replaced by a new one, used by every request since
         cache.new_request()
-        cache.get(item(2))
-        cache.get(item(3))
+        cache.get(item(n=2))
+        cache.get(item(n=3))
     assert len(cache) == 2  # item 1 went after 3 requests without it
     cache.new_request()
     assert len(cache) == 2
@@ -142,7 +141,7 @@ def test_a_malformed_item_is_remembered_as_malformed():
 
     cache = parsecache.ParseCache(parse, limit=10)
     cache.new_request()
-    bad = fnv1.Resource(resource=resource.dict_to_struct({"a": 1})).SerializeToString()
+    bad = item(a=1)
     for _ in range(2):
         with pytest.raises(Malformed, match="no good"):
             cache.get(bad)
@@ -293,7 +292,7 @@ def test_a_remembered_failure_keeps_nothing_of_the_request_alive():
 
     cache = parsecache.ParseCache(parse, limit=10)
     cache.new_request()
-    bad = fnv1.Resource(resource=resource.dict_to_struct({"a": 1})).SerializeToString()
+    bad = item(a=1)
     for _ in range(2):
         with pytest.raises(Malformed, match="no good"):
             cache.get(bad)
