@@ -12,7 +12,7 @@ from __future__ import annotations
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import structs
+from function import requeue, structs
 
 from function.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
 from function.capacity import replica_usage
@@ -80,6 +80,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     if ref.get("name") and PROVIDER_CONFIG in req.required_resources \
             and not structs.required(req, PROVIDER_CONFIG):
         rsp.desired.composite.ready = fnv1.READY_FALSE
+        requeue.soon(rsp)  # Crossplane does not watch the config for us
         response.set_conditions(rsp, resource.Condition(
             typ="Reachable", status="False", reason="ProviderConfigMissing",
             message=f"{ref.get('kind') or 'ClusterProviderConfig'} {ref['name']!r} does not "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from builders import composite, load_one, request
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import fn
+from function import fn, requeue
 
 
 def fatal_messages(rsp: fnv1.RunFunctionResponse) -> list[str]:
@@ -89,6 +89,8 @@ def test_a_cluster_whose_provider_config_is_missing_is_not_ready_and_says_why():
     assert reachable.reason == "ProviderConfigMissing"
     assert ic["spec"]["providerConfigRef"]["name"] in reachable.message
     assert rsp.desired.composite.ready == fnv1.READY_FALSE
+    # Crossplane does not watch the config: look again soon, not in a minute.
+    assert rsp.meta.ttl.ToTimedelta() == requeue.WAITING
 
 
 def test_a_cluster_whose_provider_config_exists_is_ready():
@@ -97,3 +99,4 @@ def test_a_cluster_whose_provider_config_exists_is_ready():
           "metadata": {"name": ic["spec"]["providerConfigRef"]["name"]}}
     rsp = fn.run_function(request(ic, required={"model-replicas": [], "provider-config": [pc]}))
     assert rsp.desired.composite.ready == fnv1.READY_TRUE
+    assert rsp.meta.ttl.ToTimedelta() > requeue.WAITING

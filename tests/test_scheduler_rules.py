@@ -46,7 +46,7 @@ from fleetgen import (
 )
 
 from function import cluster as cluster_fn
-from function import fn
+from function import fn, requeue
 from function.api import (
     API_VERSION,
     LABEL_CLUSTER,
@@ -876,6 +876,49 @@ def test_status_reports_each_replica_its_pools_readiness_and_endpoint():
     assert condition(rsp, "ReplicasReady") == ("False", "NotAllReady", "1/2 replicas serving")
     world.observed[key("b", 1)]["status"] = {"phase": "Serving"}
     assert condition(world.run(), "ReplicasReady") == ("True", "AllReady", "2/2 replicas serving")
+
+
+def test_each_replica_is_ready_when_it_serves_and_the_deployment_when_all_do():
+    """Crossplane derives Ready from composed readiness, and counts an unspecified
+    one as not ready: the scheduler says it for every ModelReplica it emits."""
+    md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
+                    replicas=2)
+    world = World(md, [cluster("a", pool("h100", 4, H100)), cluster("b", pool("h100", 4, H100))])
+    world.step()
+    rsp = world.run()
+    assert {k: r.ready for k, r in rsp.desired.resources.items()} == {
+        key("a", 0): fnv1.READY_FALSE, key("b", 1): fnv1.READY_FALSE}
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
+    world.observed[key("a", 0)]["status"] = {"phase": "Serving"}
+    rsp = world.run()
+    assert rsp.desired.resources[key("a", 0)].ready == fnv1.READY_TRUE
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
+    world.observed[key("b", 1)]["status"] = {"phase": "Serving"}
+    rsp = world.run()
+    assert {r.ready for r in rsp.desired.resources.values()} == {fnv1.READY_TRUE}
+    assert rsp.desired.composite.ready == fnv1.READY_TRUE
+
+
+def test_a_deployment_short_of_capacity_is_not_ready_though_its_replicas_serve():
+    md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
+                    replicas=2)
+    world = World(md, [cluster("a", pool("h100", 1, H100))])
+    world.step()
+    world.observed[key("a", 0)]["status"] = {"phase": "Serving"}
+    rsp = world.run()
+    assert rsp.desired.resources[key("a", 0)].ready == fnv1.READY_TRUE
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
+
+
+def test_a_deployment_waiting_for_capacity_asks_to_be_called_again_soon():
+    """Crossplane does not watch the fleet for a deployment: while a replica
+    waits for room, the response's TTL brings the next look forward."""
+    md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
+                    replicas=2)
+    waiting = World(md, [cluster("a", pool("h100", 1, H100))]).run()
+    settled = World(md, [cluster("a", pool("h100", 2, H100))]).run()
+    assert waiting.meta.ttl.ToTimedelta() == requeue.WAITING
+    assert settled.meta.ttl.ToTimedelta() > requeue.WAITING
 
 
 def test_the_unschedulable_message_reads_like_kube_scheduler():

@@ -144,6 +144,9 @@ def write_status(rsp: fnv1.RunFunctionResponse, *, phase: str, endpoint: str | N
     if endpoint:
         out["endpoint"] = endpoint
     resource.update(rsp.desired.composite, {"status": out})
+    # The replica is Ready exactly when it serves, whatever else it composes.
+    rsp.desired.composite.ready = fnv1.READY_TRUE if phase == status.SERVING \
+        else fnv1.READY_FALSE
     response.set_conditions(rsp, *conditions)
 
 

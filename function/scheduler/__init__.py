@@ -16,7 +16,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import structs
+from function import requeue, structs
 
 from function.api import (
     API_VERSION,
@@ -59,6 +59,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         # Not resolved yet: keep everything that exists, decide nothing.
         for key, mr in observed.items():
             resource.update(rsp.desired.resources[key], output._echo(mr))
+            rsp.desired.resources[key].ready = _readiness(serving(mr))
         return
 
     parsecache.new_request()
@@ -116,15 +117,30 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
 
     converted: dict = {}  # replicas share the deployment's dicts: convert each once
     for p in result.placements:
-        key = keys.get((p.cluster, p.index)) or output.resource_key(p.cluster, p.index)
-        structs.update(rsp.desired.resources[key], output.replica_manifest(md, p), converted)
+        structs.update(rsp.desired.resources[_key(p, keys)], output.replica_manifest(md, p),
+                       converted)
     kept = []
     for key, mr, why in broken:
         # Skip only the bad object: keep it as it is and say so.
         resource.update(rsp.desired.resources[key], output._echo(mr))
+        rsp.desired.resources[key].ready = fnv1.READY_FALSE
         response.warning(rsp, f"ModelReplica {key} is malformed and kept as is: {why}")
         kept.append(f"ModelReplica {key} is malformed and kept as is: {why}")
     write_status(rsp, md, result, observed, keys, kept)
+
+
+def _key(p, keys) -> str:
+    """The composed-resource key of a placement: its replica's, if it has one."""
+    return keys.get((p.cluster, p.index)) or output.resource_key(p.cluster, p.index)
+
+
+def serving(mr: Mapping[str, Any]) -> bool:
+    """Whether an observed ModelReplica says it serves."""
+    return _mapping(mr.get("status")).get("phase") == "Serving"
+
+
+def _readiness(ready: bool) -> int:
+    return fnv1.READY_TRUE if ready else fnv1.READY_FALSE
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -173,10 +189,14 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
     for p in result.placements:
         mr_name = output.replica_name(name, p.cluster, p.index) if p.engines is not None \
             else p.existing.name
-        seen = observed.get(keys.get((p.cluster, p.index), ""), {})
+        key = _key(p, keys)
+        seen = observed.get(key, {})
         status = seen.get("status") or {}
-        is_ready = status.get("phase") == "Serving"
+        is_ready = serving(seen)
         ready += is_ready
+        # Crossplane derives the deployment's Ready from its composed
+        # resources, and one left unspecified counts as not ready.
+        rsp.desired.resources[key].ready = _readiness(is_ready)
         entry: dict[str, Any] = {"name": mr_name, "index": p.index, "cluster": p.cluster,
                                  "pools": _pools(p), "ready": is_ready}
         if _alternatives(p):
@@ -206,6 +226,11 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         cond = ("True", "AllScheduled", f"{scheduled}/{want} replicas scheduled")
     response.set_conditions(rsp, resource.Condition(
         typ="ReplicasScheduled", status=cond[0], reason=cond[1], message=cond[2][:MAX_MESSAGE]))
+    # Ready means every replica the spec asks for serves, however many are
+    # composed (a deployment short of capacity is not Ready).
+    rsp.desired.composite.ready = _readiness(ready == want and not result.errors)
+    if result.errors or result.unscheduled or scheduled < want or cond[1] == "KeptAsIs":
+        requeue.soon(rsp)  # waiting on the fleet, which Crossplane does not watch for us
     response.set_conditions(rsp, resource.Condition(
         typ="ReplicasReady", status="True" if ready == want else "False",
         reason="AllReady" if ready == want else "NotAllReady",

@@ -1,0 +1,22 @@
+"""How soon Crossplane should call again while we wait on what it does not watch.
+
+Crossplane watches the resources a composite composes (realtime compositions)
+but not the ones it merely requires. An InferenceCluster waiting for its
+ClusterProviderConfig, or a ModelDeployment waiting for capacity somewhere in
+the fleet, would otherwise be looked at again only when the response's TTL
+runs out (the SDK's default: a minute). While waiting, we ask for sooner.
+Crossplane requeues a composite after the shortest TTL of its pipeline.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+WAITING = datetime.timedelta(seconds=10)
+
+
+def soon(rsp: fnv1.RunFunctionResponse) -> None:
+    """Ask to be called again after WAITING rather than the default TTL."""
+    rsp.meta.ttl.FromTimedelta(WAITING)
