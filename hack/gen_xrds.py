@@ -20,8 +20,37 @@ from generated import write_or_check
 
 GROUP = "modelplane.ai"
 VERSION = "v1alpha1"
-FUNCTION = "function-model-serving"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def dependency_name(package: str) -> str:
+    """The name Crossplane's package manager gives a package it installs as a
+    dependency: its repository path without the registry host, made a DNS
+    label (crossplane-runtime's xpkg.ToDNSLabel of RepositoryStr()), so
+    `xpkg.crossplane.io/modelplane/function-model-serving` is
+    `modelplane-function-model-serving`."""
+    first, _, rest = package.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        package = rest  # the registry host
+    out = []
+    for i, ch in enumerate(package[:63]):
+        if ch.isascii() and (ch.islower() or ch.isdigit()):
+            out.append(ch)
+        elif ch in "./:-" and i not in (0, 62, len(package) - 1):
+            out.append("-")
+    return "".join(out).strip("-")
+
+
+def function_name() -> str:
+    """What the Compositions call: the Function the Configuration depends on,
+    under the name the package manager installs it with. Users install the
+    Configuration alone; dependency resolution brings the Function."""
+    meta = yaml.safe_load((ROOT / "crossplane.yaml").read_text())
+    (fn,) = [d for d in meta["spec"]["dependsOn"] if d.get("kind") == "Function"]
+    return dependency_name(fn["package"])
+
+
+FUNCTION = function_name()
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # A qualified name as Kubernetes uses for label keys: optional DNS subdomain
