@@ -14,8 +14,10 @@ import pathlib
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from typing import IO
 from dataclasses import dataclass
 
 import yaml
@@ -54,40 +56,66 @@ def find_tools(cli: str | None = None, core: str | None = None) -> Tools:
     return Tools(cli=cli, core=core)
 
 
+def wait_listening(host: str, port: int, timeout: float, proc: subprocess.Popen,
+                   log: IO[bytes]) -> None:
+    """Wait until the server accepts connections; fail with its log if it exits
+    or the bound runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RenderError(f"the function server exited ({proc.returncode}):\n{_tail(log)}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), 0.2):
+            return
+        if time.monotonic() > deadline:
+            raise RenderError(f"the function server did not listen on {host}:{port} within "
+                              f"{timeout:.0f} s:\n{_tail(log)}")
+        time.sleep(0.05)
+
+
+def _tail(log: IO[bytes], size: int = 4000) -> str:
+    log.seek(0)
+    return log.read().decode(errors="replace")[-size:]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
+# How long the server may take to listen. Importing the function (pydantic
+# models, the CEL runtime, the kubernetes client) takes a few seconds on an idle
+# machine and far longer on a 2-core machine that is also building or running a
+# control plane: the wait is on the port, so a generous bound costs nothing
+# when the server is quick.
+START_TIMEOUT = 300.0
+
+
 @contextlib.contextmanager
-def serve_locally(*extra: str, timeout: float = 30.0) -> Iterator[str]:
+def serve_locally(*extra: str, timeout: float = START_TIMEOUT) -> Iterator[str]:
     """Run `function-model-serving serve --insecure` on a free port; yield its address."""
     with local_server(*extra, timeout=timeout) as (address, _):
         yield address
 
 
 @contextlib.contextmanager
-def local_server(*extra: str, timeout: float = 30.0) -> Iterator[tuple[str, subprocess.Popen]]:
+def local_server(*extra: str, timeout: float = START_TIMEOUT
+                 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """Like serve_locally, also yielding the server process (to watch its memory)."""
     address = f"127.0.0.1:{free_port()}"
+    # The server's log goes to a file, never a pipe nobody reads: a full pipe
+    # would block the server mid-request.
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [sys.executable, "-m", "function.main", "serve", "--insecure", "--address", address,
          *extra],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
     try:
-        deadline = time.monotonic() + timeout
         host, port = address.split(":")
-        while True:
-            if proc.poll() is not None:
-                raise RenderError(f"the function server exited: {proc.stderr.read().decode()}")
-            with contextlib.suppress(OSError), socket.create_connection((host, int(port)), 0.2):
-                break
-            if time.monotonic() > deadline:
-                raise RenderError(f"the function server did not listen on {address}")
-            time.sleep(0.05)
+        wait_listening(host, int(port), timeout, proc, log)
         yield address, proc
     finally:
+        log.close()
         proc.terminate()
         try:
             proc.wait(timeout=10)

@@ -7,7 +7,9 @@ from benchmarks import load
 
 def test_concurrent_clients_get_answers_without_errors():
     result = load.run(seconds=4, clients=8, kinds="all", warmup=1, slack_kib=64 * 1024)
-    assert result["ok"] > 50
+    # Answers from every client, however slow the machine: throughput is
+    # make load's and make bench's to measure, not a timed test's.
+    assert result["ok"] >= 8
     assert result["errors"] == 0 and result["fatal"] == 0, result
     assert result["pass"], result
 
