@@ -68,7 +68,6 @@ def test_a_replica_with_nothing_created_yet_is_pending():
     out = compose(replica())
     assert out.phase == "Pending"
     assert set(out.ready.values()) == {fnv1.READY_FALSE}
-    assert out.rsp.desired.composite.ready == fnv1.READY_FALSE
     assert out.condition("WorkloadsReady")[:2] == ("False", "Pending")
 
 
@@ -80,7 +79,6 @@ def test_a_replica_is_loading_while_a_pod_is_not_ready():
     out = compose(mr, observed=observed)
     assert out.phase == "Loading"
     assert out.ready["vllm-deployment"] == fnv1.READY_FALSE
-    assert out.rsp.desired.composite.ready == fnv1.READY_FALSE
     status, reason, message = out.condition("WorkloadsReady")
     assert (status, reason) == ("False", "Loading") and "1/2 pods ready" in message
 
@@ -90,8 +88,6 @@ def test_a_replica_serves_once_every_workload_is_available_and_the_route_accepte
     out = compose(mr, observed=all_serving(compose(mr)))
     assert out.phase == "Serving"
     assert set(out.ready.values()) == {fnv1.READY_TRUE}
-    # Ready (what `kubectl wait --for=condition=Ready mr/...` waits on) means Serving.
-    assert out.rsp.desired.composite.ready == fnv1.READY_TRUE
     assert out.condition("WorkloadsReady")[:2] == ("True", "Available")
     assert out.condition("Routed")[:2] == ("True", "Accepted")
     assert out.status["endpoint"] == "https://llm.us-east-1.example.com/ml-team/llama-us-east-1-0"

@@ -144,9 +144,8 @@ def write_status(rsp: fnv1.RunFunctionResponse, *, phase: str, endpoint: str | N
     if endpoint:
         out["endpoint"] = endpoint
     resource.update(rsp.desired.composite, {"status": out})
-    # The replica is Ready exactly when it serves, whatever else it composes.
-    rsp.desired.composite.ready = fnv1.READY_TRUE if phase == status.SERVING \
-        else fnv1.READY_FALSE
+    # Ready is left to Crossplane, derived from the readiness of every composed
+    # resource (each is judged above), so its message names the unready ones.
     response.set_conditions(rsp, *conditions)
 
 
