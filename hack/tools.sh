@@ -1,51 +1,186 @@
 #!/usr/bin/env bash
-# Build the pinned crossplane binaries from the Go module proxy into a cache
-# outside the repo, reusing them when present. Prints nothing but errors on a
-# cache hit; fails loudly (non-zero, with the build log) on any error.
+# Build the pinned Go binaries from the Go module proxy into a cache outside the
+# repo, reusing them when present. Prints nothing but errors on a cache hit;
+# fails loudly (non-zero, with the build log) on any error.
 #
-#   hack/tools.sh            build what is missing, print the two paths
-#   hack/tools.sh --env      print CROSSPLANE_CLI=... and CROSSPLANE_CORE=... lines
+#   hack/tools.sh              build what is missing, print the two crossplane paths
+#   hack/tools.sh --env        print CROSSPLANE_CLI=... and CROSSPLANE_CORE=... lines
+#   hack/tools.sh --e2e        also build what a local Kubernetes + Crossplane control
+#                              plane needs (make tools-e2e); print the paths
+#   hack/tools.sh --e2e --env  print NAME=... lines for all of them: the binaries
+#                              CROSSPLANE_CLI CROSSPLANE_CORE CRANE ETCD KUBE_APISERVER
+#                              KUBE_CONTROLLER_MANAGER KUBE_SCHEDULER KUBECTL KWOK
+#                              LWS_MANAGER PROVIDER_KUBERNETES, and the module source
+#                              directories (CRDs, kwok stages) KWOK_SRC LWS_SRC
+#                              PROVIDER_KUBERNETES_SRC GATEWAY_API_SRC
+#                              INFERENCE_EXTENSION_SRC
 #
-# The versions live in hack/tools/*/go.mod (with go.sum), so a build is
-# reproducible and the cache key is the hash of those files.
+# The versions live only in hack/tools/*/go.mod (with go.sum): one module per
+# tool, so a build is reproducible. Each tool is cached in its own directory,
+# $cache/NAME-<hash of its go.mod, go.sum, *.go, packages, link flags and the Go
+# version>, created by renaming a finished temporary directory (atomic).
 set -euo pipefail
 shopt -s inherit_errexit
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${FMS_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/function-model-serving/tools}
+
+die() { echo "hack/tools.sh: $*" >&2; exit 1; }
+
+e2e=false env=false
+for arg; do
+  case $arg in
+    --e2e) e2e=true ;;
+    --env) env=true ;;
+    *) die "unknown argument '$arg' (usage: hack/tools.sh [--e2e] [--env])" ;;
+  esac
+done
+
+command -v go >/dev/null || die "go is not on PATH; it is needed to build the pinned tools"
 mkdir -p "$cache"
+goversion=$(go env GOVERSION)
 
-command -v go >/dev/null || { echo "hack/tools.sh: go is not on PATH; it is needed to build the crossplane CLI" >&2; exit 1; }
-
-# build NAME PACKAGE: build hack/tools/NAME into $cache/NAME-<hash>/crossplane.
-build() {
-  local name=$1 pkg=$2 src="$here/tools/$1" key dir log
-  key=$(cat "$src/go.mod" "$src/go.sum" "$src/tools.go" | sha256sum | cut -c1-12)
-  dir="$cache/$name-$key"
-  if [ ! -x "$dir/crossplane" ]; then
-    mkdir -p "$dir"
-    log="$dir/build.log"
-    echo "building $name ($pkg) into $dir; this takes several minutes once" >&2
-    # -mod=mod: go.sum pins every module; the proxy refuses version listing,
-    # so never ask it for @latest.
-    # A per-process temp name: two concurrent builds must not trip each other.
-    if ! (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -o "$dir/crossplane.$$" "$pkg") >"$log" 2>&1; then
-      cat "$log" >&2
-      echo "hack/tools.sh: building $name failed (log above)" >&2
-      exit 1
-    fi
-    mv -f "$dir/crossplane.$$" "$dir/crossplane"
-  fi
-  echo "$dir/crossplane"
+# modver TOOL MODULE: the version of MODULE that hack/tools/TOOL/go.mod requires.
+modver() {
+  local v
+  v=$(awk -v m="$2" '($1 == "require" && $2 == m) { print $3; exit }
+                     ($1 == m && $2 ~ /^v/) { print $2; exit }' "$here/tools/$1/go.mod")
+  [ -n "$v" ] || die "no $2 version in hack/tools/$1/go.mod"
+  echo "$v"
 }
 
-cli=$(build crossplane-cli github.com/crossplane/cli/v2/cmd/crossplane)
-core=$(build crossplane-core github.com/crossplane/crossplane/v2/cmd/crossplane)
+# modsrc TOOL MODULE: the directory of MODULE, at the version TOOL pins, in the
+# Go module cache (downloaded, and checked against TOOL's go.sum, if missing).
+modsrc() {
+  local v out dir
+  v=$(modver "$1" "$2")
+  out=$(cd "$here/tools/$1" && GOFLAGS=-mod=mod go mod download -json "$2@$v" 2>&1) ||
+    die "go mod download $2@$v failed: $out"
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$out")
+  [ -d "$dir" ] || die "go mod download $2@$v gave no directory: $out"
+  echo "$dir"
+}
 
-if [ "${1:-}" = "--env" ]; then
-  echo "CROSSPLANE_CLI=$cli"
-  echo "CROSSPLANE_CORE=$core"
-else
-  echo "$cli"
-  echo "$core"
+# build TOOL LDFLAGS [BIN=]PACKAGE...: build the packages that hack/tools/TOOL
+# pins into $cache/TOOL-<key>/BIN (BIN defaults to the package's last path
+# element) and print that directory.
+build() {
+  local tool=$1 ldflags=$2 src="$here/tools/$1" key dir tmp log spec bin pkg start
+  shift 2
+  [ -f "$src/go.mod" ] || die "no hack/tools/$tool/go.mod"
+  # The key: every source of the binaries, how they are built, and the Go release.
+  key=$( {
+    echo "$goversion"; echo "$ldflags"; printf '%s\n' "$@"
+    (cd "$src" && find . -maxdepth 1 -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) |
+      LC_ALL=C sort | xargs sha256sum)
+  } | sha256sum | cut -c1-12)
+  dir="$cache/$tool-$key"
+  if ! have_all "$dir" "$@"; then
+    # A per-process temporary directory next to the result: two concurrent
+    # builds never trip each other, and an interrupted one leaves no half tool.
+    tmp="$cache/.$tool-$key.tmp.$$"
+    rm -rf "$tmp"
+    # Only a finished build is ever renamed to $dir: anything less there is debris.
+    [ ! -e "$dir" ] || rm -rf "$dir"
+    mkdir -p "$tmp"
+    trap "rm -rf '$tmp'" EXIT
+    log="$tmp/build.log"
+    echo "building $tool into $dir; this takes minutes once" >&2
+    start=$SECONDS
+    for spec; do
+      bin=$(binname "$spec") pkg=${spec#*=}
+      # -mod=mod: go.sum pins every module; the proxy refuses version listing,
+      # so never ask it for @latest.
+      if ! (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$tmp/$bin" "$pkg") >>"$log" 2>&1; then
+        cat "$log" >&2
+        cp -f "$log" "$cache/$tool-$key.failed.log"
+        die "building $tool ($pkg) failed (log above; kept in $cache/$tool-$key.failed.log)"
+      fi
+    done
+    echo "built $tool in $((SECONDS - start)) s" >&2
+    # mv -T fails if another process finished the same tool first: keep theirs.
+    if ! mv -T "$tmp" "$dir" 2>/dev/null; then
+      have_all "$dir" "$@" || die "could not move $tmp to $dir"
+      rm -rf "$tmp"
+    fi
+    trap - EXIT
+  fi
+  echo "$dir"
+}
+binname() { case $1 in *=*) echo "${1%%=*}" ;; *) echo "${1##*/}" ;; esac; }
+# have_all DIR [BIN=]PACKAGE...: DIR holds every binary.
+have_all() {
+  local dir=$1 spec
+  shift
+  [ -d "$dir" ] || return 1
+  for spec; do [ -x "$dir/$(binname "$spec")" ] || return 1; done
+}
+
+# Every line that is printed: NAME=value, in order.
+out=()
+
+dir=$(build crossplane-cli "" github.com/crossplane/cli/v2/cmd/crossplane)
+out+=("CROSSPLANE_CLI=$dir/crossplane")
+# Core is stamped with its version: unstamped it reports v0.0.0 and refuses every
+# package that declares spec.crossplane.version (ours do) when it runs a real
+# control plane.
+v=$(modver crossplane-core github.com/crossplane/crossplane/v2)
+dir=$(build crossplane-core "-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$v" \
+  github.com/crossplane/crossplane/v2/cmd/crossplane)
+out+=("CROSSPLANE_CORE=$dir/crossplane")
+
+if $e2e; then
+  dir=$(build crane "" github.com/google/go-containerregistry/cmd/crane)
+  out+=("CRANE=$dir/crane")
+
+  dir=$(build etcd "" etcd=.)
+  out+=("ETCD=$dir/etcd")
+
+  # Stamped like a release build, or the servers report v0.0.0-master.
+  v=$(modver kubernetes k8s.io/kubernetes)
+  major=${v#v}
+  major=${major%%.*}
+  minor=${v#v"$major".}
+  minor=${minor%%.*}
+  ldflags=
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+  done
+  dir=$(build kubernetes "${ldflags# }" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+  out+=("KUBE_APISERVER=$dir/kube-apiserver" "KUBE_CONTROLLER_MANAGER=$dir/kube-controller-manager"
+        "KUBE_SCHEDULER=$dir/kube-scheduler" "KUBECTL=$dir/kubectl")
+
+  dir=$(build kwok "" sigs.k8s.io/kwok/cmd/kwok)
+  out+=("KWOK=$dir/kwok")
+
+  v=$(modver lws sigs.k8s.io/lws)
+  dir=$(build lws "-X sigs.k8s.io/lws/pkg/version.GitVersion=$v" lws-manager=sigs.k8s.io/lws/cmd)
+  out+=("LWS_MANAGER=$dir/lws-manager")
+
+  v=$(modver provider-kubernetes github.com/crossplane-contrib/provider-kubernetes)
+  dir=$(build provider-kubernetes \
+    "-X github.com/crossplane-contrib/provider-kubernetes/internal/version.Version=$v" \
+    provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider)
+  out+=("PROVIDER_KUBERNETES=$dir/provider-kubernetes")
+
+  # Sources the harness reads: kwok's stages (kustomize/stage), LWS's CRDs and
+  # webhook manifests (config/), provider-kubernetes' CRDs (package/crds), the
+  # Gateway API CRDs (config/crd/standard) and InferencePool's (config/crd/bases).
+  # (One assignment each: a failed substitution then stops the script.)
+  dir=$(modsrc kwok sigs.k8s.io/kwok)
+  out+=("KWOK_SRC=$dir")
+  dir=$(modsrc lws sigs.k8s.io/lws)
+  out+=("LWS_SRC=$dir")
+  dir=$(modsrc provider-kubernetes github.com/crossplane-contrib/provider-kubernetes)
+  out+=("PROVIDER_KUBERNETES_SRC=$dir")
+  dir=$(modsrc gateway-api sigs.k8s.io/gateway-api)
+  out+=("GATEWAY_API_SRC=$dir")
+  dir=$(modsrc gateway-api-inference-extension sigs.k8s.io/gateway-api-inference-extension)
+  out+=("INFERENCE_EXTENSION_SRC=$dir")
 fi
+
+for line in "${out[@]}"; do
+  if $env; then echo "$line"; else echo "${line#*=}"; fi
+done
