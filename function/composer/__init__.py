@@ -118,8 +118,8 @@ class Placed:
 def compose(replica: Replica, cluster: Cluster) -> Placed:
     """Every object of the replica, placed for its cluster."""
     backends = compose_backends(replica, cluster)
-    # Validation admits only the modes that have a layer (the XRD's enum).
-    routing = LAYERS[replica.mode].route(replica, cluster, backends)
+    # Validation admits only the (mode, router) pairs that have a layer (the table's).
+    routing = LAYERS[(replica.mode, replica.router)].route(replica, cluster, backends)
     objects = placement.place(backends.objects + routing.objects, replica, cluster)
     return Placed(objects, routing, backends.notes)
 

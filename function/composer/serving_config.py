@@ -71,7 +71,6 @@ POOL_TARGET_PORT = 8000
 # SGLang's default transfer backend, NIXL its alternative). vLLM's
 # MooncakeConnector has no sidecar protocol in this release (only unreleased
 # builds have --connector=mooncake), so vLLM + mooncake is refused.
-DEFAULT_KV_CONNECTOR = "nixl"
 VLLM, SGLANG = "vllm", "sglang"
 SIDECAR_CONNECTORS: Mapping[str, Mapping[str, str | None]] = {
     VLLM: {"nixl": "nixlv2", "lmcache": "lmcache", "mooncake": None},

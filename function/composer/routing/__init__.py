@@ -15,18 +15,21 @@ an HTTPRoute to the pool. A layer that cannot route a replica safely composes
 no routing objects and says why (`Routing.not_routed`, the `Routed`
 condition); the workloads are still composed.
 
-To add a layer: implement `RoutingLayer`, register it in `LAYERS`, and (for
-new kinds) teach `readiness.py` how such an object reports readiness.
+To add a layer: a module here whose `LAYER` implements `RoutingLayer`, named
+by its (mode, router) row in the serving modes' table (`function/serving.py`),
+and (for new kinds) teach `readiness.py` how such an object reports readiness.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from function.composer.composed import Backends, Composed
-from function.composer.model import PREFILL_DECODE, UNIFIED, Cluster, Replica
+from function.composer.model import Cluster, Replica
 from function.composer.status import NotRouted
+from function.serving import MODES
 
 
 @dataclass
@@ -37,22 +40,16 @@ class Routing:
 
 
 class RoutingLayer(Protocol):
-    mode: str
-
     def route(self, replica: Replica, cluster: Cluster, backends: Backends) -> Routing:
         """Decorate `backends` (serving pod templates may be changed in place)."""
         ...
 
 
-def _layers() -> dict[str, RoutingLayer]:
-    from function.composer.routing.prefill_decode import PrefillDecodeRouting
-    from function.composer.routing.unified import UnifiedRouting
-
-    return {UNIFIED: UnifiedRouting(), PREFILL_DECODE: PrefillDecodeRouting()}
-
-
-LAYERS: dict[str, RoutingLayer] = _layers()
+def _layers() -> dict[tuple[str, str], RoutingLayer]:
+    # Imported here: the layer modules import `Routing` from this package.
+    return {(mode.name, router): importlib.import_module(f"{__name__}.{module}").LAYER
+            for mode in MODES.values() for router, module in mode.routers.items()}
 
 
-def layer_for(mode: str) -> RoutingLayer | None:
-    return LAYERS.get(mode)
+# (mode, router) -> its layer; validation admits only the table's pairs.
+LAYERS: dict[tuple[str, str], RoutingLayer] = _layers()

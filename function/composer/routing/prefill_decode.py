@@ -90,14 +90,14 @@ import yaml
 from function.api import GROUP
 from function.composer import naming, pods, serving_config
 from function.composer.composed import Backends, Composed, PodTemplate, Role
-from function.composer.model import PREFILL_DECODE, Cluster, Engine, Replica
+from function.composer.model import Cluster, Engine, Replica
 from function.composer.routing import Routing
 from function.composer.routing.unified import endpoint, http_route
 from function.composer.serving_config import ConfigError, ServingConfig
 from function.composer.status import NotRouted
+from function.serving import DECODE, DEFAULT_KV_CONNECTOR, PREFILL
 from function.names import tagged_label
 
-PREFILL, DECODE = "Prefill", "Decode"
 LABEL_LLMD_ROLE = "llm-d.ai/role"
 INFERENCE_API = "inference.networking.k8s.io"
 INFERENCE_X_API = "inference.networking.x-k8s.io"
@@ -221,8 +221,6 @@ class Names:
 
 
 class PrefillDecodeRouting:
-    mode = PREFILL_DECODE
-
     def route(self, replica: Replica, cluster: Cluster, backends: Backends) -> Routing:
         try:
             config = serving_config.load()
@@ -234,7 +232,7 @@ class PrefillDecodeRouting:
         if prefill is None or decode is None:  # validation refuses this; never guess
             return Routing(not_routed=NotRouted("EnginesMissing", (
                 "PrefillDecode needs one engine with phase Prefill and one with phase Decode")))
-        connector = replica.kv_connector or serving_config.DEFAULT_KV_CONNECTOR
+        connector = replica.kv_connector or DEFAULT_KV_CONNECTOR
         env = serving_config.kv_env(connector, config)
         for pod in backends.pod_templates:
             if pod.engine.name in (prefill.name, decode.name):
@@ -599,3 +597,6 @@ def epp_deployment(replica: Replica, names: Names, config: ServingConfig, config
             },
         },
     }
+
+
+LAYER = PrefillDecodeRouting()

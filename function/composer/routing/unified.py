@@ -23,7 +23,7 @@ from typing import Any
 
 from function.composer import naming
 from function.composer.composed import Backends, Composed, Role
-from function.composer.model import UNIFIED, Cluster, Replica
+from function.composer.model import Cluster, Replica
 from function.composer.pods import SERVING_PORT, SERVING_PORT_NAME
 from function.composer.routing import Routing
 
@@ -71,8 +71,6 @@ def http_route(replica: Replica, cluster: Cluster,
 
 
 class UnifiedRouting:
-    mode = UNIFIED
-
     def route(self, replica: Replica, cluster: Cluster, backends: Backends) -> Routing:
         labels = naming.object_labels(replica)
         service = {
@@ -93,3 +91,6 @@ class UnifiedRouting:
         return Routing(objects=[Composed("service", service, Role.ROUTE),
                                 Composed("httproute", route, Role.ROUTE)],
                        endpoint=endpoint(cluster, replica))
+
+
+LAYER = UnifiedRouting()
