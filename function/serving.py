@@ -50,7 +50,7 @@ class Mode:
 
 MODES: dict[str, Mode] = {m.name: m for m in (
     Mode(UNIFIED, "one Service and HTTPRoute over every serving pod",
-         routers={SERVICE: "unified"}),
+         routers={SERVICE: "service"}),
     Mode(PREFILL_DECODE, "disaggregated prefill and decode engines behind an InferencePool",
          routers={"EndpointPicker": "prefill_decode"},
          phases=(PREFILL, DECODE), kv_connector=True),

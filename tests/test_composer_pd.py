@@ -26,12 +26,8 @@ from hypothesis import strategies as st
 from function.composer import cache, naming, routing
 from function.composer.readiness import CEL_READY, judge
 from function.composer.routing import Routing
-from function.composer.routing.prefill_decode import (
-    ANNOTATION_CONFIG_SHA,
-    engine_kind,
-    read_flag,
-    words,
-)
+from function.composer.routing.engine_flags import engine_kind, read_flag, words
+from function.composer.routing.epp import ANNOTATION_CONFIG_SHA
 
 PD = "PrefillDecode"
 VLLM = {"command": ["vllm", "serve"]}

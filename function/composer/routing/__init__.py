@@ -1,4 +1,4 @@
-"""Routing layers: how a replica's serving pods are reached, one module per mode.
+"""Routing layers: how a replica's serving pods are reached, one per (mode, router).
 
 A layer decorates the backends' output and never builds workloads itself:
 it receives every workload with its pod templates (`Backends`), may change
@@ -7,11 +7,19 @@ the templates are the dicts embedded in the workloads' manifests), and
 returns the objects that route to them plus the replica's endpoint. Warnings
 for the user go to `backends.notes`.
 
-Unified (`unified.py`): one Service over every serving pod, one HTTPRoute on
-the cluster gateway. PrefillDecode (`prefill_decode.py`): role labels, KV
-transfer plumbing and the llm-d routing sidecar on the engines' pods, an
-InferencePool over both engines' serving pods, its endpoint picker (EPP) and
-an HTTPRoute to the pool. A layer that cannot route a replica safely composes
+The layers, as the serving modes' table (`function/serving.py`) names them:
+
+* `service.py` (Unified, router Service): one Service over every serving
+  pod, one HTTPRoute on the cluster gateway;
+* `prefill_decode.py` (PrefillDecode, router EndpointPicker): role labels,
+  KV transfer plumbing and the llm-d routing sidecar on the engines' pods
+  (`pd_pods.py`, reading engine flags with `engine_flags.py`), and an
+  InferencePool with its endpoint picker (`epp.py`).
+
+What they share: `gateway.py` (the HTTPRoute and the endpoint), `epp.py`
+(an InferencePool, its endpoint picker and its config) and
+`serving_config.py` (the function's pinned images and settings for them,
+overridable through MODELPLANE_* variables). A layer that cannot route a replica safely composes
 no routing objects and says why (`Routing.not_routed`, the `Routed`
 condition); the workloads are still composed.
 
