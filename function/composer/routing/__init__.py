@@ -19,13 +19,15 @@ The layers, as the serving modes' table (`function/serving.py`) names them:
 What they share: `gateway.py` (the HTTPRoute and the endpoint), `epp.py`
 (an InferencePool, its endpoint picker and its config) and
 `serving_config.py` (the function's pinned images and settings for them,
-overridable through MODELPLANE_* variables). A layer that cannot route a replica safely composes
-no routing objects and says why (`Routing.not_routed`, the `Routed`
-condition); the workloads are still composed.
+overridable through MODELPLANE_* variables). A layer that cannot route a
+replica safely composes no routing objects and says why
+(`Routing.not_routed`, the `Routed` condition); the workloads are still
+composed.
 
 To add a layer: a module here whose `LAYER` implements `RoutingLayer`, named
 by its (mode, router) row in the serving modes' table (`function/serving.py`),
-and (for new kinds) teach `readiness.py` how such an object reports readiness.
+and (for new kinds) register them in `kinds.py`, with how such an object
+reports readiness (`readiness.py`).
 """
 
 from __future__ import annotations

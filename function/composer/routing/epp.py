@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from function.api import GROUP
-from function.composer import naming
+from function.composer import kinds, naming
 from function.composer.composed import Composed, PodTemplate, Role
 from function.composer.model import Cluster, Replica
 from function.composer.routing import serving_config
@@ -155,8 +155,7 @@ def objects(replica: Replica, cluster: Cluster, config: ServingConfig,
 
     text = config_text(picker)
     pool = {
-        "apiVersion": f"{INFERENCE_API}/v1",
-        "kind": "InferencePool",
+        **kinds.INFERENCEPOOL.header(),
         "metadata": meta(names.pool),
         "spec": {
             "selector": {"matchLabels": {naming.LABEL_SERVING: naming.replica_label(replica)}},
@@ -166,20 +165,19 @@ def objects(replica: Replica, cluster: Cluster, config: ServingConfig,
                                   "failureMode": config.epp_failure_mode},
         },
     }
-    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(names.config),
+    config_map = {**kinds.CONFIGMAP.header(), "metadata": meta(names.config),
                   "data": {serving_config.EPP_CONFIG_FILE: text}}
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(names.account)}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": meta(names.role), "rules": rules(config)}
+    account = {**kinds.SERVICEACCOUNT.header(), "metadata": meta(names.account)}
+    role = {**kinds.RBAC_ROLE.header(), "metadata": meta(names.role), "rules": rules(config)}
     binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        **kinds.ROLEBINDING.header(),
         "metadata": meta(names.binding),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                     "name": names.role},
         "subjects": [{"kind": "ServiceAccount", "name": names.account, "namespace": ns}],
     }
     service = {
-        "apiVersion": "v1", "kind": "Service", "metadata": meta(names.service),
+        **kinds.SERVICE.header(), "metadata": meta(names.service),
         "spec": {
             "type": "ClusterIP",
             "selector": {naming.LABEL_WORKLOAD: names.epp},
@@ -264,8 +262,7 @@ def epp_deployment(replica: Replica, names: Names, config: ServingConfig, config
                           "readOnly": True}],
     }
     return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        **kinds.DEPLOYMENT.header(),
         "metadata": metadata,
         "spec": {
             "replicas": config.epp_replicas,

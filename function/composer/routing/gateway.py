@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from function.composer import naming
+from function.composer import kinds, naming
 from function.composer.model import Cluster, Replica
 
 GATEWAY_API = "gateway.networking.k8s.io"
@@ -55,8 +55,7 @@ def http_route(replica: Replica, cluster: Cluster,
         "timeouts": {"request": "0s"},
     }]
     return {
-        "apiVersion": f"{GATEWAY_API}/v1",
-        "kind": "HTTPRoute",
+        **kinds.HTTPROUTE.header(),
         "metadata": {"name": naming.route_name(replica), "namespace": replica.namespace,
                      "labels": naming.object_labels(replica)},
         "spec": spec,

@@ -8,7 +8,7 @@ backend pool, and workers never receive requests. The HTTPRoute
 
 from __future__ import annotations
 
-from function.composer import naming
+from function.composer import kinds, naming
 from function.composer.composed import Backends, Composed, Role
 from function.composer.model import Cluster, Replica
 from function.composer.pods import SERVING_PORT, SERVING_PORT_NAME
@@ -20,8 +20,7 @@ class ServiceRouting:
     def route(self, replica: Replica, cluster: Cluster, backends: Backends) -> Routing:
         labels = naming.object_labels(replica)
         service = {
-            "apiVersion": "v1",
-            "kind": "Service",
+            **kinds.SERVICE.header(),
             "metadata": {"name": naming.service_name(replica), "namespace": replica.namespace,
                          "labels": labels},
             "spec": {
