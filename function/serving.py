@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 UNIFIED, PREFILL_DECODE = "Unified", "PrefillDecode"
 PREFILL, DECODE = "Prefill", "Decode"
-SERVICE = "Service"
+SERVICE, ENDPOINT_PICKER = "Service", "EndpointPicker"
 
 KV_CONNECTORS = ("nixl", "lmcache", "mooncake")
 DEFAULT_KV_CONNECTOR = "nixl"
@@ -32,6 +32,8 @@ DEFAULT_KV_CONNECTOR = "nixl"
 # What each router puts in front of the serving pods, for the API's description.
 ROUTERS = {
     SERVICE: "one Service over every serving pod",
+    ENDPOINT_PICKER: "an InferencePool whose endpoint picker sends each request to the serving "
+                     "pod that best fits it (prefix-cache affinity and load)",
 }
 
 
@@ -49,10 +51,11 @@ class Mode:
 
 
 MODES: dict[str, Mode] = {m.name: m for m in (
-    Mode(UNIFIED, "one Service and HTTPRoute over every serving pod",
-         routers={SERVICE: "service"}),
+    Mode(UNIFIED, "every serving pod behind one HTTPRoute, through a Service (the default) "
+         "or an endpoint picker",
+         routers={SERVICE: "service", ENDPOINT_PICKER: "endpoint_picker"}),
     Mode(PREFILL_DECODE, "disaggregated prefill and decode engines behind an InferencePool",
-         routers={"EndpointPicker": "prefill_decode"},
+         routers={ENDPOINT_PICKER: "prefill_decode"},
          phases=(PREFILL, DECODE), kv_connector=True),
 )}
 DEFAULT_MODE = UNIFIED

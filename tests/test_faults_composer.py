@@ -156,14 +156,25 @@ def pd_replica(cluster: str):
                    dict(decode, phase="Decode"), mode="PrefillDecode", cluster=cluster)
 
 
+def picked_replica(cluster: str):
+    mr = replica(standalone(copies=2, pool="l4-4x" if cluster == REMOTE else "l4"),
+                 cluster=cluster)
+    mr["spec"]["serving"]["router"] = "EndpointPicker"
+    return mr
+
+
 @pytest.mark.parametrize("cluster", [LOCAL, REMOTE])
-@pytest.mark.parametrize("lagging", ["epp", "inferencepool", "httproute", "decode-deployment",
-                                     "prefill-deployment"])
-def test_kept_objects_count_toward_the_same_conditions_as_composed_ones(cluster, lagging):
+@pytest.mark.parametrize("build, lagging", [
+    *((pd_replica, key) for key in ("epp", "inferencepool", "httproute", "decode-deployment",
+                                    "prefill-deployment")),
+    *((picked_replica, key) for key in ("epp", "inferencepool", "vllm-deployment")),
+], ids=lambda v: getattr(v, "__name__", v))
+def test_kept_objects_count_toward_the_same_conditions_as_composed_ones(cluster, build,
+                                                                        lagging):
     """WorkloadsReady and Routed mean the same whether the replica is composed or its
     objects are kept because its cluster is unresolvable: the endpoint picker's
     Deployment and the InferencePool are routing in both, engines are workloads."""
-    mr = pd_replica(cluster)
+    mr = build(cluster)
     observed = observed_as(compose(mr), lagging)
     composed = compose(mr, observed=observed)
     kept = compose(mr, None, observed=observed)

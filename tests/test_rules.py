@@ -17,6 +17,7 @@ INVALID = sorted((ROOT / "tests" / "invalid").glob("m[dr]-*.yaml"))
 # Rules the function re-checks (CEL rules of the engine shape); schema bounds are
 # the generated models' job and are covered by test_schema_bounds_are_checked_too.
 RULE_MESSAGES = [
+    "serving mode PrefillDecode routes through router EndpointPicker only",
     "serving mode PrefillDecode needs exactly two engines",
     "engine phase is only allowed under serving mode PrefillDecode",
     "members must be exactly one Standalone, or one Leader and one Worker",

@@ -11,6 +11,8 @@ The layers, as the serving modes' table (`function/serving.py`) names them:
 
 * `service.py` (Unified, router Service): one Service over every serving
   pod, one HTTPRoute on the cluster gateway;
+* `endpoint_picker.py` (Unified, router EndpointPicker): an InferencePool
+  and its endpoint picker (`epp.py`) instead of the Service, pods untouched;
 * `prefill_decode.py` (PrefillDecode, router EndpointPicker): role labels,
   KV transfer plumbing and the llm-d routing sidecar on the engines' pods
   (`pd_pods.py`, reading engine flags with `engine_flags.py`), and an
