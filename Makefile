@@ -36,14 +36,16 @@ $(VENV)/.stamp: pyproject.toml
 tools:
 	bash hack/tools.sh
 
-# Regenerate the XRDs and the pydantic models from hack/gen_xrds.py.
+# Regenerate the XRDs, the pydantic models and the API reference from hack/gen_xrds.py.
 generate: venv
 	$(PY) hack/gen_xrds.py
 	$(PY) hack/gen_models.py
+	$(PY) hack/gen_reference.py
 
 check-generated: venv
 	$(PY) hack/gen_xrds.py --check
 	$(PY) hack/gen_models.py --check
+	$(PY) hack/gen_reference.py --check
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -9,8 +9,10 @@ sentence whichever layer caught the mistake.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from function import serving as modes
 
 RESERVED_PREFIX = "modelplane.ai/"
 # Kubernetes qualified names (label keys): an optional DNS prefix and '/', then a name.
@@ -25,25 +27,35 @@ def engine_errors(spec: Mapping[str, Any]) -> list[str]:
     engines = spec.get("engines") or []
     if not engines:
         return ["at least one engine is required"]
-    mode = (spec.get("serving") or {}).get("mode") or "Unified"
     names = [e.get("name") for e in engines]
     if len(set(names)) != len(names):
         errors.append("engine names must be unique")
-    phases = [e.get("phase") for e in engines]
-    if (spec.get("serving") or {}).get("kvConnector") and mode != "PrefillDecode":
-        errors.append("kvConnector applies to serving mode PrefillDecode only")
-    if mode == "PrefillDecode":
-        if len(engines) != 2 or sorted(p or "" for p in phases) != ["Decode", "Prefill"]:
-            errors.append("serving mode PrefillDecode needs exactly two engines, one with phase "
-                          "Prefill and one with phase Decode")
-    elif any(phases):
-        errors.append("engine phase is only allowed under serving mode PrefillDecode")
+    errors += serving_errors(spec.get("serving") or {}, [e.get("phase") for e in engines])
     for engine in engines:
         errors += [f"engine {engine.get('name')!r}: {m}" for m in _engine(engine)]
     errors += [f"clusterSelector.matchLabels {m}" for m in _keys(
         ((spec.get("clusterSelector") or {}).get("matchLabels") or {}))]
     for i, t in enumerate(spec.get("tolerations") or []):
         errors += [f"tolerations[{i}]: {m}" for m in _toleration(t)]
+    return errors
+
+
+def serving_errors(spec: Mapping[str, Any], phases: Sequence[str | None]) -> list[str]:
+    """The serving mode's rules (function/serving.py) over `serving` and the engines' phases."""
+    errors = []
+    mode = modes.MODES.get(spec.get("mode") or modes.DEFAULT_MODE)
+    if mode is None:  # the schema's enum refuses it first
+        return [f"unknown serving mode {spec.get('mode')!r}"]
+    if spec.get("kvConnector") and not mode.kv_connector:
+        errors.append(modes.kv_connector_message())
+    if spec.get("router") and spec["router"] not in mode.routers:
+        errors.append(modes.router_message(mode))
+    if mode.phases:
+        if len(phases) != len(mode.phases) or sorted(p or "" for p in phases) != sorted(
+                mode.phases):
+            errors.append(modes.phases_message(mode))
+    elif any(phases):
+        errors.append(modes.phase_only_message())
     return errors
 
 

@@ -21,6 +21,9 @@ from generated import write_or_check
 GROUP = "modelplane.ai"
 VERSION = "v1alpha1"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the serving modes' table: function/serving.py
+
+from function import serving  # noqa: E402
 
 
 def dependency_name(package: str) -> str:
@@ -346,8 +349,7 @@ def engine(resolved: bool) -> dict:
                        pattern=DNS_LABEL),
         "copies": integer(1, 256, "Identical copies of the engine inside one replica; never "
                           "autoscaled.", default=1),
-        "phase": string(0, "Prefill or Decode; only under serving mode PrefillDecode.",
-                        enum=["Prefill", "Decode"]),
+        "phase": string(0, serving.phase_description(), enum=list(serving.PHASES)),
         "recoveryPolicy": string(0, "Gang engines only. RecreateGroupOnPodRestart (the "
                                  "default): a restart of any pod recreates the whole gang. "
                                  "RecreateGroupAfterStart: only once the gang has started. "
@@ -380,32 +382,69 @@ def engine(resolved: bool) -> dict:
 
 HOSTNAME = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
+def quoted(names) -> str:
+    return ", ".join(f"'{n}'" for n in names)
+
+
+def mode_is(path: str, modes) -> str:
+    """CEL: the serving mode at `path` (an object with an optional mode) is one of
+    `modes`; an unset mode is the default one."""
+    modes = list(modes)
+    test = f"{path}.mode == '{modes[0]}'" if len(modes) == 1 else \
+        f"{path}.mode in [{quoted(modes)}]"
+    if serving.DEFAULT_MODE in modes:
+        return f"!has({path}.mode) || {test}"
+    return f"has({path}.mode) && {test}"
+
+
+def router_rules() -> list[tuple[str, str]]:
+    return [(f"!has(self.router) || !({mode_is('self', [m.name])}) || "
+             f"self.router in [{quoted(m.routers)}]", serving.router_message(m))
+            for m in serving.restricted_routers() if serving.ROUTER_CHOICE]
+
+
+def router_field() -> dict:
+    """Offered only when some mode has a choice (the table says)."""
+    if not serving.ROUTER_CHOICE:
+        return {}
+    offered = " ".join(f"{r}: {serving.ROUTERS[r]}." for r in serving.ALL_ROUTERS)
+    defaults = "; ".join(f"{m.name}: {m.default_router}" for m in serving.MODES.values())
+    return {"router": string(0, f"How requests reach the serving pods. {offered} Unset: the "
+                             f"mode's default ({defaults}).",
+                             enum=list(serving.ALL_ROUTERS))}
+
+
 SERVING = obj({
-    "mode": string(0, "Unified: one Service and HTTPRoute over every serving pod. PrefillDecode: "
-                   "disaggregated prefill and decode engines behind an InferencePool.",
-                   enum=["Unified", "PrefillDecode"], default="Unified"),
+    "mode": string(0, serving.mode_description(), enum=list(serving.MODES),
+                   default=serving.DEFAULT_MODE),
+    **router_field(),
     "hostnames": array(string(253, "A DNS name, optionally with a leading '*.' wildcard.",
                               pattern=HOSTNAME, min_length=1), 16,
                        "Host names the replica's HTTPRoute answers for (HTTPRoute "
                        "spec.hostnames); unset means any host the gateway accepts."),
-    "kvConnector": string(0, "PrefillDecode only: how the KV cache moves from prefill to "
-                          "decode. nixl (the default), lmcache or mooncake; configures the "
-                          "routing sidecar and the engines' environment, never their flags.",
-                          enum=["nixl", "lmcache", "mooncake"]),
+    "kvConnector": string(0, f"{' or '.join(serving.KV_MODES)} only: how the KV cache moves "
+                          f"from prefill to decode. {serving.DEFAULT_KV_CONNECTOR} (the "
+                          "default), lmcache or mooncake; configures the routing sidecar and "
+                          "the engines' environment, never their flags.",
+                          enum=list(serving.KV_CONNECTORS)),
 }, "How the replica is served.", rules=[
-    ("!has(self.kvConnector) || (has(self.mode) && self.mode == 'PrefillDecode')",
-     "kvConnector applies to serving mode PrefillDecode only"),
+    (f"!has(self.kvConnector) || ({mode_is('self', serving.KV_MODES)})",
+     serving.kv_connector_message()),
+    *router_rules(),
 ])
 
+
+def phases_rule(m: serving.Mode) -> tuple[str, str]:
+    engines = " && ".join(f"self.engines.exists(e, has(e.phase) && e.phase == '{p}')"
+                          for p in m.phases)
+    return (f"!has(self.serving) || !has(self.serving.mode) || self.serving.mode != '{m.name}' || "
+            f"(size(self.engines) == {len(m.phases)} && {engines})", serving.phases_message(m))
+
+
 ENGINE_RULES = [
-    ("!has(self.serving) || !has(self.serving.mode) || self.serving.mode != 'PrefillDecode' || "
-     "(size(self.engines) == 2 && self.engines.exists(e, has(e.phase) && e.phase == 'Prefill') && "
-     "self.engines.exists(e, has(e.phase) && e.phase == 'Decode'))",
-     "serving mode PrefillDecode needs exactly two engines, one with phase Prefill and one with "
-     "phase Decode"),
-    ("(has(self.serving) && has(self.serving.mode) && self.serving.mode == 'PrefillDecode') || "
-     "self.engines.all(e, !has(e.phase))",
-     "engine phase is only allowed under serving mode PrefillDecode"),
+    *(phases_rule(serving.MODES[name]) for name in serving.PHASED_MODES),
+    (f"(has(self.serving) && {mode_is('self.serving', serving.PHASED_MODES)}) || "
+     "self.engines.all(e, !has(e.phase))", serving.phase_only_message()),
 ]
 
 

@@ -35,6 +35,8 @@ import yaml
 from builders import EXAMPLES, ROOT
 
 from function import localrender
+from function.composer import kinds
+from function.composer.composed import Role
 
 pytestmark = pytest.mark.e2e
 
@@ -129,6 +131,17 @@ def test_no_leaderworkerset_shares_a_name_with_a_service(rendered):
     assert lws, "no example composes a LeaderWorkerSet"
     assert not lws & services
     assert all(name.endswith("-svc") for _, name in services)
+
+
+def test_every_rendered_object_is_of_a_registered_kind_and_records_its_role(rendered):
+    """The registry of composed kinds (function/composer/kinds.py) knows every kind the
+    examples compose, and every composed object says what it is for."""
+    for name, docs in rendered.items():
+        for doc in composed(docs):
+            for m in unwrap(doc):
+                assert (m["apiVersion"], m["kind"]) in kinds.KINDS, (name, m["kind"])
+            role = doc["metadata"]["labels"].get(kinds.LABEL_PURPOSE)
+            assert role in {r.value for r in Role}, (name, doc["metadata"]["name"])
 
 
 def test_rendered_crd_kinds_validate_with_the_crossplane_cli(rendered, tools, shared_crds,

@@ -24,14 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from function.composer import cache, naming, routing
-from function.composer.readiness import CEL_READY, judge
+from function.composer.kinds import KINDS, judge
 from function.composer.routing import Routing
-from function.composer.routing.prefill_decode import (
-    ANNOTATION_CONFIG_SHA,
-    engine_kind,
-    read_flag,
-    words,
-)
+from function.composer.routing.engine_flags import engine_kind, read_flag, words
+from function.composer.routing.epp import ANNOTATION_CONFIG_SHA
 
 PD = "PrefillDecode"
 VLLM = {"command": ["vllm", "serve"]}
@@ -104,7 +100,7 @@ def without_layer(monkeypatch, mr: dict):
             return Routing()
 
     with monkeypatch.context() as m:
-        m.setitem(routing.LAYERS, PD, Bare())
+        m.setitem(routing.LAYERS, (PD, "EndpointPicker"), Bare())
         cache.COMPOSED.clear()  # the composer's code changed: forget what it composed
         out = compose(mr)
     cache.COMPOSED.clear()
@@ -620,7 +616,7 @@ def test_a_remote_replica_wraps_everything_and_waits_for_the_pool_to_be_accepted
     pool = out.desired["inferencepool"]
     assert pool["spec"]["readiness"] == {
         "policy": "DeriveFromCelQuery",
-        "celQuery": CEL_READY[("inference.networking.k8s.io/v1", "InferencePool")]}
+        "celQuery": KINDS[("inference.networking.k8s.io/v1", "InferencePool")].cel_ready}
     assert out.desired["epp"]["spec"]["readiness"]["policy"] == "DeriveFromCelQuery"
     assert out.desired["epp-role"]["spec"]["readiness"] == {"policy": "SuccessfulCreate"}
 
@@ -640,7 +636,7 @@ POOL_SAMPLES = [
 
 
 def test_the_pools_readiness_query_agrees_with_its_judge():
-    program = CEL_ENV.compile(CEL_READY[POOL])
+    program = CEL_ENV.compile(KINDS[POOL].cel_ready)
     for sample in POOL_SAMPLES:
         obj = {"apiVersion": POOL[0], "kind": POOL[1], "metadata": {"name": "x"}, **sample}
         result = program.eval(CEL_ENV.Activation({"object": obj}))

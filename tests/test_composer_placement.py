@@ -13,7 +13,7 @@ from composer_support import (
     standalone,
 )
 
-from function.composer.readiness import CEL_READY
+from function.composer.kinds import cel_ready
 
 OBJECT = ("kubernetes.m.crossplane.io/v1alpha1", "Object")
 
@@ -82,7 +82,7 @@ def test_remote_workloads_and_routes_are_ready_only_when_the_remote_object_is():
     out = compose(remote_replica())
     for key, obj in out.desired.items():
         manifest = inner(obj)
-        query = CEL_READY.get((manifest["apiVersion"], manifest["kind"]))
+        query = cel_ready(manifest)
         if manifest["kind"] in ("Deployment", "LeaderWorkerSet", "HTTPRoute"):
             assert obj["spec"]["readiness"] == {"policy": "DeriveFromCelQuery",
                                                 "celQuery": query}, key

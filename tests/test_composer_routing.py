@@ -168,7 +168,7 @@ def test_a_routing_layer_decorates_the_serving_pod_templates_it_is_given(monkeyp
             return Routing(objects=[Composed("inferencepool", pool, Role.ROUTE)],
                            endpoint="http://x/y")
 
-    monkeypatch.setitem(routing.LAYERS, "PrefillDecode", SidecarRouting())
+    monkeypatch.setitem(routing.LAYERS, ("PrefillDecode", "EndpointPicker"), SidecarRouting())
     out = compose(replica(*PD_ENGINES, mode="PrefillDecode"))
     for dep in out.of_kind("Deployment"):
         pod = dep["spec"]["template"]
@@ -188,6 +188,6 @@ def test_serving_pods_of_a_gang_are_its_leaders_only(monkeypatch):
             seen.extend((p.engine.name, p.member.role) for p in backends.serving_pods)
             return Routing()
 
-    monkeypatch.setitem(routing.LAYERS, "Unified", Spy())
+    monkeypatch.setitem(routing.LAYERS, ("Unified", "Service"), Spy())
     compose(replica(gang("g"), standalone("s")))
     assert seen == [("g", "Leader"), ("s", "Standalone")]

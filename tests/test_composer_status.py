@@ -16,7 +16,7 @@ from composer_support import (
 )
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.composer.readiness import CEL_READY, judge
+from function.composer.kinds import KINDS, judge
 
 AVAILABLE = {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
 ACCEPTED = {"parents": [{"parentRef": {"name": "inference-gateway"}, "controllerName": "x",
@@ -349,7 +349,7 @@ SAMPLES = {
 
 @pytest.mark.parametrize("kind", sorted(SAMPLES), ids=lambda k: k[1])
 def test_object_readiness_queries_agree_with_the_judges(kind):
-    program = CEL_ENV.compile(CEL_READY[kind])
+    program = CEL_ENV.compile(KINDS[kind].cel_ready)
     for sample in SAMPLES[kind]:
         obj = {"apiVersion": kind[0], "kind": kind[1], "metadata": {"name": "x"}, **sample}
         result = program.eval(CEL_ENV.Activation({"object": obj}))

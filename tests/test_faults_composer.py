@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from composer_support import FLEET, REMOTE, compose, replica, standalone
+from composer_support import FLEET, LOCAL, REMOTE, compose, replica, standalone, template
 
 from function.composer import status
 
@@ -120,3 +120,65 @@ def test_a_replica_edited_by_hand_into_an_invalid_shape_is_refused_without_delet
     during = compose(bad, observed=existing(before))
     assert during.fatal and "members must be exactly one Standalone" in during.fatal[0]
     assert compose(mr, observed=existing(before)).desired == before.desired
+
+
+# --- kept objects mean what composed ones mean --------------------------------------------
+
+ACCEPTED = {"parents": [{"parentRef": {"name": "gw"}, "controllerName": "x", "conditions": [
+    {"type": "Accepted", "status": "True", "reason": "Accepted"}]}]}
+
+
+def observed_as(out, lagging: str) -> dict[str, dict]:
+    """Every composed object as observed, ready except `lagging` (created, not ready)."""
+    observed = {}
+    for key, obj in copy.deepcopy(out.desired).items():
+        ready = key != lagging
+        if obj["kind"] == "Object":
+            obj["status"] = {"conditions": [
+                {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"},
+                {"type": "Ready", "status": "True" if ready else "False",
+                 "reason": "Available" if ready else "Unavailable"}]}
+        elif obj["kind"] == "Deployment":
+            n = obj["spec"]["replicas"]
+            obj["status"] = {"replicas": n, "updatedReplicas": n, "readyReplicas": n if ready
+                             else 0, "conditions": [{"type": "Available",
+                                                     "status": "True" if ready else "False"}]}
+        elif obj["kind"] in ("HTTPRoute", "InferencePool"):
+            obj["status"] = ACCEPTED if ready else {"parents": []}
+        observed[key] = obj
+    return observed
+
+
+def pd_replica(cluster: str):
+    pool = "l4-4x" if cluster == REMOTE else "l4"
+    decode = standalone("decode", pool=pool, template=template(args=["m", "--port=8200"]))
+    return replica(dict(standalone("prefill", pool=pool), phase="Prefill"),
+                   dict(decode, phase="Decode"), mode="PrefillDecode", cluster=cluster)
+
+
+def picked_replica(cluster: str):
+    mr = replica(standalone(copies=2, pool="l4-4x" if cluster == REMOTE else "l4"),
+                 cluster=cluster)
+    mr["spec"]["serving"]["router"] = "EndpointPicker"
+    return mr
+
+
+@pytest.mark.parametrize("cluster", [LOCAL, REMOTE])
+@pytest.mark.parametrize("build, lagging", [
+    *((pd_replica, key) for key in ("epp", "inferencepool", "httproute", "decode-deployment",
+                                    "prefill-deployment")),
+    *((picked_replica, key) for key in ("epp", "inferencepool", "vllm-deployment")),
+], ids=lambda v: getattr(v, "__name__", v))
+def test_kept_objects_count_toward_the_same_conditions_as_composed_ones(cluster, build,
+                                                                        lagging):
+    """WorkloadsReady and Routed mean the same whether the replica is composed or its
+    objects are kept because its cluster is unresolvable: the endpoint picker's
+    Deployment and the InferencePool are routing in both, engines are workloads."""
+    mr = build(cluster)
+    observed = observed_as(compose(mr), lagging)
+    composed = compose(mr, observed=observed)
+    kept = compose(mr, None, observed=observed)
+    assert kept.condition(status.CLUSTER_RESOLVED)[0] == "False"
+    for typ in (status.WORKLOADS_READY, status.ROUTED):
+        assert kept.condition(typ) == composed.condition(typ), typ
+    assert kept.phase == composed.phase == "Loading"

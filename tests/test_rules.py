@@ -17,6 +17,7 @@ INVALID = sorted((ROOT / "tests" / "invalid").glob("m[dr]-*.yaml"))
 # Rules the function re-checks (CEL rules of the engine shape); schema bounds are
 # the generated models' job and are covered by test_schema_bounds_are_checked_too.
 RULE_MESSAGES = [
+    "serving mode PrefillDecode routes through router EndpointPicker only",
     "serving mode PrefillDecode needs exactly two engines",
     "engine phase is only allowed under serving mode PrefillDecode",
     "members must be exactly one Standalone, or one Leader and one Worker",
@@ -69,3 +70,43 @@ def test_schema_bounds_are_checked_too(path):
     model = ModelDeployment if doc["kind"] == "ModelDeployment" else ModelReplica
     errors = validation.spec_errors(model, doc, engine_spec(doc))
     assert errors, f"{path.name} passes the function's checks"
+
+
+def _messages(node) -> list[str]:
+    if isinstance(node, dict):
+        return [r["message"] for r in node.get("x-kubernetes-validations") or []] + [
+            m for v in node.values() for m in _messages(v)]
+    if isinstance(node, list):
+        return [m for v in node for m in _messages(v)]
+    return []
+
+
+@pytest.mark.parametrize("kind", ["modeldeployment", "modelreplica"])
+def test_the_xrds_serving_rules_come_from_the_modes_table(kind):
+    """One table (function/serving.py) says what each mode allows; the XRD and the
+    function word every serving rule alike, and the function checks each of them."""
+    from function import serving
+
+    xrd = yaml.safe_load((ROOT / "apis" / kind / "definition.yaml").read_text())
+    schema = xrd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    expected = {serving.phase_only_message(), serving.kv_connector_message(),
+                *(serving.phases_message(serving.MODES[m]) for m in serving.PHASED_MODES),
+                *(serving.router_message(m) for m in serving.restricted_routers()
+                  if serving.ROUTER_CHOICE)}
+    assert {m for m in _messages(schema) if "serving mode" in m} == expected
+    assert all(any(r in m for r in RULE_MESSAGES) for m in expected)
+    assert _property(schema, "mode")["enum"] == list(serving.MODES)
+    assert _property(schema, "phase")["enum"] == list(serving.PHASES)
+
+
+def _property(node, name: str) -> dict:
+    """The first property schema called `name`, depth first."""
+    if isinstance(node, dict):
+        if name in (node.get("properties") or {}):
+            return node["properties"][name]
+        found = [_property(v, name) for v in node.values()]
+    elif isinstance(node, list):
+        found = [_property(v, name) for v in node]
+    else:
+        return {}
+    return next((f for f in found if f), {})

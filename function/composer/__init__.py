@@ -8,12 +8,15 @@ The I/O around small builders, in the order they run:
    composed from the two (steps 2-4) across reconciles.
 2. `backends`: each engine -> a Deployment or a LeaderWorkerSet, with a
    ResourceClaimTemplate per device-claiming member (`pods`, `claims`).
-3. `routing`: the serving mode's routing layer decorates the backends'
-   output (Unified: a Service and an HTTPRoute).
+3. `routing`: the routing layer of the replica's serving mode and router
+   (`function/serving.py`) decorates the backends' output (Unified's default:
+   a Service and an HTTPRoute).
 4. `placement`: on a remote cluster, every object wrapped in a
    provider-kubernetes Object.
-5. `readiness` and `status`: each composed resource's readiness, the
-   replica's phase, conditions and endpoint, from the observed objects.
+5. `kinds`, `readiness` and `status`: each composed resource's readiness
+   (judged as its kind says), the replica's phase, conditions and endpoint,
+   from the observed objects. Every object records its role (workload,
+   route, support) in a label, so `keep` can read it back.
 
 Never destructive (`keep`): until the InferenceCluster is resolved, or while
 it is missing or malformed, every observed composed resource is kept as it is
@@ -32,7 +35,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import devicecel, structs
 from function.api import API_VERSION, REQUIRE_CLUSTER
-from function.composer import cache, keep, placement, readiness, status
+from function.composer import cache, keep, kinds, placement, status
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed
 from function.composer.model import Cluster, Replica, Unusable, parse_cluster, parse_replica
@@ -76,7 +79,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         response.warning(rsp, note)
     items = []
     for key, role, manifest in placed.objects:
-        state = readiness.judge(observed.get(key))
+        state = kinds.judge(observed.get(key))
         cache.write(rsp, key, manifest)
         rsp.desired.resources[key].ready = fnv1.READY_TRUE if state.ready else fnv1.READY_FALSE
         items.append(status.Observed(key, role, state))
@@ -118,9 +121,10 @@ class Placed:
 def compose(replica: Replica, cluster: Cluster) -> Placed:
     """Every object of the replica, placed for its cluster."""
     backends = compose_backends(replica, cluster)
-    # Validation admits only the modes that have a layer (the XRD's enum).
-    routing = LAYERS[replica.mode].route(replica, cluster, backends)
-    objects = placement.place(backends.objects + routing.objects, replica, cluster)
+    # Validation admits only the (mode, router) pairs that have a layer (the table's).
+    routing = LAYERS[(replica.mode, replica.router)].route(replica, cluster, backends)
+    objects = placement.place(kinds.recorded(backends.objects + routing.objects), replica,
+                              cluster)
     return Placed(objects, routing, backends.notes)
 
 

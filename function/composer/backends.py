@@ -35,13 +35,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from function.composer import naming
+from function.composer import kinds, naming
 from function.composer.claims import claim_template
 from function.composer.composed import Backends, Composed, PodTemplate, Role, Workload
 from function.composer.model import LEADER, STANDALONE, WORKER, Cluster, Engine, Member, Replica
 from function.composer.pods import pod_template
 
-LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 PROGRESS_DEADLINE_SECONDS = 3600
 
 
@@ -80,8 +79,7 @@ def _deployment(replica: Replica, cluster: Cluster, engine: Engine, claims: dict
     name = naming.deployment_name(replica, engine)
     pod = _pod(replica, cluster, engine, engine.member(STANDALONE), name, claims, notes)
     manifest = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        **kinds.DEPLOYMENT.header(),
         "metadata": _metadata(replica, engine, name),
         "spec": {
             "replicas": engine.copies,
@@ -102,8 +100,7 @@ def _leaderworkerset(replica: Replica, cluster: Cluster, engine: Engine,
     leader = _pod(replica, cluster, engine, engine.member(LEADER), name, claims, notes)
     worker = _pod(replica, cluster, engine, engine.member(WORKER), name, claims, notes)
     manifest = {
-        "apiVersion": LWS_API_VERSION,
-        "kind": "LeaderWorkerSet",
+        **kinds.LEADERWORKERSET.header(),
         "metadata": _metadata(replica, engine, name),
         "spec": {
             "replicas": engine.copies,

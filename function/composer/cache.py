@@ -11,7 +11,7 @@ composer builds from them is a pure function of them. So:
   with the routing verdict and notes, keyed by the bytes of the replica's
   identity, labels and spec, the cluster record (what composing reads of the
   cluster: not its status, which changes with every placement on it), and
-  the process's MODELPLANE_* settings (serving_config.py reads them).
+  the process's MODELPLANE_* settings (routing/serving_config.py reads them).
 
 A hit merges the remembered Structs into the response in C instead of
 composing and converting again. Readiness and status depend on the observed

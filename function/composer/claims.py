@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from function.composer import naming
+from function.composer import kinds, naming
 from function.composer.composed import Composed
 from function.composer.model import Engine, Member, Replica
-
-API_VERSION = "resource.k8s.io/v1"
-
 
 def claim_template(replica: Replica, engine: Engine, member: Member) -> Composed | None:
     if not member.claims:
@@ -31,8 +28,7 @@ def claim_template(replica: Replica, engine: Engine, member: Member) -> Composed
             exactly["selectors"] = [{"cel": {"expression": s}} for s in r.selectors]
         requests.append({"name": r.name, "exactly": exactly})
     manifest = {
-        "apiVersion": API_VERSION,
-        "kind": "ResourceClaimTemplate",
+        **kinds.RESOURCECLAIMTEMPLATE.header(),
         "metadata": {"name": naming.claim_template_name(replica, engine, member),
                      "namespace": replica.namespace, "labels": naming.object_labels(replica)},
         "spec": {"spec": {"devices": {"requests": requests}}},

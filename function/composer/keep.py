@@ -10,7 +10,9 @@ An observed object carries what servers and controllers wrote: status,
 identity (uid, resourceVersion, managedFields, ownerReferences) and
 controller annotations (a Deployment's revision). Those are dropped; the
 rest (labels, Crossplane's annotations, spec with its server defaults) is
-returned, which claims nothing a controller changes afterwards.
+returned, which claims nothing a controller changes afterwards. The labels
+include the role the object was composed for (`kinds.LABEL_PURPOSE`), so the
+replica's conditions mean the same whether it is composed or kept.
 """
 
 from __future__ import annotations
@@ -21,20 +23,11 @@ from typing import Any
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.composer.composed import Role
-from function.composer.readiness import judge, wrapped_kind
+from function.composer import kinds
 from function.composer.status import Observed
 
 KEPT_METADATA = ("name", "namespace", "labels")
 KEPT_ANNOTATION_PREFIX = "crossplane.io/"
-
-# Without the composer's own record of what an object was for, its kind says.
-ROLE_BY_KIND: dict[tuple[str, str], Role] = {
-    ("apps/v1", "Deployment"): Role.WORKLOAD,
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): Role.WORKLOAD,
-    ("v1", "Service"): Role.ROUTE,
-    ("gateway.networking.k8s.io/v1", "HTTPRoute"): Role.ROUTE,
-}
 
 
 def as_desired(observed: Mapping[str, Any]) -> dict[str, Any]:
@@ -54,8 +47,10 @@ def keep_observed(rsp: fnv1.RunFunctionResponse,
     """Copy every observed composed resource into the desired state, with its readiness."""
     out = []
     for key, obj in sorted(observed.items()):
-        state = judge(obj)
+        state = kinds.judge(obj)
         resource.update(rsp.desired.resources[key], as_desired(obj))
         rsp.desired.resources[key].ready = fnv1.READY_TRUE if state.ready else fnv1.READY_FALSE
-        out.append(Observed(key, ROLE_BY_KIND.get(wrapped_kind(obj), Role.SUPPORT), state))
+        # The role each object recorded when it was composed (its labels are kept):
+        # WorkloadsReady and Routed cover what they cover when composing.
+        out.append(Observed(key, kinds.role_of(obj), state))
     return out

@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from function import serving as modes
 from function.api import LABEL_DEPLOYMENT
 from function.models.inferencecluster import InferenceCluster
 from function.validation import model_errors
 
 STANDALONE, LEADER, WORKER = "Standalone", "Leader", "Worker"
-UNIFIED, PREFILL_DECODE = "Unified", "PrefillDecode"
 
 
 class Unusable(Exception):
@@ -91,7 +91,8 @@ class Replica:
     namespace: str
     name: str
     cluster: str
-    mode: str
+    mode: str                         # serving.mode, defaulted (function/serving.py)
+    router: str                       # serving.router, defaulted to the mode's
     engines: tuple[Engine, ...]
     labels: Mapping[str, str]
     hostnames: tuple[str, ...] = ()   # serving.hostnames: the HTTPRoute's hostnames
@@ -119,7 +120,8 @@ def parse_replica(mr: Mapping[str, Any]) -> Replica:
     serving = spec.get("serving") or {}
     return Replica(namespace=meta.get("namespace") or "", name=meta.get("name") or "",
                    cluster=spec.get("clusterName") or "",
-                   mode=serving.get("mode") or UNIFIED,
+                   mode=serving.get("mode") or modes.DEFAULT_MODE,
+                   router=modes.router(serving.get("mode"), serving.get("router")),
                    engines=engines, labels=dict(meta.get("labels") or {}),
                    hostnames=tuple(serving.get("hostnames") or ()),
                    kv_connector=serving.get("kvConnector"))

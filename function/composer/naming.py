@@ -52,33 +52,35 @@ def object_labels(replica: Replica) -> dict[str, str]:
     return dict(sorted(labels.items()))
 
 
-def _name(replica: Replica, *parts: str, tag: str, max_length: int = MAX) -> str:
+def object_name(replica: Replica, *parts: str, tag: str, max_length: int = MAX) -> str:
+    """`<replica>[-<parts>]-<digest>-<tag>`; routing layers name their own objects with it,
+    each with a tag no other object uses."""
     return tagged_label(replica.name, *parts, tag=tag, max_length=max_length,
                         identity=(replica.namespace, replica.name, *parts, tag))
 
 
 def deployment_name(replica: Replica, engine: Engine) -> str:
-    return _name(replica, engine.name, tag="deploy")
+    return object_name(replica, engine.name, tag="deploy")
 
 
 def leaderworkerset_name(replica: Replica, engine: Engine) -> str:
-    return _name(replica, engine.name, tag="lws", max_length=MAX_LWS_NAME)
+    return object_name(replica, engine.name, tag="lws", max_length=MAX_LWS_NAME)
 
 
 def claim_template_name(replica: Replica, engine: Engine, member: Member) -> str:
-    return _name(replica, engine.name, member.role.lower(), tag="claims")
+    return object_name(replica, engine.name, member.role.lower(), tag="claims")
 
 
 def service_name(replica: Replica, purpose: str = "") -> str:
-    return _name(replica, *([purpose] if purpose else []), tag="svc")
+    return object_name(replica, *([purpose] if purpose else []), tag="svc")
 
 
 def route_name(replica: Replica, purpose: str = "") -> str:
-    return _name(replica, *([purpose] if purpose else []), tag="route")
+    return object_name(replica, *([purpose] if purpose else []), tag="route")
 
 
 def namespace_object_name(replica: Replica) -> str:
-    return _name(replica, tag="ns")
+    return object_name(replica, tag="ns")
 
 
 def workload_key(engine: Engine) -> str:

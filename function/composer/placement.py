@@ -7,7 +7,7 @@ With `providerConfigRef`, every object is wrapped in a provider-kubernetes
 `Object` (kubernetes.m.crossplane.io/v1alpha1, in the ModelReplica's
 namespace on the control plane) that applies it on the workload cluster, in
 a namespace named like the ModelReplica's. Workloads and routes carry a CEL
-readiness query (`readiness.CEL_READY`), so an Object is Ready only when the
+readiness query (`kinds.cel_ready`), so an Object is Ready only when the
 remote Deployment or LeaderWorkerSet is Available and the remote HTTPRoute
 is accepted; the rest are ready once created.
 
@@ -22,10 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from function.composer import naming
+from function.composer import kinds, naming
 from function.composer.composed import Composed
 from function.composer.model import Cluster, Replica
-from function.composer.readiness import CEL_READY, OBJECT_API_VERSION
 
 NAMESPACE_KEY = "namespace"
 # Everything but Delete: create the namespace if missing, never remove it.
@@ -35,21 +34,20 @@ SHARED_POLICIES = ["Observe", "Create", "Update", "LateInitialize"]
 def place(composed: list[Composed], replica: Replica, cluster: Cluster) -> list[Composed]:
     if not cluster.remote:
         return composed
-    namespace = {"apiVersion": "v1", "kind": "Namespace",
-                 "metadata": {"name": replica.namespace}}
+    namespace = {**kinds.NAMESPACE.header(), "metadata": {"name": replica.namespace}}
     out = [Composed(NAMESPACE_KEY, wrap(namespace, naming.namespace_object_name(replica),
                                         replica, cluster, policies=SHARED_POLICIES))]
     for c in composed:
         out.append(Composed(c.key, wrap(c.manifest, c.manifest["metadata"]["name"], replica,
                                         cluster), c.role))
-    return out
+    return kinds.recorded(out)
 
 
 def wrap(manifest: dict[str, Any], name: str, replica: Replica, cluster: Cluster, *,
          policies: list[str] | None = None) -> dict[str, Any]:
     pc = cluster.provider_config
     assert pc is not None
-    query = CEL_READY.get((manifest["apiVersion"], manifest["kind"]))
+    query = kinds.cel_ready(manifest)
     readiness = {"policy": "DeriveFromCelQuery", "celQuery": query} if query \
         else {"policy": "SuccessfulCreate"}
     spec: dict[str, Any] = {
@@ -60,8 +58,7 @@ def wrap(manifest: dict[str, Any], name: str, replica: Replica, cluster: Cluster
     if policies:
         spec["managementPolicies"] = list(policies)
     return {
-        "apiVersion": OBJECT_API_VERSION,
-        "kind": "Object",
+        **kinds.OBJECT.header(),
         "metadata": {"name": name, "namespace": replica.namespace,
                      "labels": naming.object_labels(replica)},
         "spec": spec,

@@ -3,7 +3,9 @@
 One judge per kind, and for the kinds a provider-kubernetes `Object` wraps
 on a remote cluster, a CEL readiness query that says the same thing (the
 Object's `spec.readiness.celQuery`; tests/test_composer_placement.py runs
-both over the same observed objects and requires agreement).
+both over the same observed objects and requires agreement). The registry
+of composed kinds (`kinds.py`) says which judge and query each kind has, and
+judges an observed object with them (`kinds.judge`).
 
 * Deployment: ready when Available=True and every copy is updated and
   ready (Available alone tolerates maxUnavailable missing pods, and the
@@ -17,7 +19,7 @@ both over the same observed objects and requires agreement).
   and does not report ResolvedRefs=False (its endpoint picker Service is
   resolved). A gateway that does not support InferencePool never accepts it,
   so a PrefillDecode replica never claims to serve through one.
-* Object: ready when its Ready condition is True (the query above, evaluated
+* Object (`provider_object`): ready when its Ready condition is True (the query above, evaluated
   by provider-kubernetes on the remote object); failed when Synced=False
   (the remote API server refused it, or the cluster is unreachable) or the
   remote object itself reports failure (`status.atProvider.manifest`), except
@@ -25,7 +27,8 @@ both over the same observed objects and requires agreement).
 * Anything else (Service, ResourceClaimTemplate, Namespace, ConfigMap,
   ServiceAccount, Role, RoleBinding): ready once it exists.
 
-Routing layers that compose new kinds register a judge (and a query) here.
+Routing layers that compose new kinds write a judge (and a query) here and
+register them in `kinds.py`.
 """
 
 from __future__ import annotations
@@ -34,8 +37,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def _said(cond: Mapping[str, Any]) -> str:
     return f"{reason}: {message}" if reason and message else reason or message
 
 
-def _deployment(obj: Mapping[str, Any]) -> State:
+def deployment(obj: Mapping[str, Any]) -> State:
     conds = conditions(obj)
     status, spec = obj.get("status") or {}, obj.get("spec") or {}
     want = _num(spec.get("replicas"), 1)
@@ -109,7 +110,7 @@ DEPLOYMENT_READY = (
 )
 
 
-def _leaderworkerset(obj: Mapping[str, Any]) -> State:
+def leaderworkerset(obj: Mapping[str, Any]) -> State:
     conds = conditions(obj)
     status, spec = obj.get("status") or {}, obj.get("spec") or {}
     want = _num(spec.get("replicas"), 1)
@@ -125,7 +126,7 @@ LEADERWORKERSET_READY = (
 )
 
 
-def _httproute(obj: Mapping[str, Any]) -> State:
+def httproute(obj: Mapping[str, Any]) -> State:
     parents = (obj.get("status") or {}).get("parents") or []
     said = []
     for p in (p for p in parents if isinstance(p, Mapping)):
@@ -143,7 +144,7 @@ HTTPROUTE_READY = (
 )
 
 
-def _inferencepool(obj: Mapping[str, Any]) -> State:
+def inferencepool(obj: Mapping[str, Any]) -> State:
     parents = (obj.get("status") or {}).get("parents") or []
     said = []
     for p in (p for p in parents if isinstance(p, Mapping)):
@@ -169,11 +170,12 @@ INFERENCEPOOL_READY = (
 NAMESPACE_NOT_FOUND = re.compile(r'namespaces "[^"]*" not found')
 
 
-def _object(obj: Mapping[str, Any]) -> State:
+def provider_object(obj: Mapping[str, Any], inner_judge: Judge) -> State:
+    """A provider-kubernetes Object; `inner_judge` judges the remote object it observed."""
     conds = conditions(obj)
     inner_observed = ((obj.get("status") or {}).get("atProvider") or {}).get("manifest")
-    inner = judge(inner_observed) if isinstance(inner_observed, Mapping) and inner_observed \
-        else ABSENT
+    inner = inner_judge(inner_observed) if isinstance(inner_observed, Mapping) and \
+        inner_observed else ABSENT
     synced = conds.get("Synced")
     if _is(synced, "False"):
         said = _said(synced) or "not synced"
@@ -185,36 +187,3 @@ def _object(obj: Mapping[str, Any]) -> State:
     ready = _is(conds.get("Ready"), "True")
     detail = inner.detail if inner.exists else "not created on the cluster yet"
     return State(True, ready=ready, detail="" if ready else detail)
-
-
-JUDGES: dict[tuple[str, str], Judge] = {
-    ("apps/v1", "Deployment"): _deployment,
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): _leaderworkerset,
-    ("gateway.networking.k8s.io/v1", "HTTPRoute"): _httproute,
-    ("inference.networking.k8s.io/v1", "InferencePool"): _inferencepool,
-    (OBJECT_API_VERSION, "Object"): _object,
-}
-
-# Readiness queries for wrapped objects; kinds without one are ready once created.
-CEL_READY: dict[tuple[str, str], str] = {
-    ("apps/v1", "Deployment"): DEPLOYMENT_READY,
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): LEADERWORKERSET_READY,
-    ("gateway.networking.k8s.io/v1", "HTTPRoute"): HTTPROUTE_READY,
-    ("inference.networking.k8s.io/v1", "InferencePool"): INFERENCEPOOL_READY,
-}
-
-
-def judge(observed: Mapping[str, Any] | None) -> State:
-    if not observed:
-        return ABSENT
-    fn = JUDGES.get((observed.get("apiVersion", ""), observed.get("kind", "")))
-    return fn(observed) if fn else State(True, ready=True)
-
-
-def wrapped_kind(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """(apiVersion, kind) of an object, or of the manifest an Object wraps."""
-    key = (obj.get("apiVersion", ""), obj.get("kind", ""))
-    if key == (OBJECT_API_VERSION, "Object"):
-        inner = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest") or {}
-        return inner.get("apiVersion", ""), inner.get("kind", "")
-    return key

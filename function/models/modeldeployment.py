@@ -471,6 +471,11 @@ class Mode(StrEnum):
     PREFILL_DECODE = "PrefillDecode"
 
 
+class Router(StrEnum):
+    SERVICE = "Service"
+    ENDPOINT_PICKER = "EndpointPicker"
+
+
 class Serving(BaseModel):
     hostnames: Annotated[
         list[Hostname] | None,
@@ -488,9 +493,15 @@ class Serving(BaseModel):
     mode: Annotated[
         Mode | None,
         Field(
-            description="Unified: one Service and HTTPRoute over every serving pod. PrefillDecode: disaggregated prefill and decode engines behind an InferencePool."
+            description="Unified: every serving pod behind one HTTPRoute, through a Service (the default) or an endpoint picker. PrefillDecode: disaggregated prefill and decode engines behind an InferencePool."
         ),
     ] = "Unified"
+    router: Annotated[
+        Router | None,
+        Field(
+            description="How requests reach the serving pods. Service: one Service over every serving pod. EndpointPicker: an InferencePool whose endpoint picker sends each request to the serving pod that best fits it (prefix-cache affinity and load). Unset: the mode's default (Unified: Service; PrefillDecode: EndpointPicker)."
+        ),
+    ] = None
 
 
 class Effect(StrEnum):

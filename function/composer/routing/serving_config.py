@@ -1,12 +1,13 @@
-"""What the PrefillDecode layer runs besides the user's engines: one place, pinned.
+"""What the endpoint-picker layers run besides the user's engines: one place, pinned.
 
 Every image, version, port, size and tunable of the routing objects the
-composer adds for disaggregated serving lives here, with a pinned default.
+composer adds for an endpoint picker (and PrefillDecode's routing sidecar)
+lives here, with a pinned default.
 The function process may override each through an environment variable
 (set on the function's Deployment, e.g. through a DeploymentRuntimeConfig);
 an unset or empty variable keeps the default. A malformed value is never
-guessed at: `load()` raises `ConfigError`, and the layer composes no routing
-for PrefillDecode replicas until it is fixed (the `Routed` condition says
+guessed at: `load()` raises `ConfigError`, and a layer using it composes no
+routing until it is fixed (the `Routed` condition says
 which variable is wrong).
 
 | variable | default | what |
@@ -28,7 +29,7 @@ Why these pins: llm-d v0.6.0 released the inference scheduler (the EPP) and
 the routing sidecar together as v0.7.1, built against Gateway API Inference
 Extension v1.4 (InferencePool `inference.networking.k8s.io/v1`, which the
 v1.6.0 CRD in ../shared/crds still serves unchanged). The EPP configuration in
-`routing/prefill_decode.py` is written for exactly that release: plugin names
+`epp.py` and the layers using it is written for exactly that release: plugin names
 and parameters change between llm-d releases (`pd-profile-handler`'s
 `threshold`/`hashBlockSize` became a `prefix-based-pd-decider` with
 `nonCachedTokens`; later releases rename the handler again and move the
@@ -71,7 +72,6 @@ POOL_TARGET_PORT = 8000
 # SGLang's default transfer backend, NIXL its alternative). vLLM's
 # MooncakeConnector has no sidecar protocol in this release (only unreleased
 # builds have --connector=mooncake), so vLLM + mooncake is refused.
-DEFAULT_KV_CONNECTOR = "nixl"
 VLLM, SGLANG = "vllm", "sglang"
 SIDECAR_CONNECTORS: Mapping[str, Mapping[str, str | None]] = {
     VLLM: {"nixl": "nixlv2", "lmcache": "lmcache", "mooncake": None},

@@ -1,0 +1,62 @@
+"""The replica's HTTPRoute on its cluster's gateway, and the endpoint it gives clients.
+
+Every router attaches one HTTPRoute to the cluster's gateway, matching the
+path prefix `/<namespace>/<replica>`, unique per replica on a cluster (a
+namespace and a name identify a ModelReplica); only its backend differs (a
+Service, an InferencePool). The prefix is rewritten to `/` so the engine sees
+its usual paths: `<endpoint>/v1/chat/completions` reaches the engine as
+`/v1/chat/completions`, and an OpenAI client takes `<endpoint>/v1` as its
+base URL. `timeouts.request: 0s` turns the gateway's request timeout off: a
+long generation streams for minutes and must not be cut. The gateway must
+admit routes from the replica's namespace (its listeners' allowedRoutes).
+`serving.hostnames`, when set, become the route's `hostnames` (unset: any
+host the gateway's listeners accept).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from function.composer import kinds, naming
+from function.composer.model import Cluster, Replica
+
+GATEWAY_API = "gateway.networking.k8s.io"
+
+
+def path_prefix(replica: Replica) -> str:
+    return f"/{replica.namespace}/{replica.name}"
+
+
+def endpoint(cluster: Cluster, replica: Replica) -> str | None:
+    """The gateway address (http:// when it names no scheme) plus the path prefix."""
+    address = cluster.gateway.address.rstrip("/")
+    if not address:
+        return None
+    if "://" not in address:
+        address = f"http://{address}"
+    return address + path_prefix(replica)
+
+
+def http_route(replica: Replica, cluster: Cluster,
+               backend_ref: dict[str, Any]) -> dict[str, Any]:
+    """The replica's HTTPRoute on the cluster gateway, to one backend."""
+    gateway = cluster.gateway
+    spec: dict[str, Any] = {
+        "parentRefs": [{"group": GATEWAY_API, "kind": "Gateway", "name": gateway.name,
+                        "namespace": gateway.namespace}],
+    }
+    if replica.hostnames:
+        spec["hostnames"] = list(replica.hostnames)
+    spec["rules"] = [{
+        "matches": [{"path": {"type": "PathPrefix", "value": path_prefix(replica)}}],
+        "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {
+            "type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+        "backendRefs": [backend_ref],
+        "timeouts": {"request": "0s"},
+    }]
+    return {
+        **kinds.HTTPROUTE.header(),
+        "metadata": {"name": naming.route_name(replica), "namespace": replica.namespace,
+                     "labels": naming.object_labels(replica)},
+        "spec": spec,
+    }

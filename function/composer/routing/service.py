@@ -1,0 +1,41 @@
+"""Router Service (Unified's default): one Service over every serving pod, one HTTPRoute.
+
+The Service selects the replica's serving label, which only Standalone pods
+and gang leaders carry: every copy of every engine of the replica is one
+backend pool, and workers never receive requests. The HTTPRoute
+(`gateway.http_route`) sends the replica's path prefix to the Service.
+"""
+
+from __future__ import annotations
+
+from function.composer import kinds, naming
+from function.composer.composed import Backends, Composed, Role
+from function.composer.model import Cluster, Replica
+from function.composer.pods import SERVING_PORT, SERVING_PORT_NAME
+from function.composer.routing import Routing
+from function.composer.routing.gateway import endpoint, http_route
+
+
+class ServiceRouting:
+    def route(self, replica: Replica, cluster: Cluster, backends: Backends) -> Routing:
+        labels = naming.object_labels(replica)
+        service = {
+            **kinds.SERVICE.header(),
+            "metadata": {"name": naming.service_name(replica), "namespace": replica.namespace,
+                         "labels": labels},
+            "spec": {
+                "type": "ClusterIP",
+                "selector": {naming.LABEL_SERVING: naming.replica_label(replica)},
+                "ports": [{"name": SERVING_PORT_NAME, "port": SERVING_PORT,
+                           "targetPort": SERVING_PORT_NAME, "protocol": "TCP"}],
+            },
+        }
+        route = http_route(replica, cluster, {
+            "group": "", "kind": "Service", "name": service["metadata"]["name"],
+            "port": SERVING_PORT})
+        return Routing(objects=[Composed("service", service, Role.ROUTE),
+                                Composed("httproute", route, Role.ROUTE)],
+                       endpoint=endpoint(cluster, replica))
+
+
+LAYER = ServiceRouting()
