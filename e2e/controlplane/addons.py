@@ -16,14 +16,16 @@ from typing import Any
 import yaml
 
 # kwok refuses to start without stages: node initialisation, heartbeats with
-# leases, and the fast pod lifecycle (ready, complete, delete).
+# leases, and the fast pod lifecycle (ready, complete) from kwok's module; pod
+# deletion from ours (stages/), which terminates a pod before deleting it as a
+# kubelet does, so the claims it owns are released.
 KWOK_STAGES = (
     "kustomize/stage/node/fast/node-initialize.yaml",
     "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     "kustomize/stage/pod/fast/pod-ready.yaml",
     "kustomize/stage/pod/fast/pod-complete.yaml",
-    "kustomize/stage/pod/fast/pod-delete.yaml",
 )
+OWN_STAGES = tuple(sorted((Path(__file__).parent / "stages").glob("*.yaml")))
 
 LWS_CRDS = ("config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",)
 LWS_WEBHOOKS = "config/webhook/manifests.yaml"
@@ -41,7 +43,7 @@ class AddonError(RuntimeError):
 
 
 def kwok_stage_files(kwok_src: Path) -> list[Path]:
-    files = [Path(kwok_src) / rel for rel in KWOK_STAGES]
+    files = [Path(kwok_src) / rel for rel in KWOK_STAGES] + list(OWN_STAGES)
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise AddonError(f"kwok stages missing from {kwok_src}: {', '.join(missing)}")
