@@ -36,7 +36,13 @@ $(VENV)/.stamp: pyproject.toml
 tools:
 	bash hack/tools.sh
 
-# Regenerate the XRDs, the pydantic models and the API reference from hack/gen_xrds.py.
+# Also the binaries of a local Kubernetes + Crossplane control plane (etcd,
+# kube-*, kubectl, kwok, LWS, provider-kubernetes, crane), cached the same way.
+.PHONY: tools-e2e
+tools-e2e:
+	bash hack/tools.sh --e2e
+
+# Regenerate the XRDs, the pydantic models and docs/reference.md from hack/gen_xrds.py.
 generate: venv
 	$(PY) hack/gen_xrds.py
 	$(PY) hack/gen_models.py
@@ -81,3 +87,26 @@ FUZZ_CASES ?= 100000
 .PHONY: fuzz
 fuzz: venv
 	$(PY) hack/fuzz.py $(FUZZ_CASES)
+
+# A real local control plane, loopback only, no Docker: etcd, a kube-apiserver per
+# cluster of FLEET (controller-manager, scheduler, kwok fake nodes with DRA
+# ResourceSlices, LeaderWorkerSet), Crossplane with the packages installed from a
+# local registry, the function and provider-kubernetes as local processes. Left
+# running; `make cluster-down` stops every process it recorded. See e2e/controlplane/.
+FLEET ?= examples/fleet
+.PHONY: cluster cluster-down
+cluster: venv
+	$(PY) -m e2e.controlplane up --fleet $(FLEET)
+
+cluster-down:
+	$(PY) -m e2e.controlplane down
+
+# The end-to-end suite against a real local control plane: starts one from
+# examples/fleet (as `make cluster` does), runs e2e/tests, stops it. With
+# E2E_REUSE=1 it runs against the control plane `make cluster` left running;
+# E2E_TESTS=... runs some of the scenarios.
+E2E_TESTS ?= e2e/tests
+.PHONY: e2e
+e2e: venv
+	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
+	  $(PY) -m pytest -p no:cacheprovider $(E2E_TESTS) $(PYTEST_ARGS)

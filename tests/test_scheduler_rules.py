@@ -899,6 +899,16 @@ def test_each_replica_is_ready_when_it_serves_and_the_deployment_when_all_do():
     assert rsp.desired.composite.ready == fnv1.READY_TRUE
 
 
+def test_a_new_deployment_is_not_ready_before_the_fleet_is_read():
+    """The first call composes nothing; left to Crossplane, an XR composing
+    nothing derives Ready=True."""
+    md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
+                    replicas=2)
+    rsp = fn.run_function(request(md))
+    assert not rsp.desired.resources
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
+
+
 def test_a_deployment_short_of_capacity_is_not_ready_though_its_replicas_serve():
     md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
                     replicas=2)

@@ -60,6 +60,10 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         for key, mr in observed.items():
             resource.update(rsp.desired.resources[key], output._echo(mr))
             rsp.desired.resources[key].ready = _readiness(serving(mr))
+        # Said explicitly: derived from nothing composed yet, Ready would be True.
+        want = int((md.get("spec") or {}).get("replicas", 1))
+        rsp.desired.composite.ready = _readiness(
+            sum(serving(mr) for mr in observed.values()) == want)
         return
 
     parsecache.new_request()

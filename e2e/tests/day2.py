@@ -1,0 +1,52 @@
+"""A deployment the Day-2 and fault scenarios share: single-gpu (one L4 per
+replica), which fits the example fleet's prod clusters six times over."""
+
+from __future__ import annotations
+
+import copy
+
+from builders import load_one
+from conftest import FLEET, REPO
+from live import (MD, SERVING, apply_docs, claims_on_their_pool, ensure_namespace, replicas_of,
+                  wait, wait_condition)
+
+from e2e.controlplane.core import ControlPlane
+
+DEPLOYMENT = load_one(REPO / "examples" / "deployments" / "single-gpu.yaml")
+NS, NAME = DEPLOYMENT["metadata"]["namespace"], DEPLOYMENT["metadata"]["name"]
+
+
+def inference_cluster(name: str) -> dict:
+    return copy.deepcopy(load_one(FLEET / f"{name}.yaml"))
+
+
+def deploy(cp: ControlPlane, replicas: int) -> dict:
+    md = copy.deepcopy(DEPLOYMENT)
+    md["spec"]["replicas"] = replicas
+    ensure_namespace(cp, NS)
+    apply_docs(cp, [md])
+    return ready(cp, replicas)
+
+
+def ready(cp: ControlPlane, replicas: int) -> dict:
+    """Wait until the deployment is Ready with `replicas` replicas serving; then
+    the placement promise: the real kube-scheduler has every claim of every
+    replica allocated on a node of the pool the replica was placed on."""
+    def check():
+        obj = wait_condition(cp, MD, NAME, NS, "Ready", 1)
+        got = obj["status"]["replicas"]
+        if got != {"desired": replicas, "scheduled": replicas, "ready": replicas}:
+            raise AssertionError(f"status.replicas {got}")
+        # Replicas on their way out (scaled down, moved) are not checked.
+        for mr in replicas_of(cp, NS, NAME):
+            problems = [] if mr["metadata"].get("deletionTimestamp") \
+                else claims_on_their_pool(cp, mr)
+            if problems:
+                raise AssertionError(f"{mr['metadata']['name']}: {problems}")
+        return obj
+    return wait(f"{NS}/{NAME} Ready with {replicas} replicas, claims on their pools", check,
+                SERVING)
+
+
+def clusters_of(cp: ControlPlane) -> list[str]:
+    return sorted(mr["spec"]["clusterName"] for mr in replicas_of(cp, NS, NAME))

@@ -1,0 +1,183 @@
+"""Reading the live control plane: objects, conditions, and bounded waits.
+
+Every helper reads real objects through the pinned kubectl; every wait polls a
+condition until a deadline (e2e.controlplane.waits.wait_for) and names what it
+waited for when it times out.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import yaml
+
+from e2e.controlplane.core import ControlPlane, ControlPlaneError
+from e2e.controlplane.waits import wait_for
+from function.api import LABEL_DEPLOYMENT, LABEL_POOL
+from function.composer.naming import LABEL_ENGINE, LABEL_REPLICA
+
+MR = "modelreplicas.modelplane.ai"
+MD = "modeldeployments.modelplane.ai"
+IC = "inferenceclusters.modelplane.ai"
+OBJECT = "objects.kubernetes.m.crossplane.io"
+
+# Deadlines, in seconds (E2E_TIMEOUT_SCALE multiplies them). A replica goes
+# from apply to Serving through three compositions and, on a remote cluster,
+# provider-kubernetes; Crossplane reacts to what it watches at once and looks at
+# required resources again within the poll interval (a minute).
+SERVING = 300
+SETTLE = 240
+GONE = 240
+
+
+def condition(obj: Mapping[str, Any] | None, typ: str) -> Mapping[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == typ:
+            return c
+    return {}
+
+
+def is_true(obj: Mapping[str, Any] | None, typ: str) -> bool:
+    return condition(obj, typ).get("status") == "True"
+
+
+def get(cp: ControlPlane, kind: str, name: str, ns: str | None = None,
+        cluster=None) -> dict | None:
+    """The object, or None when it does not exist."""
+    args = ["get", kind, name, "-o", "json"] + (["-n", ns] if ns else [])
+    proc = cp.kubectl(*args, cluster=cluster, check=False)
+    if proc.returncode != 0:
+        if "NotFound" in proc.stderr or "not found" in proc.stderr:
+            return None
+        raise ControlPlaneError(f"kubectl get {kind} {name}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def items(cp: ControlPlane, kind: str, ns: str | None = None, selector: str | None = None,
+          cluster=None) -> list[dict]:
+    args = [kind] + (["-n", ns] if ns else ["-A"]) + (["-l", selector] if selector else [])
+    return cp.get_json(*args, cluster=cluster)["items"]
+
+
+def apply_docs(cp: ControlPlane, docs: Iterable[Mapping[str, Any]], cluster=None) -> None:
+    """`kubectl apply` as a user would (client-side, so admission sees it whole)."""
+    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(docs)), cluster=cluster)
+
+
+def ensure_namespace(cp: ControlPlane, ns: str, cluster=None) -> None:
+    apply_docs(cp, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}],
+               cluster=cluster)
+
+
+def replicas_of(cp: ControlPlane, ns: str, deployment: str) -> list[dict]:
+    return sorted(items(cp, MR, ns, f"{LABEL_DEPLOYMENT}={deployment}"),
+                  key=lambda mr: mr["metadata"]["name"])
+
+
+def placement(mr: Mapping[str, Any]) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """(cluster, replica index, ((engine, pool), ...)) of a ModelReplica."""
+    spec = mr["spec"]
+    pools = tuple(sorted((e["name"], e["members"][0]["nodePoolName"]) for e in spec["engines"]))
+    return spec["clusterName"], mr["metadata"]["labels"]["modelplane.ai/replica-index"], pools
+
+
+def wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
+    return wait_for(what, check, timeout, interval=1.0, max_interval=5.0)
+
+
+def wait_condition(cp: ControlPlane, kind: str, name: str, ns: str | None, typ: str,
+                   timeout: float, status: str = "True") -> dict:
+    def check():
+        obj = get(cp, kind, name, ns)
+        c = condition(obj, typ)
+        if c.get("status") != status:
+            raise AssertionError(f"{typ}={c.get('status')} {c.get('reason', '')}: "
+                                 f"{c.get('message', '')}"[:600])
+        return obj
+    return wait(f"{kind} {ns + '/' if ns else ''}{name} {typ}={status}", check, timeout)
+
+
+def uids(cp: ControlPlane, ns: str, kinds: Iterable[str]) -> dict[tuple[str, str, str], str]:
+    """(cluster, kind, name) -> uid of every object of `kinds` in `ns` on every cluster."""
+    out = {}
+    for handle in {id(h): h for h in cp.clusters.values()}.values():
+        for kind in kinds:
+            for obj in items(cp, kind, ns, cluster=handle):
+                out[(handle.name, kind, obj["metadata"]["name"])] = obj["metadata"]["uid"]
+    return out
+
+
+def serving_pods(cp: ControlPlane, mr: Mapping[str, Any]) -> list[dict]:
+    handle = cp.cluster(mr["spec"]["clusterName"])
+    return items(cp, "pods", mr["metadata"]["namespace"],
+                 f"{LABEL_REPLICA}={mr['metadata']['name']}", cluster=handle)
+
+
+def claims_on_their_pool(cp: ControlPlane, mr: Mapping[str, Any]) -> list[str]:
+    """Problems with the replica's pods and claims, as the real cluster sees them:
+    every pod runs on a node of its engine's pool, and every ResourceClaim it uses
+    is allocated from devices of that very node. Empty when all is well."""
+    handle = cp.cluster(mr["spec"]["clusterName"])
+    ns = mr["metadata"]["namespace"]
+    want = {e["name"]: e["members"][0]["nodePoolName"] for e in mr["spec"]["engines"]}
+    nodes = {n["metadata"]["name"]: n for n in items(cp, "nodes", None, cluster=handle)}
+    slices = {s["spec"]["pool"]["name"]: s["spec"].get("nodeName")
+              for s in items(cp, "resourceslices", None, cluster=handle)}
+    claims = {c["metadata"]["name"]: c for c in items(cp, "resourceclaims", ns, cluster=handle)}
+    problems = []
+    pods = serving_pods(cp, mr)
+    if not pods:
+        problems.append(f"no pods of {mr['metadata']['name']} on {handle.name}")
+    for pod in pods:
+        if LABEL_ENGINE not in pod["metadata"]["labels"]:
+            continue  # not an engine's (an endpoint picker's): claims nothing, pinned nowhere
+        name, node = pod["metadata"]["name"], pod["spec"].get("nodeName")
+        pool = want.get(pod["metadata"]["labels"][LABEL_ENGINE])
+        if not node:
+            problems.append(f"pod {name} is not scheduled")
+            continue
+        node_pool = nodes.get(node, {}).get("metadata", {}).get("labels", {}).get(LABEL_POOL)
+        if node_pool != pool:
+            problems.append(f"pod {name} runs on {node} of pool {node_pool}, not {pool}")
+        for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+            claim = claims.get(st.get("resourceClaimName") or "")
+            alloc = ((claim or {}).get("status") or {}).get("allocation")
+            if not alloc:
+                problems.append(f"claim {st.get('resourceClaimName')} of pod {name} "
+                                f"is not allocated")
+                continue
+            for r in alloc["devices"]["results"]:
+                if slices.get(r["pool"]) != node:
+                    problems.append(f"claim of pod {name} got {r['device']} of "
+                                    f"{r['pool']}, not of node {node}")
+    return problems
+
+
+def delete_and_wait(cp: ControlPlane, ns: str, name: str, timeout: float = GONE) -> None:
+    """Delete a ModelDeployment and wait until its replicas, and their pods and
+    claims on every cluster, are gone (so the next test has the whole fleet)."""
+    cp.kubectl("delete", MD, name, "-n", ns, "--ignore-not-found", "--wait=false")
+
+    def gone():
+        left = [mr["metadata"]["name"] for mr in replicas_of(cp, ns, name)]
+        for handle in {id(h): h for h in cp.clusters.values()}.values():
+            for kind in ("pods", "resourceclaims"):
+                left += [f"{handle.name}/{kind}/{o['metadata']['name']}"
+                         for o in items(cp, kind, ns, cluster=handle)]
+        if get(cp, MD, name, ns) is not None:
+            left.append(f"{MD} {name}")
+        if left:
+            raise AssertionError("still there: " + ", ".join(left[:8]))
+        return True
+    wait(f"ModelDeployment {ns}/{name} and everything it composed to be gone", gone, timeout)
+
+
+class Stopwatch:
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def seconds(self) -> float:
+        return round(time.monotonic() - self.t0, 1)

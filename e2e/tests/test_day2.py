@@ -1,0 +1,118 @@
+"""Day 2 on the live control plane: scaling, draining, losing a cluster,
+shrinking a pool, and the PrefillDecode routing layer on a real API server."""
+
+from __future__ import annotations
+
+import pytest
+from builders import load_one
+from conftest import REPO
+from day2 import NAME, NS, clusters_of, deploy, inference_cluster, ready
+from live import (IC, SETTLE, apply_docs, delete_and_wait, ensure_namespace, get, items,
+                  replicas_of, serving_pods, wait, wait_condition)
+
+from e2e.controlplane.core import ControlPlane
+
+
+@pytest.fixture
+def deployment(cp: ControlPlane):
+    yield
+    delete_and_wait(cp, NS, NAME)
+
+
+def test_scale_up_and_down_with_kubectl_scale(cp, deployment):
+    deploy(cp, 2)
+    cp.kubectl("scale", "md", NAME, "-n", NS, "--replicas=4")
+    ready(cp, 4)
+    assert clusters_of(cp) == ["eu-west-1", "eu-west-1", "us-east-1", "us-east-1"]
+    cp.kubectl("scale", "md", NAME, "-n", NS, "--replicas=1")
+    ready(cp, 1)
+    # The surplus replicas go, with everything they composed.
+    wait("the surplus replicas to be deleted", lambda: len(replicas_of(cp, NS, NAME)) == 1,
+         SETTLE)
+
+
+def test_a_noexecute_taint_drains_the_cluster_and_replaces_its_replica(cp, deployment):
+    deploy(cp, 2)
+    assert clusters_of(cp) == ["eu-west-1", "us-east-1"]
+    (remote,) = [mr for mr in replicas_of(cp, NS, NAME) if mr["spec"]["clusterName"] == "eu-west-1"]
+    tainted = inference_cluster("eu-west-1")
+    tainted["spec"]["taints"] = [{"key": "maintenance", "effect": "NoExecute"}]
+    cp.apply([tainted])
+    try:
+        wait("the replica on eu-west-1 to move to us-east-1",
+             lambda: clusters_of(cp) == ["us-east-1", "us-east-1"], SETTLE)
+        ready(cp, 2)
+        wait("the drained replica's pods to leave eu-west-1",
+             lambda: serving_pods(cp, remote) == [], SETTLE)
+    finally:
+        cp.apply([inference_cluster("eu-west-1")])
+
+
+def test_deleting_an_inference_cluster_recreates_its_replicas_elsewhere(cp, deployment):
+    deploy(cp, 2)
+    before = get(cp, IC, "eu-west-1")
+    assert before is not None
+    cp.kubectl("delete", IC, "eu-west-1", "--wait=true")
+    try:
+        wait("the replica of the deleted cluster to be re-created on us-east-1",
+             lambda: clusters_of(cp) == ["us-east-1", "us-east-1"], SETTLE)
+        ready(cp, 2)
+    finally:
+        cp.apply([inference_cluster("eu-west-1")])
+        wait_condition(cp, IC, "eu-west-1", None, "Ready", SETTLE)
+
+
+def test_a_pool_shrunk_below_its_usage_re_places_its_youngest_replica(cp, deployment):
+    deploy(cp, 3)
+    # Spread, ties by name: eu-west-1's l4-4x pool (2 nodes) is full.
+    assert clusters_of(cp) == ["eu-west-1", "eu-west-1", "us-east-1"]
+    shrunk = inference_cluster("eu-west-1")
+    (l4,) = [p for p in shrunk["spec"]["nodePools"] if p["name"] == "l4-4x"]
+    l4["nodes"] = 1
+    oldest = min((mr for mr in replicas_of(cp, NS, NAME)
+                  if mr["spec"]["clusterName"] == "eu-west-1"),
+                 key=lambda mr: mr["metadata"]["creationTimestamp"] + mr["metadata"]["name"])
+    cp.apply([shrunk])
+    try:
+        wait("the overcommitted l4-4x pool of eu-west-1 to be repaired",
+             lambda: clusters_of(cp) == ["eu-west-1", "us-east-1", "us-east-1"], SETTLE)
+        ready(cp, 3)
+        kept = [mr for mr in replicas_of(cp, NS, NAME) if mr["spec"]["clusterName"] == "eu-west-1"]
+        assert [mr["metadata"]["uid"] for mr in kept] == [oldest["metadata"]["uid"]]
+    finally:
+        cp.apply([inference_cluster("eu-west-1")])
+
+
+def test_prefill_decode_composes_pool_picker_sidecar_and_route(cp: ControlPlane):
+    md = load_one(REPO / "examples" / "deployments" / "prefill-decode.yaml")
+    ns, name = md["metadata"]["namespace"], md["metadata"]["name"]
+    ensure_namespace(cp, ns)
+    apply_docs(cp, [md])
+    try:
+        wait_condition(cp, "modeldeployments.modelplane.ai", name, ns, "Ready", 300)
+        for mr in replicas_of(cp, ns, name):
+            on = mr["spec"]["clusterName"]
+            (pool,) = items(cp, "inferencepools.inference.networking.k8s.io", ns, cluster=on)
+            routes = items(cp, "httproutes.gateway.networking.k8s.io", ns, cluster=on)
+            assert any(ref.get("kind") == "InferencePool" and ref["name"] == pool["metadata"]["name"]
+                       for r in routes for rule in r["spec"]["rules"]
+                       for ref in rule.get("backendRefs") or []), routes
+            # The endpoint picker runs, and the pool sends to it.
+            picker = pool["spec"]["endpointPickerRef"]["name"]
+            assert get(cp, "service", picker, ns, cluster=on) is not None
+            deployments = items(cp, "deployments", ns, cluster=on)
+            assert any(d["status"].get("availableReplicas") for d in deployments
+                       if "epp" in d["metadata"]["name"] or "picker" in d["metadata"]["name"]), \
+                [d["metadata"]["name"] for d in deployments]
+            # Decode pods carry the routing sidecar (a native sidecar).
+            roles = {}
+            for pod in serving_pods(cp, mr):
+                roles.setdefault(pod["metadata"]["labels"].get("llm-d.ai/role"), []).append(pod)
+            decode = roles.get("decode") or []
+            assert decode, roles.keys()
+            for pod in decode:
+                sidecars = [c for c in pod["spec"].get("initContainers") or []
+                            if c.get("restartPolicy") == "Always"]
+                assert sidecars, pod["metadata"]["name"]
+    finally:
+        delete_and_wait(cp, ns, name)
