@@ -48,6 +48,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     tspec = dig(md, "spec", "template", "spec")
 
     selector = (tspec.get("clusterSelector") or {}).get("matchLabels") or None
+    want = int((md.get("spec") or {}).get("replicas", 1))
     _require(rsp, REQUIRE_CLUSTERS, "InferenceCluster", selector or {})
     _require(rsp, REQUIRE_REPLICAS, "ModelReplica", {})
 
@@ -61,7 +62,6 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
             resource.update(rsp.desired.resources[key], output._echo(mr))
             rsp.desired.resources[key].ready = _readiness(serving(mr))
         # Said explicitly: derived from nothing composed yet, Ready would be True.
-        want = int((md.get("spec") or {}).get("replicas", 1))
         rsp.desired.composite.ready = _readiness(
             sum(serving(mr) for mr in observed.values()) == want)
         return
@@ -113,7 +113,6 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
 
     dep = Deployment(match_labels=selector or {}, tolerations=tspec.get("tolerations") or [],
                      engines=tspec.get("engines") or [])
-    want = int((md.get("spec") or {}).get("replicas", 1))
     result = plan(Inputs(replicas=want, deployment=dep, clusters=clusters,
                          malformed_clusters=malformed, own=own, others=others,
                          reserved=frozenset(i for k, mr, _ in broken
