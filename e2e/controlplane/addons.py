@@ -27,7 +27,10 @@ KWOK_STAGES = (
 )
 OWN_STAGES = tuple(sorted((Path(__file__).parent / "stages").glob("*.yaml")))
 
-LWS_CRDS = ("config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",)
+# Both CRDs of the release: the v0.9 manager also runs the DisaggregatedSet
+# controller, which cannot start without its CRD.
+LWS_CRDS = ("config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+            "config/crd/bases/disaggregatedset.x-k8s.io_disaggregatedsets.yaml")
 LWS_WEBHOOKS = "config/webhook/manifests.yaml"
 LWS_NAMESPACE = "lws-system"
 # config/webhook/*-patch.yaml: the pod webhooks only see LWS pods.
