@@ -86,8 +86,11 @@ def test_remote_workloads_and_routes_are_ready_only_when_the_remote_object_is():
         if manifest["kind"] in ("Deployment", "LeaderWorkerSet", "HTTPRoute"):
             assert obj["spec"]["readiness"] == {"policy": "DeriveFromCelQuery",
                                                 "celQuery": query}, key
+            # Status that follows the remote object is watched, not polled.
+            assert obj["spec"]["watch"] is True, key
         else:
             assert obj["spec"]["readiness"] == {"policy": "SuccessfulCreate"}, key
+            assert "watch" not in obj["spec"], key
 
 
 def test_two_same_named_deployments_in_two_namespaces_get_disjoint_remote_names():

@@ -9,7 +9,11 @@ namespace on the control plane) that applies it on the workload cluster, in
 a namespace named like the ModelReplica's. Workloads and routes carry a CEL
 readiness query (`kinds.cel_ready`), so an Object is Ready only when the
 remote Deployment or LeaderWorkerSet is Available and the remote HTTPRoute
-is accepted; the rest are ready once created.
+is accepted; the rest are ready once created. The Objects with a query also
+ask provider-kubernetes to watch the remote object (`spec.watch`): with the
+provider's `--enable-watches` (docs/install.md) a remote rollout reaches the
+replica's status as it happens instead of a poll interval later; without the
+flag the provider ignores the field and polls.
 
 The remote namespace is composed too, by every replica that lands there,
 each through its own Object whose management policies leave out Delete:
@@ -55,6 +59,9 @@ def wrap(manifest: dict[str, Any], name: str, replica: Replica, cluster: Cluster
         "providerConfigRef": {"name": pc.name, "kind": pc.kind},
         "readiness": readiness,
     }
+    if query:
+        # Readiness that follows the remote object's status: watch it.
+        spec["watch"] = True
     if policies:
         spec["managementPolicies"] = list(policies)
     return {
