@@ -6,6 +6,11 @@ ClusterProviderConfig, or a ModelDeployment waiting for capacity somewhere in
 the fleet, would otherwise be looked at again only when the response's TTL
 runs out (the SDK's default: a minute). While waiting, we ask for sooner.
 Crossplane requeues a composite after the shortest TTL of its pipeline.
+
+A ModelReplica that is not serving yet asks for sooner too: its composed
+objects are watched, but their burst of events at creation opens Crossplane's
+per-composite watch circuit breaker, after which it lets one event through
+every 30 s for five minutes; a requeue is not an event and is never held back.
 """
 
 from __future__ import annotations

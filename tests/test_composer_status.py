@@ -16,6 +16,7 @@ from composer_support import (
 )
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function import requeue
 from function.composer.kinds import KINDS, judge
 
 AVAILABLE = {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
@@ -91,6 +92,19 @@ def test_a_replica_serves_once_every_workload_is_available_and_the_route_accepte
     assert out.condition("WorkloadsReady")[:2] == ("True", "Available")
     assert out.condition("Routed")[:2] == ("True", "Accepted")
     assert out.status["endpoint"] == "https://llm.us-east-1.example.com/ml-team/llama-us-east-1-0"
+
+
+def test_a_replica_not_serving_yet_asks_to_be_looked_at_again_soon():
+    # Its objects' events may be held back by Crossplane's watch circuit
+    # breaker; a short TTL requeues it regardless.
+    mr = replica(standalone(copies=2))
+    first = compose(mr)
+    assert first.phase == "Pending" and first.rsp.meta.ttl.ToTimedelta() == requeue.WAITING
+    observed = all_serving(first)
+    observed["vllm-deployment"]["status"] = deployment_status(1, want=2)
+    assert compose(mr, observed=observed).rsp.meta.ttl.ToTimedelta() == requeue.WAITING
+    serving = compose(mr, observed=all_serving(first))
+    assert serving.phase == "Serving" and serving.rsp.meta.ttl.ToTimedelta() > requeue.WAITING
 
 
 def test_a_gang_is_ready_as_a_whole_not_when_its_leader_is():

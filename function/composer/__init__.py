@@ -33,7 +33,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import devicecel, structs
+from function import devicecel, requeue, structs
 from function.api import API_VERSION, REQUIRE_CLUSTER
 from function.composer import cache, keep, kinds, placement, status
 from function.composer.backends import compose_backends
@@ -86,6 +86,12 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     summary = status.summarize(items, not_routed=placed.not_routed)
     write_status(rsp, phase=summary.phase, endpoint=placed.endpoint,
                  conditions=summary.conditions)
+    if summary.phase != status.SERVING:
+        # Crossplane watches what we compose, but a replica composes a dozen
+        # objects whose creation and status updates trip its per-composite
+        # watch circuit breaker (50 updates, then one event per 30 s for five
+        # minutes): until the replica serves, look again soon regardless.
+        requeue.soon(rsp)
     where = (f"remote, through {cluster.provider_config.kind} {cluster.provider_config.name}"
              if cluster.provider_config else "the control-plane cluster")
     response.set_conditions(rsp, resource.Condition(
