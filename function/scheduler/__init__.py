@@ -59,7 +59,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
             or REQUIRE_REPLICAS not in req.required_resources:
         # Not resolved yet: keep everything that exists, decide nothing.
         for key, mr in observed.items():
-            resource.update(rsp.desired.resources[key], output._echo(mr))
+            resource.update(rsp.desired.resources[key], output.echo(mr))
             rsp.desired.resources[key].ready = _readiness(serving(mr))
         # Said explicitly: derived from nothing composed yet, Ready would be True.
         rsp.desired.composite.ready = _readiness(
@@ -125,7 +125,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     kept = []
     for key, mr, why in broken:
         # Skip only the bad object: keep it as it is and say so.
-        resource.update(rsp.desired.resources[key], output._echo(mr))
+        resource.update(rsp.desired.resources[key], output.echo(mr))
         rsp.desired.resources[key].ready = fnv1.READY_FALSE
         response.warning(rsp, f"ModelReplica {key} is malformed and kept as is: {why}")
         kept.append(f"ModelReplica {key} is malformed and kept as is: {why}")
