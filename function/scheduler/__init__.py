@@ -33,6 +33,7 @@ from function.scheduler.plan import Inputs, Plan, plan
 from function.validation import dig, pruned, spec_errors
 
 MAX_MESSAGE = 4000
+MAX_VERDICTS = 100  # clusters named per unscheduled replica (the XRD's maxItems)
 
 
 def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
@@ -212,8 +213,7 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         "replicas": {"desired": want, "scheduled": scheduled, "ready": ready},
         "labelSelector": f"{LABEL_DEPLOYMENT}={name}",
         "placements": placements,
-        "unscheduled": [{"index": i, "reason": r.message(f"replica {i}")[:4096]}
-                        for i, r in sorted(result.unscheduled.items())],
+        "unscheduled": [_unscheduled(i, r) for i, r in sorted(result.unscheduled.items())],
     }})
 
     if result.errors:
@@ -240,6 +240,15 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         message=f"{ready}/{want} replicas serving"))
     for note in result.notes:
         response.normal(rsp, note[:MAX_MESSAGE])
+
+
+def _unscheduled(index: int, why: reasons.Shortfall) -> dict[str, Any]:
+    """One replica without a cluster: the summary, and what each cluster said."""
+    entry: dict[str, Any] = {"index": index, "reason": why.message(f"replica {index}")[:4096]}
+    if why.clusters:
+        entry["clusters"] = [{"name": name, "reason": reason[:1024]}
+                             for name, reason in why.clusters[:MAX_VERDICTS]]
+    return entry
 
 
 def _alternatives(p) -> dict[str, str]:
