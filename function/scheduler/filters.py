@@ -55,14 +55,16 @@ def stays(_: Deployment, __: Cluster) -> None:
     return None
 
 
+def _selected(dep: Deployment, cluster: Cluster) -> bool:
+    return all(cluster.labels.get(k) == v for k, v in dep.match_labels.items())
+
+
 def cluster_labels(dep: Deployment, cluster: Cluster, _: Matcher) -> str | None:
-    if all(cluster.labels.get(k) == v for k, v in dep.match_labels.items()):
-        return None
-    return "{does} not match clusterSelector"
+    return None if _selected(dep, cluster) else "{does} not match clusterSelector"
 
 
 def unselected(dep: Deployment, cluster: Cluster) -> Eviction | None:
-    if cluster_labels(dep, cluster, None) is None:
+    if _selected(dep, cluster):
         return None
     return Eviction(f"cluster {cluster.name} no longer matches clusterSelector")
 

@@ -152,7 +152,7 @@ def plan(inp: Inputs) -> Plan:
                 usage: dict[str, int] = {}
                 for e in fit.values():
                     usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
-                land(name, usage)
+                land(name, usage)  # re-ranks `name`: fine, this walk is over
                 return Placement(index, name, fit)
         verdicts += [(name, "{is} malformed") for name in inp.malformed_clusters]
         return reasons.summarize(verdicts, total)
