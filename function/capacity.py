@@ -20,23 +20,22 @@ def member_pods(member: Mapping[str, Any]) -> int:
     return 1
 
 
-def claims_devices(member: Mapping[str, Any], synthetic: set[str] | None = None) -> bool:
+def claims_devices(member: Mapping[str, Any]) -> bool:
     """Whether the member's pods claim any DRA device.
 
-    On a ModelReplica the resolved deviceRequests say it (claim DRA); on a
-    ModelDeployment the scheduler passes the names of requests that matched
-    only Synthetic devices, which constrain placement but claim nothing.
+    On a ModelReplica the resolved deviceRequests say it (claim DRA); a
+    member with none resolved (or only requests, not yet placed) claims
+    whatever it requests.
     """
     resolved = member.get("deviceRequests")
     if resolved is not None:
         return any((r.get("claim") or "DRA") == "DRA" for r in resolved)
-    requested = ((member.get("nodeSelector") or {}).get("devices")) or []
-    return any(r.get("name") not in (synthetic or set()) for r in requested)
+    return bool(((member.get("nodeSelector") or {}).get("devices")) or [])
 
 
-def member_cost(member: Mapping[str, Any], copies: int, synthetic: set[str] | None = None) -> int:
+def member_cost(member: Mapping[str, Any], copies: int) -> int:
     """Nodes one member of an engine with `copies` copies takes on its pool."""
-    if not claims_devices(member, synthetic):
+    if not claims_devices(member):
         return 0
     return member_pods(member) * copies
 

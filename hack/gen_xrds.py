@@ -593,6 +593,11 @@ def model_deployment() -> dict:
         "unscheduled": array(obj({
             "index": integer(0, 1000, "The replica index."),
             "reason": string(4096, "Why no cluster fits, per cluster, as kube-scheduler says it."),
+            "clusters": array(obj({
+                "name": string(253, "The InferenceCluster."),
+                "reason": string(1024, "Why it cannot take the replica."),
+            }, "One cluster's verdict."), 100,
+                "What each cluster said, by name (the first 100; the reason counts them all)."),
         }, "A replica that could not be placed."), 1000, "Replicas without a cluster, with reasons."),
     }, "Placement and readiness. " + CONDITIONS_NOTE)
     return xrd("ModelDeployment", "modeldeployments", "Namespaced", spec, status, ["md"], [

@@ -245,7 +245,8 @@ def test_a_drained_replica_with_nowhere_to_go_is_removed_and_reported():
     assert status(rsp)["unscheduled"] == [{
         "index": 0,
         "reason": "drained from a (cluster a is tainted evict:NoExecute); "
-                  "0/1 clusters fit replica 0: 1 is tainted (evict:NoExecute)"}]
+                  "0/1 clusters fit replica 0: 1 is tainted (evict:NoExecute)",
+        "clusters": [{"name": "a", "reason": "is tainted (evict:NoExecute)"}]}]
     assert condition(rsp, "ReplicasScheduled")[:2] == ("False", "Unschedulable")
 
 
@@ -272,7 +273,8 @@ def test_an_unready_cluster_gets_no_new_replicas_but_keeps_its_own():
     rsp = World(md, clusters, observed=observed).run()
     assert placements(rsp) == {0: ("a", {"vllm": "h100"})}
     assert status(rsp)["unscheduled"] == [
-        {"index": 1, "reason": "0/1 clusters fit replica 1: 1 is not ready"}]
+        {"index": 1, "reason": "0/1 clusters fit replica 1: 1 is not ready",
+         "clusters": [{"name": "a", "reason": "is not ready"}]}]
 
 
 def test_a_cluster_without_a_ready_condition_counts_as_ready():
@@ -949,7 +951,12 @@ def test_the_unschedulable_message_reads_like_kube_scheduler():
             '1 has too few free nodes on pool "h100" (needs 4, has 2), '
             "1 is tainted (dedicated=batch:NoSchedule)")
     st = status(rsp)
-    assert st["unscheduled"][2] == {"index": 2, "reason": want}
+    # Beside the summary, each cluster's own verdict, by name.
+    assert st["unscheduled"][2] == {"index": 2, "reason": want, "clusters": [
+        {"name": "a", "reason": 'has no pool matching engine "decode"'},
+        {"name": "b", "reason": 'has no pool matching engine "decode"'},
+        {"name": "c", "reason": 'has too few free nodes on pool "h100" (needs 4, has 2)'},
+        {"name": "d", "reason": "is tainted (dedicated=batch:NoSchedule)"}]}
     assert st["replicas"] == {"desired": 3, "scheduled": 0, "ready": 0}
     state, reason, msg = condition(rsp, "ReplicasScheduled")
     assert (state, reason) == ("False", "Unschedulable")
@@ -968,6 +975,15 @@ def test_the_most_common_reason_comes_first():
         '1 has no pool matching engine "vllm"')
 
 
+def test_each_unscheduled_replica_names_at_most_100_clusters_the_summary_counts_all():
+    clusters = [cluster(f"c{i:03}", pool("h100", 4, H100), ready=False) for i in range(120)]
+    st = status(World(deployment("llama"), clusters).run())
+    [entry] = st["unscheduled"]
+    assert entry["reason"] == "0/120 clusters fit replica 0: 120 are not ready"
+    assert [c["name"] for c in entry["clusters"]] == [f"c{i:03}" for i in range(100)]
+    assert {c["reason"] for c in entry["clusters"]} == {"is not ready"}
+
+
 def test_a_partial_shortfall_is_never_reported_true():
     md = deployment("llama", replicas=3)
     rsp = World(md, [cluster("a", pool("h100", 2, H100))]).run()
@@ -975,7 +991,9 @@ def test_a_partial_shortfall_is_never_reported_true():
     assert status(rsp)["unscheduled"] == [{
         "index": 2,
         "reason": '0/1 clusters fit replica 2: 1 has too few free nodes on pool "h100" '
-                  "(needs 1, has 0)"}]
+                  "(needs 1, has 0)",
+        "clusters": [{"name": "a", "reason": 'has too few free nodes on pool "h100" '
+                                             "(needs 1, has 0)"}]}]
     assert condition(rsp, "ReplicasScheduled")[0] == "False"
 
 
@@ -1047,7 +1065,10 @@ def test_a_malformed_cluster_keeps_its_replicas():
     assert st["unscheduled"] == [{
         "index": 1,
         "reason": '0/2 clusters fit replica 1: 1 has too few free nodes on pool "h100" '
-                  "(needs 1, has 0), 1 is malformed"}]
+                  "(needs 1, has 0), 1 is malformed",
+        "clusters": [{"name": "a", "reason": 'has too few free nodes on pool "h100" '
+                                             "(needs 1, has 0)"},
+                     {"name": "bad", "reason": "is malformed"}]}]
     assert condition(rsp, "ReplicasScheduled")[0] == "False"
 
 

@@ -644,7 +644,24 @@ class Replicas(BaseModel):
     ] = None
 
 
+class Cluster(BaseModel):
+    name: Annotated[
+        StrictStr | None, Field(description="The InferenceCluster.", max_length=253)
+    ] = None
+    reason: Annotated[
+        StrictStr | None,
+        Field(description="Why it cannot take the replica.", max_length=1024),
+    ] = None
+
+
 class UnscheduledItem(BaseModel):
+    clusters: Annotated[
+        list[Cluster] | None,
+        Field(
+            description="What each cluster said, by name (the first 100; the reason counts them all).",
+            max_length=100,
+        ),
+    ] = None
     index: Annotated[
         StrictInt | None, Field(description="The replica index.", ge=0, le=1000)
     ] = None

@@ -2,14 +2,13 @@
 
 This module is the I/O around the pure `plan()`: declare the required
 resources (InferenceClusters and every ModelReplica, for the capacity
-ledger), parse them, plan, and write desired ModelReplicas, status and
-conditions. It never drops an existing replica because an input is missing
+ledger), read the fleet from them (fleet.py), plan, and write desired
+ModelReplicas, status and conditions. It never drops an existing replica because an input is missing
 or unreadable; it keeps it and says why.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,18 +20,18 @@ from function import requeue, structs
 from function.api import (
     API_VERSION,
     LABEL_DEPLOYMENT,
-    LABEL_REPLICA_INDEX,
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
 from function.models.modeldeployment import ModelDeployment
-from function.scheduler import output, parsecache, reasons
+from function.scheduler import output, reasons
 from function.scheduler.filters import Deployment
-from function.scheduler.model import Malformed, parse_replica
+from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
 from function.validation import dig, pruned, spec_errors
 
 MAX_MESSAGE = 4000
+MAX_VERDICTS = 100  # clusters named per unscheduled replica (the XRD's maxItems)
 
 
 def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
@@ -59,82 +58,36 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
             or REQUIRE_REPLICAS not in req.required_resources:
         # Not resolved yet: keep everything that exists, decide nothing.
         for key, mr in observed.items():
-            resource.update(rsp.desired.resources[key], output._echo(mr))
+            resource.update(rsp.desired.resources[key], output.echo(mr))
             rsp.desired.resources[key].ready = _readiness(serving(mr))
         # Said explicitly: derived from nothing composed yet, Ready would be True.
         rsp.desired.composite.ready = _readiness(
             sum(serving(mr) for mr in observed.values()) == want)
         return
 
-    parsecache.new_request()
-    clusters, malformed = [], {}
-    for item in parsecache.items(req, REQUIRE_CLUSTERS):
-        try:
-            clusters.append(parsecache.CLUSTERS.get(item))
-        except Malformed as exc:
-            name = parsecache.identity(item)[1] or "?"
-            malformed[name] = str(exc)
-            response.warning(rsp, f"InferenceCluster {name} is malformed and skipped: {exc}")
-
     ns, name = meta.get("namespace") or "", meta.get("name") or ""
-    own, keys, broken, others = [], {}, [], []
-    for key, mr in observed.items():
-        try:
-            r = parse_replica(mr)
-        except Malformed as exc:
-            broken.append((key, mr, str(exc)))
-            continue
-        if r.index is None:
-            # Without its index it cannot be retained, moved or scaled down:
-            # keep it as is, but count the nodes it holds.
-            broken.append((key, mr, f"it has no {LABEL_REPLICA_INDEX} label"))
-            others.append(r)
-            continue
-        own.append(r)
-        # Two replicas of one index on one cluster: the plan keeps the oldest
-        # (plan._dedupe), so its composed-resource key is the one to reuse.
-        held = keys.get((r.cluster, r.index))
-        if held is None or r.age_key < parse_replica(observed[held]).age_key:
-            keys[(r.cluster, r.index)] = key
-    own_names = {(r.namespace, r.name) for r in own} | {_identity(mr) for _, mr, _ in broken}
-    for item in parsecache.items(req, REQUIRE_REPLICAS):
-        try:
-            r = parsecache.REPLICAS.get(item)
-        except Malformed as exc:
-            mr_ns, mr_name, labels = parsecache.identity(item)
-            if (mr_ns, mr_name) not in own_names and not (
-                    mr_ns == ns and labels.get(LABEL_DEPLOYMENT) == name):
-                response.warning(rsp, f"ModelReplica {mr_ns}/{mr_name} is "
-                                 f"malformed and left out of the capacity ledger: {exc}")
-            continue
-        if (r.namespace, r.name) in own_names or (r.namespace == ns and r.deployment == name):
-            continue  # ours: counted through `own` (observed as composed)
-        others.append(r)
+    fleet = read(req, observed, ns, name)
+    for warning in fleet.warnings:
+        response.warning(rsp, warning)
 
     dep = Deployment(match_labels=selector or {}, tolerations=tspec.get("tolerations") or [],
                      engines=tspec.get("engines") or [])
-    result = plan(Inputs(replicas=want, deployment=dep, clusters=clusters,
-                         malformed_clusters=malformed, own=own, others=others,
-                         reserved=frozenset(i for k, mr, _ in broken
-                                            for i in _broken_indexes(k, mr))))
+    result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
+                         malformed_clusters=fleet.malformed_clusters, own=fleet.own,
+                         others=fleet.others, reserved=fleet.reserved))
 
     converted: dict = {}  # replicas share the deployment's dicts: convert each once
     for p in result.placements:
-        structs.update(rsp.desired.resources[_key(p, keys)], output.replica_manifest(md, p),
-                       converted)
+        structs.update(rsp.desired.resources[fleet.key(p.cluster, p.index)],
+                       output.replica_manifest(md, p), converted)
     kept = []
-    for key, mr, why in broken:
+    for b in fleet.broken:
         # Skip only the bad object: keep it as it is and say so.
-        resource.update(rsp.desired.resources[key], output._echo(mr))
-        rsp.desired.resources[key].ready = fnv1.READY_FALSE
-        response.warning(rsp, f"ModelReplica {key} is malformed and kept as is: {why}")
-        kept.append(f"ModelReplica {key} is malformed and kept as is: {why}")
-    write_status(rsp, md, result, observed, keys, kept)
-
-
-def _key(p, keys) -> str:
-    """The composed-resource key of a placement: its replica's, if it has one."""
-    return keys.get((p.cluster, p.index)) or output.resource_key(p.cluster, p.index)
+        resource.update(rsp.desired.resources[b.key], output.echo(b.manifest))
+        rsp.desired.resources[b.key].ready = fnv1.READY_FALSE
+        response.warning(rsp, f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
+        kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
+    write_status(rsp, md, result, observed, fleet, kept)
 
 
 def serving(mr: Mapping[str, Any]) -> bool:
@@ -150,12 +103,6 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _identity(mr: Mapping[str, Any]) -> tuple[str, str]:
-    """(namespace, name) of a ModelReplica, hashable whatever it holds."""
-    m = _mapping(mr.get("metadata"))
-    return str(m.get("namespace") or ""), str(m.get("name"))
-
-
 def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str,
              labels: Mapping[str, str]) -> None:
     """Require every `kind` carrying `labels`, an empty map meaning all of them.
@@ -168,23 +115,8 @@ def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str,
         api_version=API_VERSION, kind=kind, match_labels=fnv1.MatchLabels(labels=dict(labels))))
 
 
-def _broken_indexes(key: str, mr: Mapping[str, Any]) -> set[int]:
-    """Indexes a malformed ModelReplica may still occupy (its label, its key),
-    so that no new replica is given its name or its composed-resource key."""
-    out = set()
-    meta = mr.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    index = labels.get(LABEL_REPLICA_INDEX) if isinstance(labels, Mapping) else None
-    if isinstance(index, str) and index.isdigit():
-        out.add(int(index))
-    m = re.fullmatch(r"replica-(\d+)-.*", key)
-    if m:
-        out.add(int(m[1]))
-    return out
-
-
 def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: Plan,
-                 observed: Mapping[str, Mapping[str, Any]], keys,
+                 observed: Mapping[str, Mapping[str, Any]], fleet: Fleet,
                  broken: Sequence[str] = ()) -> None:
     name = (md.get("metadata") or {}).get("name", "")
     want = int((md.get("spec") or {}).get("replicas", 1))
@@ -192,7 +124,7 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
     for p in result.placements:
         mr_name = output.replica_name(name, p.cluster, p.index) if p.engines is not None \
             else p.existing.name
-        key = _key(p, keys)
+        key = fleet.key(p.cluster, p.index)
         seen = observed.get(key, {})
         status = seen.get("status") or {}
         is_ready = serving(seen)
@@ -212,8 +144,7 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         "replicas": {"desired": want, "scheduled": scheduled, "ready": ready},
         "labelSelector": f"{LABEL_DEPLOYMENT}={name}",
         "placements": placements,
-        "unscheduled": [{"index": i, "reason": r.message(f"replica {i}")[:4096]}
-                        for i, r in sorted(result.unscheduled.items())],
+        "unscheduled": [_unscheduled(i, r) for i, r in sorted(result.unscheduled.items())],
     }})
 
     if result.errors:
@@ -240,6 +171,15 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         message=f"{ready}/{want} replicas serving"))
     for note in result.notes:
         response.normal(rsp, note[:MAX_MESSAGE])
+
+
+def _unscheduled(index: int, why: reasons.Shortfall) -> dict[str, Any]:
+    """One replica without a cluster: the summary, and what each cluster said."""
+    entry: dict[str, Any] = {"index": index, "reason": why.message(f"replica {index}")[:4096]}
+    if why.clusters:
+        entry["clusters"] = [{"name": name, "reason": reason[:1024]}
+                             for name, reason in why.clusters[:MAX_VERDICTS]]
+    return entry
 
 
 def _alternatives(p) -> dict[str, str]:

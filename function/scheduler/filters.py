@@ -1,9 +1,17 @@
 """Named filter steps: each says why a cluster cannot host a replica.
 
-The steps mirror kube-scheduler's framework. Static steps depend only on the
-deployment and the cluster, so they run once per cluster per reconcile;
-the capacity step depends on the live ledger, so it runs per replica.
-Each returns None when the cluster passes, or a reason phrase.
+The steps mirror kube-scheduler's framework. Each `Filter` judges a cluster
+twice over: `admit` for a replica that would be new there (a reason phrase,
+or None when the cluster passes), `evict` for a replica already there (an
+`Eviction`, or None when it may stay). Every filter must say both, so a new
+filter can never silently skip the replicas that are already placed.
+
+Filter steps depend only on the deployment and the cluster, so the plan runs
+them once per cluster per reconcile. The capacity step depends on the live
+ledger, so it runs per replica; it is not in FILTERS.
+
+Reasons are verb phrases with `{is}`/`{has}`/`{does}` placeholders
+(reasons.py), so "1 is tainted" and "2 are tainted" read right.
 """
 
 from __future__ import annotations
@@ -13,10 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.capacity import member_pods
+from function.scheduler.ledger import Ledger
 from function.scheduler.matching import EngineFit, Matcher
 from function.scheduler.model import Cluster, Pool, Taint
-
-Ledger = dict[tuple[str, str], int]  # (cluster, pool) -> nodes in use
 
 
 @dataclass(frozen=True)
@@ -28,10 +35,38 @@ class Deployment:
     engines: Sequence[Mapping[str, Any]]
 
 
+@dataclass(frozen=True)
+class Eviction:
+    """Why a replica already on a cluster must leave it."""
+
+    reason: str           # a sentence, e.g. "cluster a no longer matches clusterSelector"
+    drain: bool = False   # leave even without a new place (NoExecute: the platform asked)
+
+
+@dataclass(frozen=True)
+class Filter:
+    name: str
+    admit: Callable[[Deployment, Cluster, Matcher], str | None]
+    evict: Callable[[Deployment, Cluster], Eviction | None]
+
+
+def stays(_: Deployment, __: Cluster) -> None:
+    """`evict` of a filter whose verdict never moves a placed replica."""
+    return None
+
+
+def _selected(dep: Deployment, cluster: Cluster) -> bool:
+    return all(cluster.labels.get(k) == v for k, v in dep.match_labels.items())
+
+
 def cluster_labels(dep: Deployment, cluster: Cluster, _: Matcher) -> str | None:
-    if all(cluster.labels.get(k) == v for k, v in dep.match_labels.items()):
+    return None if _selected(dep, cluster) else "{does} not match clusterSelector"
+
+
+def unselected(dep: Deployment, cluster: Cluster) -> Eviction | None:
+    if _selected(dep, cluster):
         return None
-    return "{does} not match clusterSelector"
+    return Eviction(f"cluster {cluster.name} no longer matches clusterSelector")
 
 
 def tolerated(taint: Taint, tolerations: Sequence[Mapping[str, Any]]) -> bool:
@@ -56,6 +91,12 @@ def taints(dep: Deployment, cluster: Cluster, _: Matcher) -> str | None:
     return f"{{is}} tainted ({bad[0]})" if bad else None
 
 
+def drained(dep: Deployment, cluster: Cluster) -> Eviction | None:
+    """NoExecute drains placed replicas; NoSchedule only keeps new ones away."""
+    bad = untolerated(cluster, dep.tolerations, ("NoExecute",))
+    return Eviction(f"cluster {cluster.name} is tainted {bad[0]}", drain=True) if bad else None
+
+
 def readiness(_: Deployment, cluster: Cluster, __: Matcher) -> str | None:
     return None if cluster.ready else "{is} not ready"
 
@@ -67,9 +108,31 @@ def device_match(dep: Deployment, cluster: Cluster, matcher: Matcher) -> str | N
     return None
 
 
-# The static steps, in the order reasons are reported.
-STATIC_FILTERS: tuple[Callable[[Deployment, Cluster, Matcher], str | None], ...] = (
-    cluster_labels, taints, readiness, device_match)
+# In the order reasons are reported: a cluster's verdict is its first reason.
+# A NotReady cluster keeps its replicas running; a placed replica whose pools
+# no longer match is re-fit within its cluster by the plan (capacity below).
+FILTERS: tuple[Filter, ...] = (
+    Filter("cluster_labels", cluster_labels, unselected),
+    Filter("taints", taints, drained),
+    Filter("readiness", readiness, stays),
+    Filter("device_match", device_match, stays),
+)
+
+
+def admit(dep: Deployment, cluster: Cluster, matcher: Matcher) -> str | None:
+    """The first reason a filter step gives against a new replica, or None."""
+    for step in FILTERS:
+        why = step.admit(dep, cluster, matcher)
+        if why:
+            return why
+    return None
+
+
+def evict(dep: Deployment, cluster: Cluster) -> Eviction | None:
+    """Why a replica on `cluster` must leave it, or None: a drain before a move,
+    else the first filter step's word."""
+    found = [e for e in (step.evict(dep, cluster) for step in FILTERS) if e is not None]
+    return next((e for e in found if e.drain), found[0] if found else None)
 
 
 @dataclass(frozen=True)
@@ -108,7 +171,7 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
     steps = 0
 
     def free(pool: Pool) -> int:
-        return pool.nodes - ledger.get((cluster.name, pool.name), 0) - trial.get(pool.name, 0)
+        return ledger.free(cluster.name, pool) - trial.get(pool.name, 0)
 
     def search(i: int) -> bool:
         nonlocal steps
@@ -136,11 +199,10 @@ def _capacity_reason(dep: Deployment, cluster: Cluster, options, ledger: Ledger)
     for engine, opts in zip(dep.engines, options):
         if not opts:
             return f'{{has}} no pool matching engine "{engine["name"]}"'
-        roomy = [o for o in opts if o.nodes <= o.pool.nodes - ledger.get((cluster.name, o.pool.name), 0)]
+        roomy = [o for o in opts if o.nodes <= ledger.free(cluster.name, o.pool)]
         if not roomy:
-            best = max(opts, key=lambda o: (o.pool.nodes - ledger.get((cluster.name, o.pool.name), 0),
-                                            -opts.index(o)))
-            has = max(0, best.pool.nodes - ledger.get((cluster.name, best.pool.name), 0))
+            best = max(opts, key=lambda o: (ledger.free(cluster.name, o.pool), -opts.index(o)))
+            has = max(0, ledger.free(cluster.name, best.pool))
             return (f'{{has}} too few free nodes on pool "{best.pool.name}" '
                     f"(needs {best.nodes}, has {has})")
     names = ", ".join(f'"{e["name"]}"' for e in dep.engines)

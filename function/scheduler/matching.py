@@ -46,10 +46,6 @@ class MemberFit:
     choices: Mapping[str, Choice]  # request name -> what it got
 
     @property
-    def assignment(self) -> Mapping[str, Device]:
-        return {name: c.device for name, c in self.choices.items()}
-
-    @property
     def claims(self) -> bool:
         return any(c.device.claim == "DRA" for c in self.choices.values())
 

@@ -84,6 +84,9 @@ class Replica:
     usage: Mapping[str, int]          # pool name -> nodes held
     created: str                      # RFC 3339; "" when unknown (treated as youngest)
     manifest: Mapping[str, Any] = field(compare=False, repr=False)
+    # The composed-resource key it is observed under: set for this
+    # deployment's own replicas (fleet.py), "" for the ledger's.
+    key: str = field(default="", compare=False)
 
     @property
     def age_key(self) -> tuple[str, str, str]:

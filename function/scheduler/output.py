@@ -32,7 +32,7 @@ def replica_manifest(md: Mapping[str, Any], p: Placement) -> dict[str, Any]:
     template = (md.get("spec") or {}).get("template") or {}
     tmeta, tspec = template.get("metadata") or {}, template.get("spec") or {}
     if p.engines is None and p.existing is not None:
-        return _echo(p.existing.manifest)
+        return echo(p.existing.manifest)
     labels = dict(sorted((tmeta.get("labels") or {}).items()))
     labels.update({LABEL_DEPLOYMENT: meta.get("name", ""), LABEL_CLUSTER: p.cluster,
                    LABEL_REPLICA_INDEX: str(p.index)})
@@ -74,7 +74,7 @@ def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
     return out
 
 
-def _echo(observed: Mapping[str, Any]) -> dict[str, Any]:
+def echo(observed: Mapping[str, Any]) -> dict[str, Any]:
     """An observed ModelReplica as desired state: identity, labels and spec only."""
     meta = observed.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}

@@ -5,17 +5,18 @@ the same inputs give the same plan. Existing replicas are inputs, not
 decisions: a healthy replica keeps its cluster. The order of the steps is the
 policy:
 
-1. retain   - a replica stays on its cluster while the cluster exists, still
-              matches the selector, does not NoExecute-taint it away, and its
-              engines still fit there.
+1. retain   - a replica stays on its cluster while the cluster exists, no
+              filter step evicts it (filters.py: the selector no longer
+              matches, a NoExecute taint drains it), and its engines still fit.
 2. scale down - surplus replicas go first from drained or lost clusters, then
               from the cluster hosting most of this deployment, highest index
               first.
 3. repair   - where a pool's live usage exceeds its nodes, the youngest
               replicas on it are re-placed; the oldest keep their place.
 4. place    - displaced replicas (same index) and then new ones (lowest free
-              index) go one at a time to the eligible cluster hosting the
-              fewest of this deployment's replicas, ties by name.
+              index) go one at a time to the best-ranked cluster (scores.py:
+              the fewest of this deployment's replicas, ties by name) that
+              every filter step admits and whose free nodes (ledger.py) fit.
 
 Never destructive: a displaced replica is removed only once it has a new
 place, except a NoExecute drain, which the platform team asked for.
@@ -23,23 +24,16 @@ place, except a NoExecute drain, which the platform team asked for.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from function.scheduler import reasons
-from function.scheduler.filters import (
-    STATIC_FILTERS,
-    Deployment,
-    EnginePlacement,
-    Ledger,
-    capacity,
-    engine_cost,
-    untolerated,
-)
+from function.scheduler import filters, reasons
+from function.scheduler.filters import Deployment, EnginePlacement, capacity, engine_cost
+from function.scheduler.ledger import Ledger
 from function.scheduler.matching import Matcher, levels
 from function.scheduler.model import Cluster, Replica
+from function.scheduler.scores import Ranking, State
 
 
 @dataclass(frozen=True)
@@ -98,16 +92,16 @@ def plan(inp: Inputs) -> Plan:
             result.placements.append(Placement(r.index, r.cluster, None, r, "selector invalid"))
         return result
 
-    static = {name: _static_reason(dep, c, matcher) for name, c in sorted(clusters.items())}
+    static = {name: filters.admit(dep, c, matcher) for name, c in sorted(clusters.items())}
     candidates = [_classify(r, clusters, inp.malformed_clusters, dep, matcher)
                   for r in _dedupe(inp.own)]
     candidates = _scale_down(candidates, inp.replicas)
 
-    ledger: Ledger = {}
+    ledger = Ledger()
     for r in inp.others:
-        _charge(ledger, r.cluster, r.usage)
+        ledger.reserve(r.cluster, r.usage)
     for c in candidates:
-        _charge(ledger, c.replica.cluster, _usage(c))
+        ledger.reserve(c.replica.cluster, _usage(c))
     _repair_overcommit(candidates, inp.others, clusters, ledger)
 
     # A replica that has to move holds its nodes until it has a new place (it
@@ -115,64 +109,58 @@ def plan(inp: Inputs) -> Plan:
     # releases its own nodes only while it looks for its new place.
     moving = [c for c in candidates if c.engines is None and not c.unknown]
     for c in moving:
-        _charge(ledger, c.replica.cluster, c.replica.usage)
+        ledger.reserve(c.replica.cluster, c.replica.usage)
 
     # Replicas whose recorded pools no longer match try the rest of their cluster.
     for c in moving:
         if not c.displaced:
-            _charge(ledger, c.replica.cluster, c.replica.usage, -1)
+            ledger.release(c.replica.cluster, c.replica.usage)
             fit, why = capacity(dep, clusters[c.replica.cluster], matcher, ledger)
             if fit is None:
                 c.displaced = f"its engines no longer fit on cluster {c.replica.cluster}: " \
                               + reasons.plain(why or "")
-                _charge(ledger, c.replica.cluster, c.replica.usage)
+                ledger.reserve(c.replica.cluster, c.replica.usage)
             else:
                 c.engines = fit
-                _charge(ledger, c.replica.cluster, _usage(c))
+                ledger.reserve(c.replica.cluster, _usage(c))
 
-    spread: dict[str, int] = {}
+    hosted: dict[str, int] = {}
     for c in candidates:
         if not c.displaced:
-            spread[c.replica.cluster] = spread.get(c.replica.cluster, 0) + 1
+            hosted[c.replica.cluster] = hosted.get(c.replica.cluster, 0) + 1
+    ranking = Ranking(clusters, State(hosted, ledger))
 
-    # Clusters in spread order (fewest of this deployment's replicas, then by
-    # name), kept sorted as replicas land instead of re-sorted per replica.
-    def spread_key(n: str) -> tuple[int, str]:
-        return (spread.get(n, 0), n)
-
-    order = sorted(clusters, key=spread_key)
-
-    def count(name: str, delta: int) -> None:
-        if name in clusters:
-            order.remove(name)
-        spread[name] = spread.get(name, 0) + delta
-        if name in clusters:
-            bisect.insort(order, name, key=spread_key)
+    def land(name: str, usage: Mapping[str, int]) -> None:
+        ledger.reserve(name, usage)
+        hosted[name] = hosted.get(name, 0) + 1
+        ranking.changed(name)
 
     def place(index: int) -> Placement | reasons.Shortfall:
         # firstAvailable: the first alternative that fits anywhere in the
-        # fleet wins before any cluster falls back to the next; the spread
-        # rule holds within each priority level.
+        # fleet wins before any cluster falls back to the next; the scores
+        # rank clusters within each priority level.
         for level in range(levels(dep.engines)):
-            why = []
-            for name in order:
+            verdicts = []
+            for name in ranking:
                 if static[name]:
-                    why.append(static[name])
+                    verdicts.append((name, static[name]))
                     continue
                 fit, reason = capacity(dep, clusters[name], matcher, ledger, level=level)
                 if fit is None:
-                    why.append(reason)
+                    verdicts.append((name, reason))
                     continue
+                usage: dict[str, int] = {}
                 for e in fit.values():
-                    _charge(ledger, name, {e.pool.name: e.nodes})
-                count(name, +1)
+                    usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
+                land(name, usage)  # re-ranks `name`: fine, this walk is over
                 return Placement(index, name, fit)
-        why += ["{is} malformed"] * len(inp.malformed_clusters)
-        return reasons.summarize(why, total)
+        verdicts += [(name, "{is} malformed") for name in inp.malformed_clusters]
+        return reasons.summarize(verdicts, total)
 
     for c in sorted((c for c in candidates if c.displaced), key=lambda c: c.replica.index):
         r = c.replica
-        _charge(ledger, r.cluster, r.usage, -1)
+        ledger.release(r.cluster, r.usage)
+        ranking.changed(r.cluster)
         outcome = place(r.index)
         if isinstance(outcome, Placement):
             result.placements.append(outcome)
@@ -182,8 +170,7 @@ def plan(inp: Inputs) -> Plan:
             result.unscheduled[r.index] = dataclasses.replace(
                 outcome, prefix=f"drained from {r.cluster} ({c.displaced})")
         else:
-            _charge(ledger, r.cluster, r.usage)
-            count(r.cluster, +1)
+            land(r.cluster, r.usage)
             result.placements.append(Placement(r.index, r.cluster, None, r, c.displaced))
             result.notes.append(f"replica {r.index} stays on {r.cluster} although {c.displaced}; "
                                 + outcome.message("it elsewhere"))
@@ -208,14 +195,6 @@ def plan(inp: Inputs) -> Plan:
     return result
 
 
-def _static_reason(dep: Deployment, cluster: Cluster, matcher: Matcher) -> str | None:
-    for step in STATIC_FILTERS:
-        why = step(dep, cluster, matcher)
-        if why:
-            return why
-    return None
-
-
 def _dedupe(own: Sequence[Replica]) -> list[Replica]:
     """One replica per index, the oldest; indexless ones are not ours to count."""
     by_index: dict[int, Replica] = {}
@@ -235,12 +214,9 @@ def _classify(r: Replica, clusters: Mapping[str, Cluster], malformed: Mapping[st
     if cluster is None:
         c.displaced = f"cluster {r.cluster} is gone or no longer selected"
         return c
-    drains = untolerated(cluster, dep.tolerations, ("NoExecute",))
-    if drains:
-        c.displaced, c.drained = f"cluster {r.cluster} is tainted {drains[0]}", True
-        return c
-    if any(cluster.labels.get(k) != v for k, v in dep.match_labels.items()):
-        c.displaced = f"cluster {r.cluster} no longer matches clusterSelector"
+    eviction = filters.evict(dep, cluster)
+    if eviction is not None:
+        c.displaced, c.drained = eviction.reason, eviction.drain
         return c
     engines = {}
     for engine in dep.engines:
@@ -262,11 +238,6 @@ def _usage(c: _Candidate) -> Mapping[str, int]:
     return usage
 
 
-def _charge(ledger: Ledger, cluster: str, usage: Mapping[str, int], sign: int = 1) -> None:
-    for pool, nodes in usage.items():
-        ledger[(cluster, pool)] = ledger.get((cluster, pool), 0) + sign * nodes
-
-
 def _scale_down(candidates: list[_Candidate], want: int) -> list[_Candidate]:
     keep = list(candidates)
     while len(keep) > want:
@@ -283,7 +254,7 @@ def _repair_overcommit(candidates: list[_Candidate], others: Sequence[Replica],
                        clusters: Mapping[str, Cluster], ledger: Ledger) -> None:
     """Where a pool holds more than its nodes, the youngest own replicas move."""
     ours = {id(c.replica): c for c in candidates if not c.displaced and not c.unknown}
-    for (cluster_name, pool_name), used in sorted(ledger.items()):
+    for cluster_name, pool_name, used in ledger.in_use():
         cluster = clusters.get(cluster_name)
         pool = cluster.pool(pool_name) if cluster else None
         if pool is None or used <= pool.nodes:
@@ -299,5 +270,5 @@ def _repair_overcommit(candidates: list[_Candidate], others: Sequence[Replica],
             if filled > pool.nodes and c is not None and not c.displaced:
                 c.displaced = (f"pool {pool_name} on {cluster_name} is overcommitted "
                                f"({used} nodes used of {pool.nodes}) and it is among the youngest")
-                _charge(ledger, cluster_name, _usage(c), -1)
+                ledger.release(cluster_name, _usage(c))
                 c.engines = None

@@ -1,0 +1,126 @@
+"""Reading the fleet: the clusters, this deployment's ModelReplicas, everyone else's.
+
+The required InferenceClusters and ModelReplicas come through the parse
+caches (parsecache.py); this deployment's own replicas come from the observed
+composed resources, each with the composed-resource key it lives under. A
+malformed object never fails the read: a cluster is skipped, another
+deployment's replica is left out of the ledger, one of ours is kept as it is
+(`broken`), each with a warning saying why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.scheduler import output, parsecache
+from function.scheduler.model import Cluster, Malformed, Replica, parse_replica
+
+
+@dataclass(frozen=True)
+class Broken:
+    """One of our ModelReplicas the scheduler cannot read: kept as it is."""
+
+    key: str                      # its composed-resource key
+    manifest: Mapping[str, Any]   # as observed
+    why: str
+
+
+@dataclass
+class Fleet:
+    clusters: list[Cluster] = field(default_factory=list)
+    malformed_clusters: dict[str, str] = field(default_factory=dict)  # name -> why
+    own: list[Replica] = field(default_factory=list)     # ours, each with its `key`
+    others: list[Replica] = field(default_factory=list)  # every other replica (the ledger)
+    broken: list[Broken] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # (cluster, index) -> our oldest replica there (see key()).
+    _holders: dict[tuple[str, int], Replica] = field(default_factory=dict, repr=False)
+
+    def key(self, cluster: str, index: int) -> str:
+        """The composed-resource key of a placement: the replica's it replaces, if
+        any (two of one index on one cluster: the oldest, which plan keeps), else new."""
+        held = self._holders.get((cluster, index))
+        return held.key if held is not None else output.resource_key(cluster, index)
+
+    @property
+    def reserved(self) -> frozenset[int]:
+        """Indexes our malformed replicas may still hold: never given to a new one."""
+        return frozenset(i for b in self.broken for i in _broken_indexes(b.key, b.manifest))
+
+
+def read(req: fnv1.RunFunctionRequest, observed: Mapping[str, Mapping[str, Any]],
+         namespace: str, deployment: str) -> Fleet:
+    """The fleet as the plan needs it; `observed` holds our ModelReplicas by key."""
+    parsecache.new_request()
+    fleet = Fleet()
+    for item in parsecache.items(req, REQUIRE_CLUSTERS):
+        try:
+            fleet.clusters.append(parsecache.CLUSTERS.get(item))
+        except Malformed as exc:
+            name = parsecache.identity(item)[1] or "?"
+            fleet.malformed_clusters[name] = str(exc)
+            fleet.warnings.append(f"InferenceCluster {name} is malformed and skipped: {exc}")
+
+    for key, mr in observed.items():
+        try:
+            r = dataclasses.replace(parse_replica(mr), key=key)
+        except Malformed as exc:
+            fleet.broken.append(Broken(key, mr, str(exc)))
+            continue
+        if r.index is None:
+            # Without its index it cannot be retained, moved or scaled down:
+            # keep it as is, but count the nodes it holds.
+            fleet.broken.append(Broken(key, mr, f"it has no {LABEL_REPLICA_INDEX} label"))
+            fleet.others.append(r)
+            continue
+        fleet.own.append(r)
+        held = fleet._holders.get((r.cluster, r.index))
+        if held is None or r.age_key < held.age_key:
+            fleet._holders[(r.cluster, r.index)] = r
+
+    own_names = {(r.namespace, r.name) for r in fleet.own} | {
+        _identity(b.manifest) for b in fleet.broken}
+    for item in parsecache.items(req, REQUIRE_REPLICAS):
+        try:
+            r = parsecache.REPLICAS.get(item)
+        except Malformed as exc:
+            mr_ns, mr_name, labels = parsecache.identity(item)
+            if (mr_ns, mr_name) not in own_names and not (
+                    mr_ns == namespace and labels.get(LABEL_DEPLOYMENT) == deployment):
+                fleet.warnings.append(f"ModelReplica {mr_ns}/{mr_name} is malformed and "
+                                      f"left out of the capacity ledger: {exc}")
+            continue
+        if (r.namespace, r.name) in own_names or (
+                r.namespace == namespace and r.deployment == deployment):
+            continue  # ours: counted through `own` (observed as composed)
+        fleet.others.append(r)
+    return fleet
+
+
+def _identity(mr: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a ModelReplica, hashable whatever it holds."""
+    m = mr.get("metadata")
+    m = m if isinstance(m, Mapping) else {}
+    return str(m.get("namespace") or ""), str(m.get("name"))
+
+
+def _broken_indexes(key: str, mr: Mapping[str, Any]) -> set[int]:
+    """Indexes a malformed ModelReplica may still occupy (its label, its key),
+    so that no new replica is given its name or its composed-resource key."""
+    out = set()
+    meta = mr.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    index = labels.get(LABEL_REPLICA_INDEX) if isinstance(labels, Mapping) else None
+    if isinstance(index, str) and index.isdigit():
+        out.add(int(index))
+    m = re.fullmatch(r"replica-(\d+)-.*", key)
+    if m:
+        out.add(int(m[1]))
+    return out

@@ -1,0 +1,39 @@
+"""The capacity ledger: nodes in use per (cluster, pool).
+
+Every ModelReplica holds nodes: other deployments' replicas, this
+deployment's where they are, and each new placement. The plan reserves a
+replica's nodes when it counts the replica and releases them when the
+replica leaves or looks for a new place, so `free` is always what one more
+placement may take. Usage may exceed a pool (a pool shrank, two schedulers
+raced): `in_use` lets the plan find those pools and repair them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from function.scheduler.model import Pool
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self._used: dict[tuple[str, str], int] = {}
+
+    def reserve(self, cluster: str, usage: Mapping[str, int]) -> None:
+        """Count `usage` (pool name -> nodes) as held on `cluster`."""
+        for pool, nodes in usage.items():
+            self._used[(cluster, pool)] = self._used.get((cluster, pool), 0) + nodes
+
+    def release(self, cluster: str, usage: Mapping[str, int]) -> None:
+        """Give back what `reserve` counted."""
+        for pool, nodes in usage.items():
+            self._used[(cluster, pool)] = self._used.get((cluster, pool), 0) - nodes
+
+    def free(self, cluster: str, pool: Pool) -> int:
+        """Nodes of `pool` on `cluster` nothing holds (negative when overcommitted)."""
+        return pool.nodes - self._used.get((cluster, pool.name), 0)
+
+    def in_use(self) -> list[tuple[str, str, int]]:
+        """(cluster, pool, nodes used) for every pool anything was charged to,
+        sorted: a snapshot, so the caller may reserve and release meanwhile."""
+        return [(cluster, pool, used) for (cluster, pool), used in sorted(self._used.items())]
