@@ -133,8 +133,11 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
 
     unscheduled = status.get("unscheduled") or []
     if unscheduled:
-        lines += ["", "Unscheduled:"] + [f"  replica {u['index']}: {u['reason']}"
-                                         for u in unscheduled]
+        lines += ["", "Unscheduled:"]
+        for u in unscheduled:
+            lines.append(f"  replica {u['index']}: {u['reason']}")
+            # Each cluster's own verdict, as `kubectl get md -o yaml` shows it.
+            lines += [f"    {c['name']}: {c['reason']}" for c in u.get("clusters") or []]
     for c in status.get("conditions") or []:
         if c.get("type") in ("ReplicasScheduled", "ReplicasReady"):
             lines.append(f"{c['type']}={c['status']} ({c.get('reason', '')}): "

@@ -26,6 +26,8 @@ def test_the_demo_prints_placements_pools_objects_and_an_explained_shortfall(too
     assert "REPLICA" in text and "Pools after placement:" in text
     assert "LeaderWorkerSet" in text and "(provider-kubernetes Object)" in text
     assert "replica 3: 0/3 clusters fit replica 3:" in text
+    # and what each cluster said
+    assert '    us-east-1: has no pool matching engine "vllm"' in text
     assert "ReplicasScheduled=False (Unschedulable)" in text
 
 
