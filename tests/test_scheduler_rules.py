@@ -928,9 +928,26 @@ def test_a_deployment_waiting_for_capacity_asks_to_be_called_again_soon():
     md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
                     replicas=2)
     waiting = World(md, [cluster("a", pool("h100", 1, H100))]).run()
-    settled = World(md, [cluster("a", pool("h100", 2, H100))]).run()
     assert waiting.meta.ttl.ToTimedelta() == requeue.WAITING
-    assert settled.meta.ttl.ToTimedelta() > requeue.WAITING
+    settled = World(md, [cluster("a", pool("h100", 2, H100))])
+    settled.step()
+    for index in (0, 1):
+        settled.observed[key("a", index)]["status"] = {"phase": "Serving"}
+    assert settled.run().meta.ttl.ToTimedelta() > requeue.WAITING
+
+
+def test_a_deployment_waiting_for_its_replicas_to_serve_asks_to_be_called_again_soon():
+    """Crossplane watches the ModelReplicas, but their status updates can open
+    its watch circuit breaker: while one is placed and not serving yet, the TTL
+    brings the next look forward."""
+    md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
+                    replicas=2)
+    world = World(md, [cluster("a", pool("h100", 2, H100))])
+    world.step()
+    world.observed[key("a", 0)]["status"] = {"phase": "Serving"}
+    rsp = world.run()
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
+    assert rsp.meta.ttl.ToTimedelta() == requeue.WAITING
 
 
 def test_the_unschedulable_message_reads_like_kube_scheduler():

@@ -165,6 +165,10 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
     rsp.desired.composite.ready = _readiness(ready == want and not result.errors)
     if result.errors or result.unscheduled or scheduled < want or cond[1] == "KeptAsIs":
         requeue.soon(rsp)  # waiting on the fleet, which Crossplane does not watch for us
+    elif ready < scheduled:
+        # Waiting on replicas to serve: Crossplane watches them, but their
+        # status updates can open its watch circuit breaker (see requeue).
+        requeue.soon(rsp)
     response.set_conditions(rsp, resource.Condition(
         typ="ReplicasReady", status="True" if ready == want else "False",
         reason="AllReady" if ready == want else "NotAllReady",
