@@ -16,6 +16,7 @@ from function import requeue, structs
 
 from function.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
 from function.capacity import replica_usage
+from function.enums import ProviderConfigKind
 from function.models.inferencecluster import InferenceCluster
 from function.validation import dig, metadata_errors, model_errors
 
@@ -39,9 +40,9 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, "ModelReplica",
                                match_labels={LABEL_CLUSTER: name})
     ref = spec.get("providerConfigRef") or {}
+    kind = ref.get("kind") or ProviderConfigKind.CLUSTER_PROVIDER_CONFIG.value
     if ref.get("name"):
-        response.require_resources(rsp, PROVIDER_CONFIG, PROVIDER_API_VERSION,
-                                   ref.get("kind") or "ClusterProviderConfig",
+        response.require_resources(rsp, PROVIDER_CONFIG, PROVIDER_API_VERSION, kind,
                                    match_name=ref["name"])
     if REQUIRE_REPLICAS not in req.required_resources:
         return  # Crossplane calls again with the requirements resolved.
@@ -83,7 +84,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         requeue.soon(rsp)  # Crossplane does not watch the config for us
         response.set_conditions(rsp, resource.Condition(
             typ="Reachable", status="False", reason="ProviderConfigMissing",
-            message=f"{ref.get('kind') or 'ClusterProviderConfig'} {ref['name']!r} does not "
+            message=f"{kind} {ref['name']!r} does not "
                     "exist; create it so provider-kubernetes can reach this cluster"))
     else:
         rsp.desired.composite.ready = fnv1.READY_TRUE

@@ -38,9 +38,11 @@ from function.api import API_VERSION, REQUIRE_CLUSTER
 from function.composer import cache, keep, kinds, placement, status
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed
-from function.composer.model import Cluster, Replica, Unusable, parse_cluster, parse_replica
+from function.composer.model import Replica, Unusable, parse_cluster, parse_replica
 from function.composer.routing import LAYERS, Routing
+from function.enums import ReplicaPhase
 from function.models.modelreplica import ModelReplica
+from function.records import Cluster
 from function.validation import dig, pruned, spec_errors
 
 
@@ -73,7 +75,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         keep_everything(rsp, mr, observed, why)
         return
 
-    placed = cache.composed((cache.replica_key(req), cache.cluster_key(cluster)),
+    placed = cache.composed((cache.replica_key(req), cache.cluster_key(cluster, replica)),
                             lambda: compose(replica, cluster))
     for note in placed.notes:
         response.warning(rsp, note)
@@ -86,7 +88,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     summary = status.summarize(items, not_routed=placed.not_routed)
     write_status(rsp, phase=summary.phase, endpoint=placed.endpoint,
                  conditions=summary.conditions)
-    if summary.phase != status.SERVING:
+    if summary.phase != ReplicaPhase.SERVING:
         # Crossplane watches what we compose, but a replica composes a dozen
         # objects whose creation and status updates trip its per-composite
         # watch circuit breaker (50 updates, then one event per 30 s for five
@@ -141,7 +143,7 @@ def keep_everything(rsp: fnv1.RunFunctionResponse, mr: dict[str, Any],
     kept = keep.keep_observed(rsp, observed)
     summary = status.summarize(kept)
     previous = mr.get("status") or {}
-    write_status(rsp, phase=summary.phase if kept else previous.get("phase", status.PENDING),
+    write_status(rsp, phase=summary.phase if kept else previous.get("phase", ReplicaPhase.PENDING),
                  endpoint=previous.get("endpoint"), conditions=summary.conditions)
     response.set_conditions(rsp, resource.Condition(
         typ=condition, status="False", reason=why.reason,

@@ -20,9 +20,8 @@ objects and are worked out afresh on every call. Both caches are bounded.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from crossplane.function import resource
@@ -31,9 +30,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function import structs, wire
 from function.api import REQUIRE_CLUSTER
 from function.composer.composed import Role
-from function.composer.model import Cluster, Replica, Unusable
+from function.composer.model import Replica, Unusable
 from function.composer.routing import NotRouted
 from function.lru import Lru
+from function.records import Cluster
 
 
 @dataclass(frozen=True)
@@ -89,13 +89,12 @@ def _bytes(fields, name: str) -> bytes:
     return fields[name].SerializeToString(deterministic=True) if name in fields else b""
 
 
-def cluster_key(c: Cluster) -> tuple:
-    """Every field of the cluster record, hashable (mappings as sorted pairs)."""
-    return tuple((f.name, _frozen(getattr(c, f.name))) for f in dataclasses.fields(c))
-
-
-def _frozen(value):
-    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
+def cluster_key(c: Cluster, replica: Replica) -> tuple:
+    """What composing reads of the cluster: how to reach it, its gateway and the
+    node taints of the replica's pools (not capacity or readiness, which change
+    with every placement and condition)."""
+    return (c.name, c.provider_config, c.gateway,
+            tuple((p, c.pool(p).taints) for p in replica.pools))
 
 
 def settings() -> tuple[tuple[str, str], ...]:
