@@ -33,7 +33,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import devicecel, requeue, structs
+from function import devicecel, requeue
 from function.api import API_VERSION, REQUIRE_CLUSTER
 from function.composer import cache, keep, kinds, placement, status
 from function.composer.backends import compose_backends
@@ -43,11 +43,12 @@ from function.composer.routing import LAYERS, Routing
 from function.enums import ReplicaPhase
 from function.models.modelreplica import ModelReplica
 from function.records import Cluster
+from function.request import Request, readiness
 from function.validation import dig, pruned, spec_errors
 
 
-def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
-    mr = structs.to_dict(req.observed.composite.resource)
+def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
+    mr = req.composite
     meta = dig(mr, "metadata")
     errors = spec_errors(ModelReplica, mr, dig(mr, "spec"))
     if errors:
@@ -59,8 +60,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     # Declared on every call, so the requirement stays stable across calls.
     response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, "InferenceCluster",
                                match_name=replica.cluster)
-    observed = {key: structs.to_dict(r.resource)
-                for key, r in sorted(req.observed.resources.items())}
+    observed = req.observed()
 
     bad = selector_errors(replica)
     if bad:
@@ -83,7 +83,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     for key, role, manifest in placed.objects:
         state = kinds.judge(observed.get(key))
         cache.write(rsp, key, manifest)
-        rsp.desired.resources[key].ready = fnv1.READY_TRUE if state.ready else fnv1.READY_FALSE
+        rsp.desired.resources[key].ready = readiness(state.ready)
         items.append(status.Observed(key, role, state))
     summary = status.summarize(items, not_routed=placed.not_routed)
     write_status(rsp, phase=summary.phase, endpoint=placed.endpoint,

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import structs, wire
 from function.api import REQUIRE_CLUSTER
 from function.composer.composed import Role
 from function.composer.model import Replica, Unusable
 from function.composer.routing import NotRouted
 from function.lru import Lru
+from function.request import Request, decode
 from function.records import Cluster
 
 
@@ -50,16 +50,17 @@ CLUSTERS: Lru[tuple, Cluster | Unusable | str] = Lru(4096)
 COMPOSED: Lru[tuple, Composition] = Lru(1024)
 
 
-def cluster(req, replica: Replica, parse: Callable[[dict, Replica], Cluster]) -> Cluster:
+def cluster(req: Request, replica: Replica,
+            parse: Callable[[dict, Replica], Cluster]) -> Cluster:
     """The replica's cluster record; raises Unusable as `parse` does."""
-    if REQUIRE_CLUSTER not in req.required_resources:
+    if not req.resolved(REQUIRE_CLUSTER):
         raise Unusable("Resolving", f"waiting for Crossplane to resolve InferenceCluster "
                        f"{replica.cluster}")
-    for item in wire.required_items(req, REQUIRE_CLUSTER):
+    for item in req.required_items(REQUIRE_CLUSTER):
         key = (item, replica.cluster, replica.pools)
         hit = CLUSTERS.get(key)
         if hit is None:
-            ic = structs.to_dict(wire.resource(item).resource)
+            ic = decode(item)
             if (ic.get("metadata") or {}).get("name") != replica.cluster:
                 hit = _NOT_THIS_ONE
             else:
@@ -77,16 +78,10 @@ def cluster(req, replica: Replica, parse: Callable[[dict, Replica], Cluster]) ->
     raise Unusable("ClusterNotFound", f"InferenceCluster {replica.cluster} does not exist")
 
 
-def replica_key(req) -> tuple:
+def replica_key(req: Request) -> tuple:
     """Everything of the observed replica that composing reads, as bytes."""
-    fields = req.observed.composite.resource.fields
-    meta = fields["metadata"].struct_value.fields if "metadata" in fields else {}
-    return (*(_bytes(meta, k) for k in ("namespace", "name", "labels")), _bytes(fields, "spec"))
-
-
-def _bytes(fields, name: str) -> bytes:
-    # Test before indexing: indexing a protobuf map inserts a missing key.
-    return fields[name].SerializeToString(deterministic=True) if name in fields else b""
+    return (*(req.composite_part("metadata", k) for k in ("namespace", "name", "labels")),
+            req.composite_part("spec"))
 
 
 def cluster_key(c: Cluster, replica: Replica) -> tuple:
