@@ -6,11 +6,12 @@ schema's defaults (copies 1, role Standalone, claim DRA, count 1) applied in
 one place, since a hand-written replica or `crossplane render` may not have
 had them applied by the API server.
 
-The InferenceCluster is read only for what the replica's objects need: how
-to reach the cluster (providerConfigRef), the gateway routes attach to, and
-the node taints of the pools the replica's members run on. Anything missing
-or malformed raises `Unusable`, and the composer then keeps what exists
-instead of composing from half an input.
+The InferenceCluster is the scheduler's record too (function/records.py);
+the composer reads of it only what the replica's objects need: how to reach
+the cluster (providerConfigRef), the gateway routes attach to, and the node
+taints of the pools the replica's members run on. Anything missing or
+malformed raises `Unusable`, and the composer then keeps what exists instead
+of composing from half an input.
 """
 
 from __future__ import annotations
