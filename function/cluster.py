@@ -17,7 +17,7 @@ from function.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
 from function.capacity import replica_usage
 from function.enums import ProviderConfigKind
 from function.models.inferencecluster import InferenceCluster
-from function.request import Request, readiness
+from function.request import Request, desired_ready
 from function.validation import dig, metadata_errors, model_errors
 
 PROVIDER_CONFIG = "provider-config"
@@ -80,7 +80,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
 
     reachable = not ref.get("name") or not req.resolved(PROVIDER_CONFIG) \
         or bool(req.required(PROVIDER_CONFIG))
-    rsp.desired.composite.ready = readiness(reachable)
+    rsp.desired.composite.ready = desired_ready(reachable)
     if not reachable:
         requeue.soon(rsp)  # Crossplane does not watch the config for us
         response.set_conditions(rsp, resource.Condition(

@@ -71,7 +71,7 @@ def decode(item: bytes) -> dict[str, Any]:
     return structs.to_dict(wire.resource(item).resource)
 
 
-def readiness(ready: bool) -> fnv1.Ready:
+def desired_ready(ready: bool) -> fnv1.Ready:
     """A desired resource's (or the composite's) readiness, said explicitly."""
     return fnv1.READY_TRUE if ready else fnv1.READY_FALSE
 

@@ -43,7 +43,7 @@ from function.composer.routing import LAYERS, Routing
 from function.enums import ReplicaPhase
 from function.models.modelreplica import ModelReplica
 from function.records import Cluster
-from function.request import Request, readiness
+from function.request import Request, desired_ready
 from function.validation import dig, pruned, spec_errors
 
 
@@ -83,7 +83,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     for key, role, manifest in placed.objects:
         state = kinds.judge(observed.get(key))
         cache.write(rsp, key, manifest)
-        rsp.desired.resources[key].ready = readiness(state.ready)
+        rsp.desired.resources[key].ready = desired_ready(state.ready)
         items.append(status.Observed(key, role, state))
     summary = status.summarize(items, not_routed=placed.not_routed)
     write_status(rsp, phase=summary.phase, endpoint=placed.endpoint,
