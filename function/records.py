@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from function.enums import DeviceClaim, ProviderConfigKind
@@ -53,9 +53,13 @@ class Device:
     device_class: str
     count: int
     spec: Mapping[str, Any]  # the API shape, for the CEL activation
-    # The spec as canonical JSON: what a selector's verdict depends on, so
-    # verdicts can be remembered across reconciles (scheduler/matching.py).
-    key: str = field(default="", compare=False)
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The spec as canonical JSON: what a selector's verdict depends on, so
+        verdicts can be remembered across reconciles (scheduler/matching.py).
+        Worked out on first use: the composer never asks."""
+        return json.dumps(self.spec, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -63,10 +67,13 @@ class Pool:
     name: str
     nodes: int
     devices: tuple[Device, ...]
-    # Pools with identical devices match identically: the key lets matching
-    # run once per distinct shape instead of once per pool.
-    shape: str
     taints: tuple[Taint, ...] = ()  # the nodes' own; pods placed on the pool tolerate them
+
+    @functools.cached_property
+    def shape(self) -> str:
+        """Pools with identical devices match identically: the key lets matching
+        run once per distinct shape instead of once per pool."""
+        return json.dumps([d.spec for d in self.devices], sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -181,12 +188,11 @@ def parse_pool(p: Any) -> Pool:
     devices = tuple(
         Device(name=d["name"], claim=d.get("claim") or DeviceClaim.DRA.value,
                device_class=d.get("deviceClassName") or "", count=int(d.get("count", 1)),
-               spec=d, key=json.dumps(d, sort_keys=True))
+               spec=d)
         for d in p.get("devices") or [])
     if any(d.claim == DeviceClaim.DRA and not d.device_class for d in devices):
         raise Malformed(f"pool {p.get('name')!r} has a DRA device without deviceClassName")
     return Pool(name=p["name"], nodes=int(p.get("nodes") or 0), devices=devices,
-                shape=json.dumps(p.get("devices") or [], sort_keys=True),
                 taints=_taints(p.get("taints")))
 
 
