@@ -41,7 +41,8 @@ class Taint:
     effect: str  # a TaintEffect
 
     def __str__(self) -> str:
-        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+        value = f"={self.value}" if self.value else ""
+        return f"{self.key}{value}:{self.effect}"
 
 
 @dataclass(frozen=True)
