@@ -27,8 +27,7 @@ Handler = Callable[[Request, fnv1.RunFunctionResponse], None]
 
 HANDLERS: dict[str, Handler] = {
     "InferenceCluster": cluster.run,
-    # The scheduler still reads the request message itself (wire, structs).
-    "ModelDeployment": lambda request, rsp: scheduler.run(request.message, rsp),
+    "ModelDeployment": scheduler.run,
     "ModelReplica": composer.run,
 }
 
