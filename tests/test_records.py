@@ -43,3 +43,12 @@ def test_a_malformed_pool_taint_makes_the_cluster_malformed():
     pool = {**IC["spec"]["nodePools"][0], "taints": [{"key": "gpu"}]}
     with pytest.raises(records.Malformed, match="a taint's effect"):
         records.parse_cluster({**IC, "spec": {**IC["spec"], "nodePools": [pool]}})
+
+
+def test_the_composer_says_a_cluster_the_schema_admits_but_the_parser_refuses_is_malformed():
+    from function.composer.model import Unusable, parse_cluster
+    replica = composer_model.Replica(namespace="ml", name="r", cluster="us-east-1", mode="Unified",
+                                     router="Service", engines=(), labels={})
+    with pytest.raises(Unusable, match="metadata.labels is list") as why:
+        parse_cluster({**IC, "metadata": {"name": "us-east-1", "labels": ["x"]}}, replica)
+    assert why.value.reason == "ClusterMalformed"

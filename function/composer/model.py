@@ -147,10 +147,12 @@ def parse_cluster(ic: Mapping[str, Any], replica: Replica) -> Cluster:
     name = (ic.get("metadata") or {}).get("name") or replica.cluster
     # The spec only: status is the cluster function's output, not our input.
     errors = model_errors(InferenceCluster, {"spec": ic.get("spec")})
-    try:
-        cluster = records.parse_cluster(ic) if not errors else None
-    except records.Malformed as exc:
-        errors = [str(exc)]
+    cluster = None
+    if not errors:
+        try:
+            cluster = records.parse_cluster(ic)
+        except records.Malformed as exc:  # what the schema does not say (metadata)
+            errors = [str(exc)]
     if cluster is None:
         raise Unusable("ClusterMalformed",
                        f"InferenceCluster {name} is malformed: {'; '.join(errors)}")
