@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from function.enums import DeviceClaim, MemberRole
+
 
 def member_pods(member: Mapping[str, Any]) -> int:
     """Pods of one copy of the member: worker.nodes for a Worker, else 1."""
-    if member.get("role") == "Worker":
+    if member.get("role") == MemberRole.WORKER:
         return int((member.get("worker") or {}).get("nodes") or 0)
     return 1
 
@@ -29,7 +31,7 @@ def claims_devices(member: Mapping[str, Any]) -> bool:
     """
     resolved = member.get("deviceRequests")
     if resolved is not None:
-        return any((r.get("claim") or "DRA") == "DRA" for r in resolved)
+        return any((r.get("claim") or DeviceClaim.DRA) == DeviceClaim.DRA for r in resolved)
     return bool(((member.get("nodeSelector") or {}).get("devices")) or [])
 
 

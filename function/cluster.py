@@ -12,19 +12,20 @@ from __future__ import annotations
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import requeue, structs
-
+from function import requeue
 from function.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
 from function.capacity import replica_usage
+from function.enums import ProviderConfigKind
 from function.models.inferencecluster import InferenceCluster
+from function.request import Request, desired_ready
 from function.validation import dig, metadata_errors, model_errors
 
 PROVIDER_CONFIG = "provider-config"
 PROVIDER_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 
 
-def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
-    ic = structs.to_dict(req.observed.composite.resource)
+def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
+    ic = req.composite
     errors = metadata_errors(ic, namespaced=False) + model_errors(InferenceCluster, ic)
     if errors:
         response.fatal(rsp, f"InferenceCluster {dig(ic, 'metadata').get('name')} is "
@@ -39,15 +40,15 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, "ModelReplica",
                                match_labels={LABEL_CLUSTER: name})
     ref = spec.get("providerConfigRef") or {}
+    kind = ref.get("kind") or ProviderConfigKind.CLUSTER_PROVIDER_CONFIG.value
     if ref.get("name"):
-        response.require_resources(rsp, PROVIDER_CONFIG, PROVIDER_API_VERSION,
-                                   ref.get("kind") or "ClusterProviderConfig",
+        response.require_resources(rsp, PROVIDER_CONFIG, PROVIDER_API_VERSION, kind,
                                    match_name=ref["name"])
-    if REQUIRE_REPLICAS not in req.required_resources:
+    if not req.resolved(REQUIRE_REPLICAS):
         return  # Crossplane calls again with the requirements resolved.
 
     used: dict[str, int] = {}
-    for mr in structs.required(req, REQUIRE_REPLICAS):
+    for mr in req.required(REQUIRE_REPLICAS):
         mr_spec = dig(mr, "spec")
         if mr_spec.get("clusterName") != name:
             continue  # a forged label; the spec is what places a replica
@@ -77,16 +78,16 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         "nodePools": status_pools,
     }})
 
-    if ref.get("name") and PROVIDER_CONFIG in req.required_resources \
-            and not structs.required(req, PROVIDER_CONFIG):
-        rsp.desired.composite.ready = fnv1.READY_FALSE
+    reachable = not ref.get("name") or not req.resolved(PROVIDER_CONFIG) \
+        or bool(req.required(PROVIDER_CONFIG))
+    rsp.desired.composite.ready = desired_ready(reachable)
+    if not reachable:
         requeue.soon(rsp)  # Crossplane does not watch the config for us
         response.set_conditions(rsp, resource.Condition(
             typ="Reachable", status="False", reason="ProviderConfigMissing",
-            message=f"{ref.get('kind') or 'ClusterProviderConfig'} {ref['name']!r} does not "
-                    "exist; create it so provider-kubernetes can reach this cluster"))
+            message=f"{kind} {ref['name']!r} does not exist; create it so "
+                    "provider-kubernetes can reach this cluster"))
     else:
-        rsp.desired.composite.ready = fnv1.READY_TRUE
         response.set_conditions(rsp, resource.Condition(
             typ="Reachable", status="True", reason="ProviderConfigFound" if ref.get("name")
             else "LocalCluster"))

@@ -21,8 +21,9 @@ from google.protobuf.message import DecodeError
 
 from function import cluster, composer, scheduler, wire
 from function.api import GROUP
+from function.request import Request
 
-Handler = Callable[[fnv1.RunFunctionRequest, fnv1.RunFunctionResponse], None]
+Handler = Callable[[Request, fnv1.RunFunctionResponse], None]
 
 HANDLERS: dict[str, Handler] = {
     "InferenceCluster": cluster.run,
@@ -67,9 +68,8 @@ def run_serialized(data: bytes, log=None) -> fnv1.RunFunctionResponse:
 def run_function(req, log=None) -> fnv1.RunFunctionResponse:
     """Run the handler for the request's composite kind; never raise.
 
-    `req` is a RunFunctionRequest or a wire.SerializedRequest: handlers read
-    required resources through `wire.required_items` and `structs.required`,
-    which take either.
+    `req` is a RunFunctionRequest or a wire.SerializedRequest; handlers read
+    either through a `Request` view (request.py).
     """
     rsp = response.to(req)
     api_version, kind = composite_type(req)
@@ -80,7 +80,7 @@ def run_function(req, log=None) -> fnv1.RunFunctionResponse:
                        f"{', '.join(sorted(HANDLERS))} in group {GROUP}")
         return rsp
     try:
-        handler(req, rsp)
+        handler(Request(req), rsp)
     except Exception as exc:  # noqa: BLE001 - the last guard: report, never raise
         if log is not None:
             log.error("handler raised", kind=kind, error=str(exc),

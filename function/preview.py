@@ -10,7 +10,6 @@ landed and what that leaves free per pool; unscheduled replicas show why.
 from __future__ import annotations
 
 import pathlib
-import sys
 import tempfile
 from collections.abc import Mapping
 from typing import Any

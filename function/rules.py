@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from function import serving as modes
+from function.enums import DeviceClaim, EngineContainerName, MemberRole, TolerationOperator
 
 RESERVED_PREFIX = "modelplane.ai/"
 # Kubernetes qualified names (label keys): an optional DNS prefix and '/', then a name.
@@ -71,10 +72,10 @@ def _keys(labels: Iterable[str], reserved: bool = False) -> list[str]:
 
 def _toleration(t: Mapping[str, Any]) -> list[str]:
     errors = []
-    op = t.get("operator") or "Equal"
-    if op == "Exists" and t.get("value"):
+    op = t.get("operator") or TolerationOperator.EQUAL
+    if op == TolerationOperator.EXISTS and t.get("value"):
         errors.append("a toleration with operator Exists must not set a value")
-    if not t.get("key") and op != "Exists":
+    if not t.get("key") and op != TolerationOperator.EXISTS:
         errors.append("a toleration without a key must use operator Exists (it then "
                       "tolerates every taint)")
     return errors
@@ -94,15 +95,15 @@ def _env(env: Mapping[str, Any]) -> list[str]:
 def _engine(engine: Mapping[str, Any]) -> list[str]:
     errors = []
     members = engine.get("members") or []
-    roles = sorted(m.get("role") or "Standalone" for m in members)
-    if roles not in (["Standalone"], ["Leader", "Worker"]):
+    roles = sorted(m.get("role") or MemberRole.STANDALONE for m in members)
+    if roles not in ([MemberRole.STANDALONE], [MemberRole.LEADER, MemberRole.WORKER]):
         errors.append("members must be exactly one Standalone, or one Leader and one Worker")
     for m in members:
-        is_worker = (m.get("role") or "Standalone") == "Worker"
+        is_worker = m.get("role") == MemberRole.WORKER
         if is_worker != ("worker" in m and m["worker"] is not None):
             errors.append("worker.nodes is set on the Worker member, and only there")
         containers = ((m.get("template") or {}).get("spec") or {}).get("containers") or []
-        if len(containers) != 1 or containers[0].get("name") != "engine":
+        if len(containers) != 1 or containers[0].get("name") != EngineContainerName.ENGINE:
             errors.append("the pod template needs exactly one container, named engine")
         for where, labels in _template_maps(m):
             errors += [f"{where} {e}" for e in _keys(labels, reserved=True)]
@@ -110,13 +111,14 @@ def _engine(engine: Mapping[str, Any]) -> list[str]:
             for env in c.get("env") or []:
                 errors += [f"env {env.get('name')!r}: {e}" for e in _env(env)]
         for r in m.get("deviceRequests") or []:
-            if (r.get("claim") or "DRA") == "DRA" and not r.get("deviceClassName"):
+            claimed = (r.get("claim") or DeviceClaim.DRA) == DeviceClaim.DRA
+            if claimed and not r.get("deviceClassName"):
                 errors.append(f"device request {r.get('name')!r}: a DRA device request needs "
                               "a deviceClassName")
     if not any(((m.get("nodeSelector") or {}).get("devices")) for m in members):
         errors.append("at least one member of every engine must request devices in "
                       "nodeSelector.devices")
-    gang = "Leader" in roles
+    gang = MemberRole.LEADER in roles
     if engine.get("recoveryPolicy") and not gang:
         errors.append("recoveryPolicy applies to gang engines (a Leader and a Worker) only")
     if (engine.get("rollout") or {}).get("partition") is not None and not gang:

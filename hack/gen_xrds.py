@@ -78,13 +78,17 @@ def cel_regex(pattern: str) -> str:
 
 
 def string(max_length: int, description: str = "", *, pattern: str | None = None,
-           enum: list[str] | None = None, default: str | None = None,
+           enum: tuple[str, list[str]] | None = None, default: str | None = None,
            min_length: int | None = None) -> dict:
+    """`enum` is (title, values): the title names the generated model's enum
+    (function/models/), which the code uses instead of spelling the values."""
     s: dict = {"type": "string"}
+    if enum:
+        s["title"] = enum[0]
     if description:
         s["description"] = description
     if enum:
-        s["enum"] = enum
+        s["enum"] = list(enum[1])  # a copy: a shared list dumps as a YAML anchor
     else:
         s["maxLength"] = max_length
     if min_length is not None:
@@ -163,16 +167,25 @@ def metadata(what: str) -> dict:
     }, f"Labels and annotations for every {what}. Keys under {RESERVED_PREFIX} are reserved.")
 
 
+# --- enums named once: (title, values) ----------------------------------------
+
+TAINT_EFFECT = ("TaintEffect", ["NoSchedule", "PreferNoSchedule", "NoExecute"])
+DEVICE_CLAIM = ("DeviceClaim", ["DRA", "Synthetic"])
+SERVING_MODE = ("ServingMode", list(serving.MODES))
+ROUTER = ("Router", list(serving.ALL_ROUTERS))
+ENGINE_PHASE = ("EnginePhase", list(serving.PHASES))
+KV_CONNECTOR = ("KvConnector", list(serving.KV_CONNECTORS))
+
 # --- shared API fragments -----------------------------------------------------
 
 TOLERATION = obj({
     "key": string(253, "The taint key to tolerate; empty with operator Exists tolerates every taint.",
                   pattern=QUALIFIED_NAME),
     "operator": string(0, "Equal (default) matches key and value; Exists matches any value.",
-                       enum=["Equal", "Exists"], default="Equal"),
+                       enum=("TolerationOperator", ["Equal", "Exists"]), default="Equal"),
     "value": string(63, "The taint value to match with operator Equal."),
     "effect": string(0, "The taint effect to tolerate; empty tolerates every effect.",
-                     enum=["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+                     enum=TAINT_EFFECT),
 }, "Tolerates an InferenceCluster taint, shaped like a Kubernetes toleration.", rules=[
     ("!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
      "a toleration with operator Exists must not set a value"),
@@ -187,7 +200,7 @@ def taint(description: str) -> dict:
         "value": string(63, "The taint value."),
         "effect": string(0, "NoSchedule keeps new replicas away; NoExecute also drains existing "
                          "replicas, which are re-placed elsewhere; PreferNoSchedule is advisory.",
-                         enum=["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+                         enum=TAINT_EFFECT),
     }, description, required=["key", "effect"])
 
 
@@ -227,7 +240,7 @@ RESOLVED_DEVICE_REQUEST = obj({
                               "empty for a Synthetic device, which is never claimed.",
                               pattern="^(" + DNS_SUBDOMAIN[1:-1] + ")?$"),
     "claim": string(0, "DRA devices are claimed through a ResourceClaimTemplate; Synthetic "
-                    "devices constrain placement only.", enum=["DRA", "Synthetic"], default="DRA"),
+                    "devices constrain placement only.", enum=DEVICE_CLAIM, default="DRA"),
     "count": integer(1, 128, "How many devices each pod claims.", default=1),
     "selectors": array(SELECTOR, 8, "CEL selectors carried to the ResourceClaimTemplate."),
     "alternative": string(63, "For a firstAvailable request: the alternative the scheduler "
@@ -279,9 +292,10 @@ RESOURCES = obj({
    "device requests, not here.")
 
 ENGINE_CONTAINER = obj({
-    "name": string(0, "Always `engine`.", enum=["engine"]),
+    "name": string(0, "Always `engine`.", enum=("EngineContainerName", ["engine"])),
     "image": string(512, "The curated engine image.", min_length=1),
-    "imagePullPolicy": string(0, "When to pull the image.", enum=["Always", "IfNotPresent", "Never"]),
+    "imagePullPolicy": string(0, "When to pull the image.",
+                              enum=("ImagePullPolicy", ["Always", "IfNotPresent", "Never"])),
     "command": array(string(4096), 64, "The entrypoint, passed through verbatim."),
     "args": array(string(4096), 256, "The engine's flags, passed through verbatim: modelplane "
                   "never adds, removes or rewrites a flag."),
@@ -308,7 +322,8 @@ POD_TEMPLATE = obj({
 def member(resolved: bool) -> dict:
     props = {
         "role": string(0, "Standalone (the default) is a whole engine in one pod; Leader and "
-                       "Worker form a gang across nodes.", enum=["Standalone", "Leader", "Worker"],
+                       "Worker form a gang across nodes.",
+                       enum=("MemberRole", ["Standalone", "Leader", "Worker"]),
                        default="Standalone"),
         "worker": obj({
             "nodes": integer(1, 256, "Pods in the gang besides the leader (one per node)."),
@@ -349,13 +364,13 @@ def engine(resolved: bool) -> dict:
                        pattern=DNS_LABEL),
         "copies": integer(1, 256, "Identical copies of the engine inside one replica; never "
                           "autoscaled.", default=1),
-        "phase": string(0, serving.phase_description(), enum=list(serving.PHASES)),
+        "phase": string(0, serving.phase_description(), enum=ENGINE_PHASE),
         "recoveryPolicy": string(0, "Gang engines only. RecreateGroupOnPodRestart (the "
                                  "default): a restart of any pod recreates the whole gang. "
                                  "RecreateGroupAfterStart: only once the gang has started. "
                                  "None: pods restart alone.",
-                                 enum=["RecreateGroupOnPodRestart", "RecreateGroupAfterStart",
-                                       "None"]),
+                                 enum=("RecoveryPolicy", ["RecreateGroupOnPodRestart",
+                                                         "RecreateGroupAfterStart", "None"])),
         "restartGracePeriodSeconds": integer(0, 3600, "How long an engine pod may drain "
                                              "in-flight requests before it is killed on a "
                                              "restart or rollout (the pods' "
@@ -411,11 +426,11 @@ def router_field() -> dict:
     defaults = "; ".join(f"{m.name}: {m.default_router}" for m in serving.MODES.values())
     return {"router": string(0, f"How requests reach the serving pods. {offered} Unset: the "
                              f"mode's default ({defaults}).",
-                             enum=list(serving.ALL_ROUTERS))}
+                             enum=ROUTER)}
 
 
 SERVING = obj({
-    "mode": string(0, serving.mode_description(), enum=list(serving.MODES),
+    "mode": string(0, serving.mode_description(), enum=SERVING_MODE,
                    default=serving.DEFAULT_MODE),
     **router_field(),
     "hostnames": array(string(253, "A DNS name, optionally with a leading '*.' wildcard.",
@@ -426,7 +441,7 @@ SERVING = obj({
                           f"from prefill to decode. {serving.DEFAULT_KV_CONNECTOR} (the "
                           "default), lmcache or mooncake; configures the routing sidecar and "
                           "the engines' environment, never their flags.",
-                          enum=list(serving.KV_CONNECTORS)),
+                          enum=KV_CONNECTOR),
 }, "How the replica is served.", rules=[
     (f"!has(self.kvConnector) || ({mode_is('self', serving.KV_MODES)})",
      serving.kv_connector_message()),
@@ -474,7 +489,7 @@ def inference_cluster() -> dict:
         "name": string(63, "The device's name in the pool (a DNS label).", pattern=DNS_LABEL),
         "claim": string(0, "DRA devices are claimed by pods through ResourceClaims; Synthetic "
                         "devices only constrain placement (a NIC fabric, a CPU architecture) and "
-                        "are never claimed.", enum=["DRA", "Synthetic"], default="DRA"),
+                        "are never claimed.", enum=DEVICE_CLAIM, default="DRA"),
         "driver": string(63, "The DRA driver publishing the device; attribute and capacity names "
                          "without a domain belong to it.", pattern=DNS_SUBDOMAIN, min_length=1),
         "deviceClassName": string(253, "The DeviceClass pods claim it through (DRA only).",
@@ -516,7 +531,8 @@ def inference_cluster() -> dict:
         "providerConfigRef": obj({
             "name": string(253, "The provider-kubernetes config's name.", pattern=DNS_SUBDOMAIN),
             "kind": string(0, "ClusterProviderConfig (default) or ProviderConfig.",
-                           enum=["ClusterProviderConfig", "ProviderConfig"],
+                           enum=("ProviderConfigKind",
+                                 ["ClusterProviderConfig", "ProviderConfig"]),
                            default="ClusterProviderConfig"),
         }, "How workloads reach the cluster; absent means the control-plane cluster itself.",
             required=["name"]),
@@ -622,7 +638,7 @@ def model_replica() -> dict:
         "phase": string(0, "Pending: nothing observed yet. Loading: created, not every pod "
                         "ready. Serving: every workload Available and the route accepted. "
                         "Failed: a workload reports failure.",
-                        enum=["Pending", "Loading", "Serving", "Failed"]),
+                        enum=("ReplicaPhase", ["Pending", "Loading", "Serving", "Failed"])),
         "endpoint": string(2048, "The serving URL on the cluster gateway."),
     }, "Serving state. " + CONDITIONS_NOTE)
     return xrd("ModelReplica", "modelreplicas", "Namespaced", spec, status, ["mr"], [

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from schemas import Schemas
 
 from function import fn, structs
+from function.request import Request
 from function.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
 
 KINDS = os.environ.get("FUZZ_KINDS", "ModelDeployment,ModelReplica,InferenceCluster").split(",")
@@ -164,7 +165,7 @@ def check(req: fnv1.RunFunctionRequest) -> str:
     if any(m.startswith("internal error") for m in fatal):
         # Run the handler again without the guard so the failure shows its traceback.
         _, kind = fn.composite_type(req)
-        fn.HANDLERS[kind](req, fnv1.RunFunctionResponse())
+        fn.HANDLERS[kind](Request(req), fnv1.RunFunctionResponse())
         raise AssertionError(fatal)
     if fatal:
         assert all(m.strip() for m in fatal)

@@ -83,7 +83,7 @@ class Schemas:
     def errors(self, obj: Mapping[str, Any], where: str = "") -> list[str]:
         api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
         where = where or f"{kind} {((obj.get('metadata') or {}).get('name'))}"
-        errs = [f"{where}: {e}" for e in self._metadata_errors(obj)]
+        errs = [f"{where}: {e}" for e in self.metadata_errors(obj)]
         validator = self._schemas.get((api_version, kind))
         if validator is not None:
             errs += [f"{where}: {'.'.join(map(str, e.absolute_path))}: {e.message}"
@@ -101,7 +101,7 @@ class Schemas:
         return errs
 
     @staticmethod
-    def _metadata_errors(obj: Mapping[str, Any]) -> list[str]:
+    def metadata_errors(obj: Mapping[str, Any]) -> list[str]:
         meta = obj.get("metadata") or {}
         errs = []
         name = meta.get("name")

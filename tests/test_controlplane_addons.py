@@ -212,4 +212,4 @@ def test_a_doc_without_the_cluster_role_fails_loudly(tmp_path):
 
 
 def test_example_namespaces_are_the_ones_the_examples_use():
-    assert core._example_namespaces(ROOT / "examples" / "deployments") == {"ml-team"}
+    assert core.example_namespaces(ROOT / "examples" / "deployments") == {"ml-team"}

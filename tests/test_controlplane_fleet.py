@@ -31,12 +31,12 @@ class ClusterSchemas(Schemas):
     names are DNS subdomains (`gpu.nvidia.com`), everything else here a DNS label."""
 
     @staticmethod
-    def _metadata_errors(obj):
+    def metadata_errors(obj):
         name = (obj.get("metadata") or {}).get("name")
         if obj.get("kind") == "DeviceClass":
             ok = isinstance(name, str) and len(name) <= 253 and DNS_SUBDOMAIN.match(name)
             return [] if ok else [f"metadata.name {name!r} is not a DNS subdomain"]
-        return Schemas._metadata_errors(obj)
+        return Schemas.metadata_errors(obj)
 
 
 @pytest.fixture(scope="module")
@@ -300,7 +300,7 @@ def test_each_cluster_gets_its_gateway_and_class(plan):
     (None, []),
 ])
 def test_gateway_addresses(address, want):
-    assert fleet._gateway_addresses(address) == want
+    assert fleet.gateway_addresses(address) == want
 
 
 # ---- names -------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def test_start_records_pid_and_log_and_stop_ends_the_whole_group(sup):
     members = procs.group_members(pid)
     assert sup.stop("apiserver:c1", timeout=5)
     assert procs.group_members(pid) == []
-    assert all(procs.start_time(m) is None or procs._stat(m)[0] == "Z" for m in members)
+    assert all(procs.start_time(m) is None or procs.proc_stat(m)[0] == "Z" for m in members)
     assert not sup.alive("apiserver:c1")
     assert "apiserver:c1" not in sup.recorded()
     assert not sup.stop("apiserver:c1")                    # stopping twice is fine

@@ -14,6 +14,7 @@ import pytest
 from composer_support import FLEET, LOCAL, REMOTE, compose, replica, standalone, template
 
 from function.composer import status
+from function.enums import ReplicaPhase
 
 
 def existing(out) -> dict[str, dict]:
@@ -108,7 +109,7 @@ def test_a_remote_object_reporting_failure_marks_the_replica_failed_and_keeps_it
                  "message": "admission webhook denied the request"}]}
     during = compose(mr, observed=seen)
     assert_kept(before, during)
-    assert during.phase == status.FAILED
+    assert during.phase == ReplicaPhase.FAILED
     assert during.condition(status.WORKLOADS_READY)[0] == "False"
 
 

@@ -1038,7 +1038,7 @@ class _Builder:
                 continue
             kc = self._kubeconfig_path(name).read_text()
             cp.apply(fleet.provider_config_objects(c.provider_config, kc, CROSSPLANE_NS))
-        namespaces = sorted(_example_namespaces(REPO / "examples" / "deployments"))
+        namespaces = sorted(example_namespaces(REPO / "examples" / "deployments"))
         if namespaces:
             cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
                       for ns in namespaces])
@@ -1123,7 +1123,7 @@ def docs_cluster_role(install_md: Path) -> dict:
                             "(rbac.crossplane.io/aggregate-to-crossplane) to apply")
 
 
-def _example_namespaces(directory: Path) -> set[str]:
+def example_namespaces(directory: Path) -> set[str]:
     out = set()
     for path in sorted(directory.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):

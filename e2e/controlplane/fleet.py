@@ -150,7 +150,7 @@ def plan_fleet(inference_clusters: Sequence[Mapping[str, Any]]) -> FleetPlan:
                      clusters=clusters)
 
 
-def _gateway_addresses(address: str | None) -> list[dict]:
+def gateway_addresses(address: str | None) -> list[dict]:
     if not address:
         return []
     host = re.sub(r"^https?://", "", address)
@@ -232,7 +232,7 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
                 "listeners": [{"name": "http", "protocol": "HTTP", "port": 80,
                                "allowedRoutes": {"namespaces": {"from": "All"}}}],
             }
-            addresses = _gateway_addresses(gw.get("address"))
+            addresses = gateway_addresses(gw.get("address"))
             if addresses:
                 gw_spec["addresses"] = addresses
             gateways.setdefault((ns, gw["name"]), {

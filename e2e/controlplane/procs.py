@@ -45,7 +45,7 @@ def log_file_name(component: str) -> str:
     return f"{component}.log"
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
     """(state, pgid, starttime) of a process from /proc, or None when it is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
@@ -58,7 +58,7 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
 
 
 def start_time(pid: int) -> int | None:
-    st = _stat(pid)
+    st = proc_stat(pid)
     return None if st is None else st[2]
 
 
@@ -68,7 +68,7 @@ def group_members(pgid: int) -> list[int]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        st = _stat(int(entry.name))
+        st = proc_stat(int(entry.name))
         if st is not None and st[1] == pgid and st[0] not in ("Z", "X"):
             out.append(int(entry.name))
     return out
@@ -120,7 +120,7 @@ class Supervisor:
         except (FileNotFoundError, ValueError):
             return None
         self._reap(pid)
-        st = _stat(pid)
+        st = proc_stat(pid)
         if st is None or st[0] in ("Z", "X") or (started and st[2] != started):
             return None
         return pid

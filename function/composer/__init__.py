@@ -33,19 +33,22 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import devicecel, requeue, structs
+from function import devicecel, requeue
 from function.api import API_VERSION, REQUIRE_CLUSTER
 from function.composer import cache, keep, kinds, placement, status
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed
-from function.composer.model import Cluster, Replica, Unusable, parse_cluster, parse_replica
+from function.composer.model import Replica, Unusable, parse_cluster, parse_replica
 from function.composer.routing import LAYERS, Routing
+from function.enums import ReplicaPhase
 from function.models.modelreplica import ModelReplica
+from function.records import Cluster
+from function.request import Request, desired_ready
 from function.validation import dig, pruned, spec_errors
 
 
-def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
-    mr = structs.to_dict(req.observed.composite.resource)
+def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
+    mr = req.composite
     meta = dig(mr, "metadata")
     errors = spec_errors(ModelReplica, mr, dig(mr, "spec"))
     if errors:
@@ -57,8 +60,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     # Declared on every call, so the requirement stays stable across calls.
     response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, "InferenceCluster",
                                match_name=replica.cluster)
-    observed = {key: structs.to_dict(r.resource)
-                for key, r in sorted(req.observed.resources.items())}
+    observed = req.observed()
 
     bad = selector_errors(replica)
     if bad:
@@ -73,7 +75,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
         keep_everything(rsp, mr, observed, why)
         return
 
-    placed = cache.composed((cache.replica_key(req), cache.cluster_key(cluster)),
+    placed = cache.composed((cache.replica_key(req), cache.cluster_key(cluster, replica)),
                             lambda: compose(replica, cluster))
     for note in placed.notes:
         response.warning(rsp, note)
@@ -81,12 +83,12 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     for key, role, manifest in placed.objects:
         state = kinds.judge(observed.get(key))
         cache.write(rsp, key, manifest)
-        rsp.desired.resources[key].ready = fnv1.READY_TRUE if state.ready else fnv1.READY_FALSE
+        rsp.desired.resources[key].ready = desired_ready(state.ready)
         items.append(status.Observed(key, role, state))
     summary = status.summarize(items, not_routed=placed.not_routed)
     write_status(rsp, phase=summary.phase, endpoint=placed.endpoint,
                  conditions=summary.conditions)
-    if summary.phase != status.SERVING:
+    if summary.phase != ReplicaPhase.SERVING:
         # Crossplane watches what we compose, but a replica composes a dozen
         # objects whose creation and status updates trip its per-composite
         # watch circuit breaker (50 updates, then one event per 30 s for five
@@ -141,7 +143,7 @@ def keep_everything(rsp: fnv1.RunFunctionResponse, mr: dict[str, Any],
     kept = keep.keep_observed(rsp, observed)
     summary = status.summarize(kept)
     previous = mr.get("status") or {}
-    write_status(rsp, phase=summary.phase if kept else previous.get("phase", status.PENDING),
+    write_status(rsp, phase=summary.phase if kept else previous.get("phase", ReplicaPhase.PENDING),
                  endpoint=previous.get("endpoint"), conditions=summary.conditions)
     response.set_conditions(rsp, resource.Condition(
         typ=condition, status="False", reason=why.reason,

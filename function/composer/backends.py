@@ -38,8 +38,10 @@ from typing import Any
 from function.composer import kinds, naming
 from function.composer.claims import claim_template
 from function.composer.composed import Backends, Composed, PodTemplate, Role, Workload
-from function.composer.model import LEADER, STANDALONE, WORKER, Cluster, Engine, Member, Replica
+from function.composer.model import Engine, Member, Replica
 from function.composer.pods import pod_template
+from function.enums import MemberRole, RecoveryPolicy
+from function.records import Cluster
 
 PROGRESS_DEADLINE_SECONDS = 3600
 
@@ -62,7 +64,7 @@ def _pod(replica: Replica, cluster: Cluster, engine: Engine, member: Member, wor
          claims: dict[str, str], notes: list[str]) -> PodTemplate:
     template = pod_template(replica, engine, member, workload=workload,
                             claim_template=claims.get(member.role),
-                            taints=cluster.pool_taints.get(member.pool, ()), notes=notes)
+                            taints=cluster.pool(member.pool).taints, notes=notes)
     if engine.grace_seconds is not None:
         template["spec"]["terminationGracePeriodSeconds"] = engine.grace_seconds
     return PodTemplate(engine=engine, member=member, template=template)
@@ -77,7 +79,7 @@ def _metadata(replica: Replica, engine: Engine, name: str) -> dict[str, Any]:
 def _deployment(replica: Replica, cluster: Cluster, engine: Engine, claims: dict[str, str],
                 notes: list[str]) -> Workload:
     name = naming.deployment_name(replica, engine)
-    pod = _pod(replica, cluster, engine, engine.member(STANDALONE), name, claims, notes)
+    pod = _pod(replica, cluster, engine, engine.member(MemberRole.STANDALONE), name, claims, notes)
     manifest = {
         **kinds.DEPLOYMENT.header(),
         "metadata": _metadata(replica, engine, name),
@@ -97,8 +99,8 @@ def _deployment(replica: Replica, cluster: Cluster, engine: Engine, claims: dict
 def _leaderworkerset(replica: Replica, cluster: Cluster, engine: Engine,
                      claims: dict[str, str], notes: list[str]) -> Workload:
     name = naming.leaderworkerset_name(replica, engine)
-    leader = _pod(replica, cluster, engine, engine.member(LEADER), name, claims, notes)
-    worker = _pod(replica, cluster, engine, engine.member(WORKER), name, claims, notes)
+    leader = _pod(replica, cluster, engine, engine.member(MemberRole.LEADER), name, claims, notes)
+    worker = _pod(replica, cluster, engine, engine.member(MemberRole.WORKER), name, claims, notes)
     manifest = {
         **kinds.LEADERWORKERSET.header(),
         "metadata": _metadata(replica, engine, name),
@@ -107,7 +109,8 @@ def _leaderworkerset(replica: Replica, cluster: Cluster, engine: Engine,
             "startupPolicy": "LeaderCreated",
             "leaderWorkerTemplate": {
                 "size": 1 + worker.member.worker_nodes,
-                "restartPolicy": engine.recovery_policy or "RecreateGroupOnPodRestart",
+                "restartPolicy": (engine.recovery_policy
+                                  or RecoveryPolicy.RECREATE_GROUP_ON_POD_RESTART.value),
                 "leaderTemplate": leader.template,
                 "workerTemplate": worker.template,
             },

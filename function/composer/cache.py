@@ -20,20 +20,20 @@ objects and are worked out afresh on every call. Both caches are bounded.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import structs, wire
 from function.api import REQUIRE_CLUSTER
 from function.composer.composed import Role
-from function.composer.model import Cluster, Replica, Unusable
+from function.composer.model import Replica, Unusable
 from function.composer.routing import NotRouted
 from function.lru import Lru
+from function.request import Request, decode
+from function.records import Cluster
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,17 @@ CLUSTERS: Lru[tuple, Cluster | Unusable | str] = Lru(4096)
 COMPOSED: Lru[tuple, Composition] = Lru(1024)
 
 
-def cluster(req, replica: Replica, parse: Callable[[dict, Replica], Cluster]) -> Cluster:
+def cluster(req: Request, replica: Replica,
+            parse: Callable[[dict, Replica], Cluster]) -> Cluster:
     """The replica's cluster record; raises Unusable as `parse` does."""
-    if REQUIRE_CLUSTER not in req.required_resources:
+    if not req.resolved(REQUIRE_CLUSTER):
         raise Unusable("Resolving", f"waiting for Crossplane to resolve InferenceCluster "
                        f"{replica.cluster}")
-    for item in wire.required_items(req, REQUIRE_CLUSTER):
+    for item in req.required_items(REQUIRE_CLUSTER):
         key = (item, replica.cluster, replica.pools)
         hit = CLUSTERS.get(key)
         if hit is None:
-            ic = structs.to_dict(wire.resource(item).resource)
+            ic = decode(item)
             if (ic.get("metadata") or {}).get("name") != replica.cluster:
                 hit = _NOT_THIS_ONE
             else:
@@ -77,25 +78,18 @@ def cluster(req, replica: Replica, parse: Callable[[dict, Replica], Cluster]) ->
     raise Unusable("ClusterNotFound", f"InferenceCluster {replica.cluster} does not exist")
 
 
-def replica_key(req) -> tuple:
+def replica_key(req: Request) -> tuple:
     """Everything of the observed replica that composing reads, as bytes."""
-    fields = req.observed.composite.resource.fields
-    meta = fields["metadata"].struct_value.fields if "metadata" in fields else {}
-    return (*(_bytes(meta, k) for k in ("namespace", "name", "labels")), _bytes(fields, "spec"))
+    return (*(req.composite_part("metadata", k) for k in ("namespace", "name", "labels")),
+            req.composite_part("spec"))
 
 
-def _bytes(fields, name: str) -> bytes:
-    # Test before indexing: indexing a protobuf map inserts a missing key.
-    return fields[name].SerializeToString(deterministic=True) if name in fields else b""
-
-
-def cluster_key(c: Cluster) -> tuple:
-    """Every field of the cluster record, hashable (mappings as sorted pairs)."""
-    return tuple((f.name, _frozen(getattr(c, f.name))) for f in dataclasses.fields(c))
-
-
-def _frozen(value):
-    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
+def cluster_key(c: Cluster, replica: Replica) -> tuple:
+    """What composing reads of the cluster: how to reach it, its gateway and the
+    node taints of the replica's pools (not capacity or readiness, which change
+    with every placement and condition)."""
+    return (c.name, c.provider_config, c.gateway,
+            tuple((p, c.pool(p).taints) for p in replica.pools))
 
 
 def settings() -> tuple[tuple[str, str], ...]:

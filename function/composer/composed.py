@@ -13,6 +13,7 @@ from enum import Enum
 from typing import Any
 
 from function.composer.model import Engine, Member
+from function.enums import EngineContainerName
 
 
 class Role(Enum):
@@ -42,7 +43,8 @@ class PodTemplate:
 
     @property
     def engine_container(self) -> dict[str, Any]:
-        return next(c for c in self.template["spec"]["containers"] if c["name"] == "engine")
+        return next(c for c in self.template["spec"]["containers"]
+                    if c["name"] == EngineContainerName.ENGINE)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer import kinds
 from function.composer.status import Observed
+from function.request import desired_ready
 
 KEPT_METADATA = ("name", "namespace", "labels")
 KEPT_ANNOTATION_PREFIX = "crossplane.io/"
@@ -49,7 +50,7 @@ def keep_observed(rsp: fnv1.RunFunctionResponse,
     for key, obj in sorted(observed.items()):
         state = kinds.judge(obj)
         resource.update(rsp.desired.resources[key], as_desired(obj))
-        rsp.desired.resources[key].ready = fnv1.READY_TRUE if state.ready else fnv1.READY_FALSE
+        rsp.desired.resources[key].ready = desired_ready(state.ready)
         # The role each object recorded when it was composed (its labels are kept):
         # WorkloadsReady and Routed cover what they cover when composing.
         out.append(Observed(key, kinds.role_of(obj), state))

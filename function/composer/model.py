@@ -6,11 +6,12 @@ schema's defaults (copies 1, role Standalone, claim DRA, count 1) applied in
 one place, since a hand-written replica or `crossplane render` may not have
 had them applied by the API server.
 
-The InferenceCluster is read only for what the replica's objects need: how
-to reach the cluster (providerConfigRef), the gateway routes attach to, and
-the node taints of the pools the replica's members run on. Anything missing
-or malformed raises `Unusable`, and the composer then keeps what exists
-instead of composing from half an input.
+The InferenceCluster is the scheduler's record too (function/records.py);
+the composer reads of it only what the replica's objects need: how to reach
+the cluster (providerConfigRef), the gateway routes attach to, and the node
+taints of the pools the replica's members run on. Anything missing or
+malformed raises `Unusable`, and the composer then keeps what exists instead
+of composing from half an input.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from function import records
 from function import serving as modes
 from function.api import LABEL_DEPLOYMENT
+from function.enums import DeviceClaim, MemberRole
 from function.models.inferencecluster import InferenceCluster
+from function.records import Cluster
 from function.validation import model_errors
-
-STANDALONE, LEADER, WORKER = "Standalone", "Leader", "Worker"
 
 
 class Unusable(Exception):
@@ -42,17 +44,17 @@ class DeviceRequest:
     device_class: str
     count: int
     selectors: tuple[str, ...]
-    claim: str  # DRA or Synthetic
+    claim: str  # a DeviceClaim
 
     @property
     def claimed(self) -> bool:
         # Synthetic devices only steer placement; there is nothing to allocate.
-        return self.claim == "DRA"
+        return self.claim == DeviceClaim.DRA
 
 
 @dataclass(frozen=True)
 class Member:
-    role: str
+    role: str  # a MemberRole
     pool: str
     worker_nodes: int  # pods besides the leader; 0 unless role is Worker
     requests: tuple[DeviceRequest, ...]
@@ -65,14 +67,14 @@ class Member:
     @property
     def serves(self) -> bool:
         """Standalone pods and gang leaders take requests; workers only compute."""
-        return self.role in (STANDALONE, LEADER)
+        return self.role in (MemberRole.STANDALONE, MemberRole.LEADER)
 
 
 @dataclass(frozen=True)
 class Engine:
     name: str
     copies: int
-    phase: str | None
+    phase: str | None                       # an EnginePhase; None outside PrefillDecode
     members: tuple[Member, ...]
     recovery_policy: str | None = None      # a gang's LWS restartPolicy; None: the default
     grace_seconds: int | None = None        # the pods' terminationGracePeriodSeconds
@@ -80,7 +82,7 @@ class Engine:
 
     @property
     def is_gang(self) -> bool:
-        return any(m.role == WORKER for m in self.members)
+        return any(m.role == MemberRole.WORKER for m in self.members)
 
     def member(self, role: str) -> Member:
         return next(m for m in self.members if m.role == role)
@@ -91,12 +93,12 @@ class Replica:
     namespace: str
     name: str
     cluster: str
-    mode: str                         # serving.mode, defaulted (function/serving.py)
-    router: str                       # serving.router, defaulted to the mode's
+    mode: str                         # a ServingMode: serving.mode, defaulted (function/serving.py)
+    router: str                       # a Router: serving.router, defaulted to the mode's
     engines: tuple[Engine, ...]
     labels: Mapping[str, str]
     hostnames: tuple[str, ...] = ()   # serving.hostnames: the HTTPRoute's hostnames
-    kv_connector: str | None = None   # serving.kvConnector (PrefillDecode); None: nixl
+    kv_connector: str | None = None   # a KvConnector (PrefillDecode); None: the default
 
     @property
     def deployment(self) -> str | None:
@@ -128,48 +130,16 @@ def parse_replica(mr: Mapping[str, Any]) -> Replica:
 
 
 def _member(m: Mapping[str, Any]) -> Member:
-    role = m.get("role") or STANDALONE
+    role = m.get("role") or MemberRole.STANDALONE.value
     requests = tuple(
         DeviceRequest(name=r["name"], device_class=r.get("deviceClassName") or "",
                       count=int(r.get("count") or 1),
                       selectors=tuple(s["cel"] for s in r.get("selectors") or []),
-                      claim=r.get("claim") or "DRA")
+                      claim=r.get("claim") or DeviceClaim.DRA.value)
         for r in m.get("deviceRequests") or [])
-    nodes = int((m.get("worker") or {}).get("nodes") or 0) if role == WORKER else 0
+    nodes = int((m.get("worker") or {}).get("nodes") or 0) if role == MemberRole.WORKER else 0
     return Member(role=role, pool=m["nodePoolName"], worker_nodes=nodes, requests=requests,
                   template=m.get("template") or {})
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True)
-class Gateway:
-    name: str
-    namespace: str
-    address: str  # "" when the cluster does not publish one
-
-
-@dataclass(frozen=True)
-class ProviderConfig:
-    name: str
-    kind: str
-
-
-@dataclass(frozen=True)
-class Cluster:
-    name: str
-    provider_config: ProviderConfig | None  # None: the control-plane cluster itself
-    gateway: Gateway
-    pool_taints: Mapping[str, tuple[Taint, ...]]
-
-    @property
-    def remote(self) -> bool:
-        return self.provider_config is not None
 
 
 def parse_cluster(ic: Mapping[str, Any], replica: Replica) -> Cluster:
@@ -177,26 +147,21 @@ def parse_cluster(ic: Mapping[str, Any], replica: Replica) -> Cluster:
     name = (ic.get("metadata") or {}).get("name") or replica.cluster
     # The spec only: status is the cluster function's output, not our input.
     errors = model_errors(InferenceCluster, {"spec": ic.get("spec")})
-    if errors:
+    cluster = None
+    if not errors:
+        try:
+            cluster = records.parse_cluster(ic)
+        except records.Malformed as exc:  # what the schema does not say (metadata)
+            errors = [str(exc)]
+    if cluster is None:
         raise Unusable("ClusterMalformed",
                        f"InferenceCluster {name} is malformed: {'; '.join(errors)}")
-    spec = ic.get("spec") or {}
-    gateway = spec.get("gateway") or {}
-    if not gateway.get("name") or not gateway.get("namespace"):
+    if cluster.gateway is None:
         # Every serving mode attaches an HTTPRoute to the cluster's gateway.
         raise Unusable("NoGateway", f"InferenceCluster {name} names no gateway "
                        "(spec.gateway.name and namespace) for the replica's route")
-    pools = {p["name"]: p for p in spec.get("nodePools") or []}
-    missing = [p for p in replica.pools if p not in pools]
+    missing = [p for p in replica.pools if cluster.pool(p) is None]
     if missing:
         raise Unusable("PoolNotFound", f"InferenceCluster {name} has no node pool "
                        f"{', '.join(repr(p) for p in missing)}, which the replica runs on")
-    ref = spec.get("providerConfigRef") or None
-    return Cluster(
-        name=name,
-        provider_config=ProviderConfig(ref["name"], ref.get("kind") or "ClusterProviderConfig")
-        if ref else None,
-        gateway=Gateway(gateway["name"], gateway["namespace"], gateway.get("address") or ""),
-        pool_taints={p: tuple(Taint(t["key"], t.get("value") or "", t["effect"])
-                              for t in pools[p].get("taints") or [])
-                     for p in replica.pools})
+    return cluster

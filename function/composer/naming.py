@@ -75,8 +75,8 @@ def service_name(replica: Replica, purpose: str = "") -> str:
     return object_name(replica, *([purpose] if purpose else []), tag="svc")
 
 
-def route_name(replica: Replica, purpose: str = "") -> str:
-    return object_name(replica, *([purpose] if purpose else []), tag="route")
+def route_name(replica: Replica) -> str:
+    return object_name(replica, tag="route")
 
 
 def namespace_object_name(replica: Replica) -> str:

@@ -34,7 +34,9 @@ from typing import Any
 
 from function.api import LABEL_POOL
 from function.composer import naming
-from function.composer.model import Engine, Member, Replica, Taint
+from function.composer.model import Engine, Member, Replica
+from function.enums import EngineContainerName, TolerationOperator
+from function.records import Taint
 
 SERVING_PORT = 8000
 SERVING_PORT_NAME = "http"
@@ -67,8 +69,9 @@ def gang_env() -> list[dict[str, Any]]:
 def tolerations(taints: Sequence[Taint]) -> list[dict[str, str]]:
     out = []
     for t in taints:
-        tol = {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} \
-            if t.value else {"key": t.key, "operator": "Exists", "effect": t.effect}
+        tol = {"key": t.key, "operator": TolerationOperator.EQUAL.value, "value": t.value,
+               "effect": t.effect} if t.value else \
+            {"key": t.key, "operator": TolerationOperator.EXISTS.value, "effect": t.effect}
         out.append(tol)
     return out
 
@@ -79,9 +82,10 @@ def pod_template(replica: Replica, engine: Engine, member: Member, *, workload: 
     """The pod template of one member; `notes` collects warnings for the user."""
     tmeta = member.template.get("metadata") or {}
     tspec = member.template.get("spec") or {}
-    user = next(c for c in tspec.get("containers") or [] if c.get("name") == "engine")
+    user = next(c for c in tspec.get("containers") or []
+                if c.get("name") == EngineContainerName.ENGINE)
 
-    container: dict[str, Any] = {"name": "engine"}
+    container: dict[str, Any] = {"name": EngineContainerName.ENGINE.value}
     for key in CONTAINER_FIELDS:
         if key in user:
             container[key] = copy.deepcopy(user[key])

@@ -25,8 +25,8 @@ from crossplane.function import resource
 
 from function.composer.composed import Role
 from function.composer.readiness import State
+from function.enums import ReplicaPhase
 
-PENDING, LOADING, SERVING, FAILED = "Pending", "Loading", "Serving", "Failed"
 MAX_MESSAGE = 1000
 
 WORKLOADS_READY = "WorkloadsReady"
@@ -51,7 +51,7 @@ class Observed:
 
 @dataclass(frozen=True)
 class Summary:
-    phase: str
+    phase: ReplicaPhase
     conditions: tuple[resource.Condition, ...]
 
 
@@ -67,13 +67,13 @@ def summarize(items: Sequence[Observed], *, not_routed: NotRouted | None = None)
         routed = _condition(ROUTED, routes, ready_reason="Accepted", what="routing objects")
 
     if not any(i.state.exists for i in items):
-        phase = PENDING
+        phase = ReplicaPhase.PENDING
     elif any(i.state.failure for i in items):
-        phase = FAILED
+        phase = ReplicaPhase.FAILED
     elif workloads.status == "True" and routed.status == "True":
-        phase = SERVING
+        phase = ReplicaPhase.SERVING
     else:
-        phase = LOADING
+        phase = ReplicaPhase.LOADING
     return Summary(phase, (workloads, routed))
 
 

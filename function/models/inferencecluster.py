@@ -61,7 +61,7 @@ class Capacity(BaseModel):
     value: Value1 | StrictInt
 
 
-class Claim(StrEnum):
+class DeviceClaim(StrEnum):
     DRA = "DRA"
     SYNTHETIC = "Synthetic"
 
@@ -82,9 +82,10 @@ class Device(BaseModel):
         ),
     ] = None
     claim: Annotated[
-        Claim | None,
+        DeviceClaim | None,
         Field(
-            description="DRA devices are claimed by pods through ResourceClaims; Synthetic devices only constrain placement (a NIC fabric, a CPU architecture) and are never claimed."
+            description="DRA devices are claimed by pods through ResourceClaims; Synthetic devices only constrain placement (a NIC fabric, a CPU architecture) and are never claimed.",
+            title="DeviceClaim",
         ),
     ] = "DRA"
     count: Annotated[
@@ -118,7 +119,7 @@ class Device(BaseModel):
     ]
 
 
-class Effect(StrEnum):
+class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"
     PREFER_NO_SCHEDULE = "PreferNoSchedule"
     NO_EXECUTE = "NoExecute"
@@ -126,9 +127,10 @@ class Effect(StrEnum):
 
 class Taint(BaseModel):
     effect: Annotated[
-        Effect,
+        TaintEffect,
         Field(
-            description="NoSchedule keeps new replicas away; NoExecute also drains existing replicas, which are re-placed elsewhere; PreferNoSchedule is advisory."
+            description="NoSchedule keeps new replicas away; NoExecute also drains existing replicas, which are re-placed elsewhere; PreferNoSchedule is advisory.",
+            title="TaintEffect",
         ),
     ]
     key: Annotated[
@@ -175,15 +177,18 @@ class NodePool(BaseModel):
     ] = None
 
 
-class Kind(StrEnum):
+class ProviderConfigKind(StrEnum):
     CLUSTER_PROVIDER_CONFIG = "ClusterProviderConfig"
     PROVIDER_CONFIG = "ProviderConfig"
 
 
 class ProviderConfigRef(BaseModel):
     kind: Annotated[
-        Kind | None,
-        Field(description="ClusterProviderConfig (default) or ProviderConfig."),
+        ProviderConfigKind | None,
+        Field(
+            description="ClusterProviderConfig (default) or ProviderConfig.",
+            title="ProviderConfigKind",
+        ),
     ] = "ClusterProviderConfig"
     name: Annotated[
         StrictStr,
@@ -197,9 +202,10 @@ class ProviderConfigRef(BaseModel):
 
 class Taint1(BaseModel):
     effect: Annotated[
-        Effect,
+        TaintEffect,
         Field(
-            description="NoSchedule keeps new replicas away; NoExecute also drains existing replicas, which are re-placed elsewhere; PreferNoSchedule is advisory."
+            description="NoSchedule keeps new replicas away; NoExecute also drains existing replicas, which are re-placed elsewhere; PreferNoSchedule is advisory.",
+            title="TaintEffect",
         ),
     ]
     key: Annotated[

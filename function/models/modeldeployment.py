@@ -108,7 +108,7 @@ class NodeSelector(BaseModel):
     ] = None
 
 
-class Role(StrEnum):
+class MemberRole(StrEnum):
     STANDALONE = "Standalone"
     LEADER = "Leader"
     WORKER = "Worker"
@@ -218,7 +218,7 @@ class ImagePullPolicy(StrEnum):
     NEVER = "Never"
 
 
-class Name(StrEnum):
+class EngineContainerName(StrEnum):
     ENGINE = "engine"
 
 
@@ -262,9 +262,13 @@ class Container(BaseModel):
         Field(description="The curated engine image.", max_length=512, min_length=1),
     ]
     imagePullPolicy: Annotated[
-        ImagePullPolicy | None, Field(description="When to pull the image.")
+        ImagePullPolicy | None,
+        Field(description="When to pull the image.", title="ImagePullPolicy"),
     ] = None
-    name: Annotated[Name, Field(description="Always `engine`.")]
+    name: Annotated[
+        EngineContainerName,
+        Field(description="Always `engine`.", title="EngineContainerName"),
+    ]
     resources: Annotated[
         Resources | None,
         Field(
@@ -331,9 +335,10 @@ class Member(BaseModel):
         Field(description="What each pod of this member needs on its node."),
     ] = None
     role: Annotated[
-        Role | None,
+        MemberRole | None,
         Field(
-            description="Standalone (the default) is a whole engine in one pod; Leader and Worker form a gang across nodes."
+            description="Standalone (the default) is a whole engine in one pod; Leader and Worker form a gang across nodes.",
+            title="MemberRole",
         ),
     ] = "Standalone"
     template: Annotated[Template1, Field(description="A curated pod template.")]
@@ -343,7 +348,7 @@ class Member(BaseModel):
     ] = None
 
 
-class Phase(StrEnum):
+class EnginePhase(StrEnum):
     PREFILL = "Prefill"
     DECODE = "Decode"
 
@@ -423,13 +428,17 @@ class Engine(BaseModel):
         ),
     ]
     phase: Annotated[
-        Phase | None,
-        Field(description="Prefill or Decode; only under serving mode PrefillDecode."),
+        EnginePhase | None,
+        Field(
+            description="Prefill or Decode; only under serving mode PrefillDecode.",
+            title="EnginePhase",
+        ),
     ] = None
     recoveryPolicy: Annotated[
         RecoveryPolicy | None,
         Field(
-            description="Gang engines only. RecreateGroupOnPodRestart (the default): a restart of any pod recreates the whole gang. RecreateGroupAfterStart: only once the gang has started. None: pods restart alone."
+            description="Gang engines only. RecreateGroupOnPodRestart (the default): a restart of any pod recreates the whole gang. RecreateGroupAfterStart: only once the gang has started. None: pods restart alone.",
+            title="RecoveryPolicy",
         ),
     ] = None
     restartGracePeriodSeconds: Annotated[
@@ -466,7 +475,7 @@ class KvConnector(StrEnum):
     MOONCAKE = "mooncake"
 
 
-class Mode(StrEnum):
+class ServingMode(StrEnum):
     UNIFIED = "Unified"
     PREFILL_DECODE = "PrefillDecode"
 
@@ -487,39 +496,43 @@ class Serving(BaseModel):
     kvConnector: Annotated[
         KvConnector | None,
         Field(
-            description="PrefillDecode only: how the KV cache moves from prefill to decode. nixl (the default), lmcache or mooncake; configures the routing sidecar and the engines' environment, never their flags."
+            description="PrefillDecode only: how the KV cache moves from prefill to decode. nixl (the default), lmcache or mooncake; configures the routing sidecar and the engines' environment, never their flags.",
+            title="KvConnector",
         ),
     ] = None
     mode: Annotated[
-        Mode | None,
+        ServingMode | None,
         Field(
-            description="Unified: every serving pod behind one HTTPRoute, through a Service (the default) or an endpoint picker. PrefillDecode: disaggregated prefill and decode engines behind an InferencePool."
+            description="Unified: every serving pod behind one HTTPRoute, through a Service (the default) or an endpoint picker. PrefillDecode: disaggregated prefill and decode engines behind an InferencePool.",
+            title="ServingMode",
         ),
     ] = "Unified"
     router: Annotated[
         Router | None,
         Field(
-            description="How requests reach the serving pods. Service: one Service over every serving pod. EndpointPicker: an InferencePool whose endpoint picker sends each request to the serving pod that best fits it (prefix-cache affinity and load). Unset: the mode's default (Unified: Service; PrefillDecode: EndpointPicker)."
+            description="How requests reach the serving pods. Service: one Service over every serving pod. EndpointPicker: an InferencePool whose endpoint picker sends each request to the serving pod that best fits it (prefix-cache affinity and load). Unset: the mode's default (Unified: Service; PrefillDecode: EndpointPicker).",
+            title="Router",
         ),
     ] = None
 
 
-class Effect(StrEnum):
+class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"
     PREFER_NO_SCHEDULE = "PreferNoSchedule"
     NO_EXECUTE = "NoExecute"
 
 
-class Operator(StrEnum):
+class TolerationOperator(StrEnum):
     EQUAL = "Equal"
     EXISTS = "Exists"
 
 
 class Toleration(BaseModel):
     effect: Annotated[
-        Effect | None,
+        TaintEffect | None,
         Field(
-            description="The taint effect to tolerate; empty tolerates every effect."
+            description="The taint effect to tolerate; empty tolerates every effect.",
+            title="TaintEffect",
         ),
     ] = None
     key: Annotated[
@@ -531,9 +544,10 @@ class Toleration(BaseModel):
         ),
     ] = None
     operator: Annotated[
-        Operator | None,
+        TolerationOperator | None,
         Field(
-            description="Equal (default) matches key and value; Exists matches any value."
+            description="Equal (default) matches key and value; Exists matches any value.",
+            title="TolerationOperator",
         ),
     ] = "Equal"
     value: Annotated[

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, RootModel, StrictBool, StrictInt, StrictS
 from typing_extensions import TypeAliasType
 
 
-class Claim(StrEnum):
+class DeviceClaim(StrEnum):
     DRA = "DRA"
     SYNTHETIC = "Synthetic"
 
@@ -36,9 +36,10 @@ class DeviceRequest(BaseModel):
         ),
     ] = None
     claim: Annotated[
-        Claim | None,
+        DeviceClaim | None,
         Field(
-            description="DRA devices are claimed through a ResourceClaimTemplate; Synthetic devices constrain placement only."
+            description="DRA devices are claimed through a ResourceClaimTemplate; Synthetic devices constrain placement only.",
+            title="DeviceClaim",
         ),
     ] = "DRA"
     count: Annotated[
@@ -122,7 +123,7 @@ class NodeSelector(BaseModel):
     ] = None
 
 
-class Role(StrEnum):
+class MemberRole(StrEnum):
     STANDALONE = "Standalone"
     LEADER = "Leader"
     WORKER = "Worker"
@@ -242,7 +243,7 @@ class ImagePullPolicy(StrEnum):
     NEVER = "Never"
 
 
-class Name(StrEnum):
+class EngineContainerName(StrEnum):
     ENGINE = "engine"
 
 
@@ -286,9 +287,13 @@ class Container(BaseModel):
         Field(description="The curated engine image.", max_length=512, min_length=1),
     ]
     imagePullPolicy: Annotated[
-        ImagePullPolicy | None, Field(description="When to pull the image.")
+        ImagePullPolicy | None,
+        Field(description="When to pull the image.", title="ImagePullPolicy"),
     ] = None
-    name: Annotated[Name, Field(description="Always `engine`.")]
+    name: Annotated[
+        EngineContainerName,
+        Field(description="Always `engine`.", title="EngineContainerName"),
+    ]
     resources: Annotated[
         Resources | None,
         Field(
@@ -370,9 +375,10 @@ class Member(BaseModel):
         Field(description="What each pod of this member needs on its node."),
     ] = None
     role: Annotated[
-        Role | None,
+        MemberRole | None,
         Field(
-            description="Standalone (the default) is a whole engine in one pod; Leader and Worker form a gang across nodes."
+            description="Standalone (the default) is a whole engine in one pod; Leader and Worker form a gang across nodes.",
+            title="MemberRole",
         ),
     ] = "Standalone"
     template: Annotated[Template, Field(description="A curated pod template.")]
@@ -382,7 +388,7 @@ class Member(BaseModel):
     ] = None
 
 
-class Phase(StrEnum):
+class EnginePhase(StrEnum):
     PREFILL = "Prefill"
     DECODE = "Decode"
 
@@ -462,13 +468,17 @@ class Engine(BaseModel):
         ),
     ]
     phase: Annotated[
-        Phase | None,
-        Field(description="Prefill or Decode; only under serving mode PrefillDecode."),
+        EnginePhase | None,
+        Field(
+            description="Prefill or Decode; only under serving mode PrefillDecode.",
+            title="EnginePhase",
+        ),
     ] = None
     recoveryPolicy: Annotated[
         RecoveryPolicy | None,
         Field(
-            description="Gang engines only. RecreateGroupOnPodRestart (the default): a restart of any pod recreates the whole gang. RecreateGroupAfterStart: only once the gang has started. None: pods restart alone."
+            description="Gang engines only. RecreateGroupOnPodRestart (the default): a restart of any pod recreates the whole gang. RecreateGroupAfterStart: only once the gang has started. None: pods restart alone.",
+            title="RecoveryPolicy",
         ),
     ] = None
     restartGracePeriodSeconds: Annotated[
@@ -505,7 +515,7 @@ class KvConnector(StrEnum):
     MOONCAKE = "mooncake"
 
 
-class Mode(StrEnum):
+class ServingMode(StrEnum):
     UNIFIED = "Unified"
     PREFILL_DECODE = "PrefillDecode"
 
@@ -526,19 +536,22 @@ class Serving(BaseModel):
     kvConnector: Annotated[
         KvConnector | None,
         Field(
-            description="PrefillDecode only: how the KV cache moves from prefill to decode. nixl (the default), lmcache or mooncake; configures the routing sidecar and the engines' environment, never their flags."
+            description="PrefillDecode only: how the KV cache moves from prefill to decode. nixl (the default), lmcache or mooncake; configures the routing sidecar and the engines' environment, never their flags.",
+            title="KvConnector",
         ),
     ] = None
     mode: Annotated[
-        Mode | None,
+        ServingMode | None,
         Field(
-            description="Unified: every serving pod behind one HTTPRoute, through a Service (the default) or an endpoint picker. PrefillDecode: disaggregated prefill and decode engines behind an InferencePool."
+            description="Unified: every serving pod behind one HTTPRoute, through a Service (the default) or an endpoint picker. PrefillDecode: disaggregated prefill and decode engines behind an InferencePool.",
+            title="ServingMode",
         ),
     ] = "Unified"
     router: Annotated[
         Router | None,
         Field(
-            description="How requests reach the serving pods. Service: one Service over every serving pod. EndpointPicker: an InferencePool whose endpoint picker sends each request to the serving pod that best fits it (prefix-cache affinity and load). Unset: the mode's default (Unified: Service; PrefillDecode: EndpointPicker)."
+            description="How requests reach the serving pods. Service: one Service over every serving pod. EndpointPicker: an InferencePool whose endpoint picker sends each request to the serving pod that best fits it (prefix-cache affinity and load). Unset: the mode's default (Unified: Service; PrefillDecode: EndpointPicker).",
+            title="Router",
         ),
     ] = None
 
@@ -566,7 +579,7 @@ class Spec(BaseModel):
     ] = None
 
 
-class Phase1(StrEnum):
+class ReplicaPhase(StrEnum):
     PENDING = "Pending"
     LOADING = "Loading"
     SERVING = "Serving"
@@ -579,9 +592,10 @@ class Status(BaseModel):
         Field(description="The serving URL on the cluster gateway.", max_length=2048),
     ] = None
     phase: Annotated[
-        Phase1 | None,
+        ReplicaPhase | None,
         Field(
-            description="Pending: nothing observed yet. Loading: created, not every pod ready. Serving: every workload Available and the route accepted. Failed: a workload reports failure."
+            description="Pending: nothing observed yet. Loading: created, not every pod ready. Serving: every workload Available and the route accepted. Failed: a workload reports failure.",
+            title="ReplicaPhase",
         ),
     ] = None
 

@@ -24,6 +24,7 @@ from function.api import (
     REQUIRE_REPLICAS,
 )
 from function.models.modeldeployment import ModelDeployment
+from function.request import Request, desired_ready
 from function.scheduler import output, reasons
 from function.scheduler.filters import Deployment
 from function.scheduler.fleet import Fleet, read
@@ -34,8 +35,8 @@ MAX_MESSAGE = 4000
 MAX_VERDICTS = 100  # clusters named per unscheduled replica (the XRD's maxItems)
 
 
-def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
-    md = structs.to_dict(req.observed.composite.resource)
+def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
+    md = req.composite
     meta = dig(md, "metadata")
     tspec = dig(md, "spec", "template", "spec")
     errors = spec_errors(ModelDeployment, md, tspec)
@@ -51,17 +52,14 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     _require(rsp, REQUIRE_CLUSTERS, "InferenceCluster", selector or {})
     _require(rsp, REQUIRE_REPLICAS, "ModelReplica", {})
 
-    observed = {key: structs.to_dict(r.resource)
-                for key, r in sorted(req.observed.resources.items())
-                if r.resource.fields["kind"].string_value == "ModelReplica"}
-    if REQUIRE_CLUSTERS not in req.required_resources \
-            or REQUIRE_REPLICAS not in req.required_resources:
+    observed = req.observed("ModelReplica")
+    if not (req.resolved(REQUIRE_CLUSTERS) and req.resolved(REQUIRE_REPLICAS)):
         # Not resolved yet: keep everything that exists, decide nothing.
         for key, mr in observed.items():
             resource.update(rsp.desired.resources[key], output.echo(mr))
-            rsp.desired.resources[key].ready = _readiness(serving(mr))
+            rsp.desired.resources[key].ready = desired_ready(serving(mr))
         # Said explicitly: derived from nothing composed yet, Ready would be True.
-        rsp.desired.composite.ready = _readiness(
+        rsp.desired.composite.ready = desired_ready(
             sum(serving(mr) for mr in observed.values()) == want)
         return
 
@@ -84,7 +82,7 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     for b in fleet.broken:
         # Skip only the bad object: keep it as it is and say so.
         resource.update(rsp.desired.resources[b.key], output.echo(b.manifest))
-        rsp.desired.resources[b.key].ready = fnv1.READY_FALSE
+        rsp.desired.resources[b.key].ready = desired_ready(False)
         response.warning(rsp, f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
         kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
     write_status(rsp, md, result, observed, fleet, kept)
@@ -93,10 +91,6 @@ def run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
 def serving(mr: Mapping[str, Any]) -> bool:
     """Whether an observed ModelReplica says it serves."""
     return _mapping(mr.get("status")).get("phase") == "Serving"
-
-
-def _readiness(ready: bool) -> int:
-    return fnv1.READY_TRUE if ready else fnv1.READY_FALSE
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -131,7 +125,7 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         ready += is_ready
         # Crossplane derives the deployment's Ready from its composed
         # resources, and one left unspecified counts as not ready.
-        rsp.desired.resources[key].ready = _readiness(is_ready)
+        rsp.desired.resources[key].ready = desired_ready(is_ready)
         entry: dict[str, Any] = {"name": mr_name, "index": p.index, "cluster": p.cluster,
                                  "pools": _pools(p), "ready": is_ready}
         if _alternatives(p):
@@ -162,7 +156,7 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         typ="ReplicasScheduled", status=cond[0], reason=cond[1], message=cond[2][:MAX_MESSAGE]))
     # Ready means every replica the spec asks for serves, however many are
     # composed (a deployment short of capacity is not Ready).
-    rsp.desired.composite.ready = _readiness(ready == want and not result.errors)
+    rsp.desired.composite.ready = desired_ready(ready == want and not result.errors)
     if result.errors or result.unscheduled or scheduled < want or cond[1] == "KeptAsIs":
         requeue.soon(rsp)  # waiting on the fleet, which Crossplane does not watch for us
     elif ready < scheduled:

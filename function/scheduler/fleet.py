@@ -16,9 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-
 from function.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.request import Request
 from function.scheduler import output, parsecache
 from function.scheduler.model import Cluster, Malformed, Replica, parse_replica
 
@@ -55,12 +54,12 @@ class Fleet:
         return frozenset(i for b in self.broken for i in _broken_indexes(b.key, b.manifest))
 
 
-def read(req: fnv1.RunFunctionRequest, observed: Mapping[str, Mapping[str, Any]],
+def read(req: Request, observed: Mapping[str, Mapping[str, Any]],
          namespace: str, deployment: str) -> Fleet:
     """The fleet as the plan needs it; `observed` holds our ModelReplicas by key."""
     parsecache.new_request()
     fleet = Fleet()
-    for item in parsecache.items(req, REQUIRE_CLUSTERS):
+    for item in req.required_items(REQUIRE_CLUSTERS):
         try:
             fleet.clusters.append(parsecache.CLUSTERS.get(item))
         except Malformed as exc:
@@ -87,7 +86,7 @@ def read(req: fnv1.RunFunctionRequest, observed: Mapping[str, Mapping[str, Any]]
 
     own_names = {(r.namespace, r.name) for r in fleet.own} | {
         _identity(b.manifest) for b in fleet.broken}
-    for item in parsecache.items(req, REQUIRE_REPLICAS):
+    for item in req.required_items(REQUIRE_REPLICAS):
         try:
             r = parsecache.REPLICAS.get(item)
         except Malformed as exc:

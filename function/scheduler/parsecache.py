@@ -20,10 +20,9 @@ RunFunction on its event loop), so the cache needs no lock.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 
 from function import structs, wire
@@ -136,11 +135,6 @@ def new_request() -> None:
 def _ledger_entry(replica: Replica) -> Replica:
     """A replica as the capacity ledger needs it: without its manifest (memory)."""
     return dataclasses.replace(replica, manifest={})
-
-
-def items(req: fnv1.RunFunctionRequest, name: str) -> Iterator[bytes]:
-    """The resources of one resolved requirement, serialized (nothing decoded)."""
-    return wire.required_items(req, name)
 
 
 def identity(item: bytes) -> tuple[str, str, Mapping[str, str]]:

@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from function.composer.composed import Backends, Composed
-from function.composer.model import Cluster, Replica
+from function.composer.model import Replica
 from function.composer.status import NotRouted
 from function.serving import MODES
+from function.records import Cluster
 
 
 @dataclass

@@ -26,12 +26,14 @@ from __future__ import annotations
 from typing import Any
 
 from function.composer.composed import Backends
-from function.composer.model import Cluster, Replica
+from function.composer.model import Replica
 from function.composer.routing import Routing, epp
 from function.composer.routing.gateway import endpoint
 from function.composer.status import NotRouted
+from function.enums import Router
+from function.records import Cluster
 
-WHO = "EndpointPicker"
+WHO = Router.ENDPOINT_PICKER
 
 
 class EndpointPickerRouting:

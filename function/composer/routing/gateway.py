@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from function.composer import kinds, naming
-from function.composer.model import Cluster, Replica
+from function.composer.model import Replica
+from function.records import Cluster
 
 GATEWAY_API = "gateway.networking.k8s.io"
 

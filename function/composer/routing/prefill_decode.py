@@ -45,14 +45,16 @@ from __future__ import annotations
 from typing import Any
 
 from function.composer.composed import Backends, PodTemplate
-from function.composer.model import Cluster, Engine, Replica
+from function.composer.model import Engine, Replica
 from function.composer.routing import Routing, epp, serving_config
 from function.composer.routing.engine_flags import ENGINE_NAMES, engine_kind, port
 from function.composer.routing.gateway import endpoint
 from function.composer.routing.pd_pods import add_env, add_role_label, add_shm, add_sidecar
 from function.composer.routing.serving_config import POOL_TARGET_PORT, ServingConfig
 from function.composer.status import NotRouted
-from function.serving import DECODE, DEFAULT_KV_CONNECTOR, PREFILL
+from function.enums import EnginePhase, ServingMode
+from function.serving import DEFAULT_KV_CONNECTOR
+from function.records import Cluster
 
 # Condition reasons when the layer composes no route.
 PORT_CONFLICT = "DecodePortConflict"
@@ -65,10 +67,11 @@ DECIDER = "prefix-based-pd-decider"
 
 class PrefillDecodeRouting:
     def route(self, replica: Replica, cluster: Cluster, backends: Backends) -> Routing:
-        config = epp.settings("PrefillDecode")
+        config = epp.settings(ServingMode.PREFILL_DECODE)
         if isinstance(config, NotRouted):
             return Routing(not_routed=config)
-        prefill, decode = _engine(replica, PREFILL), _engine(replica, DECODE)
+        prefill = _engine(replica, EnginePhase.PREFILL)
+        decode = _engine(replica, EnginePhase.DECODE)
         if prefill is None or decode is None:  # validation refuses this; never guess
             return Routing(not_routed=NotRouted("EnginesMissing", (
                 "PrefillDecode needs one engine with phase Prefill and one with phase Decode")))
@@ -180,7 +183,7 @@ def _check_prefill_port(prefill: Engine, pod: PodTemplate,
 
 def _block_size(prefill: Engine, prefill_pod: PodTemplate, decode: Engine,
                 decode_pod: PodTemplate, notes: list[str]) -> int:
-    sizes = epp.block_sizes([prefill_pod, decode_pod], notes, "PrefillDecode")
+    sizes = epp.block_sizes([prefill_pod, decode_pod], notes, ServingMode.PREFILL_DECODE)
     if sizes[prefill.name] != sizes[decode.name]:
         notes.append(
             f"PrefillDecode: prefill engine {prefill.name!r} uses KV block size "

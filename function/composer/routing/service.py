@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from function.composer import kinds, naming
 from function.composer.composed import Backends, Composed, Role
-from function.composer.model import Cluster, Replica
+from function.composer.model import Replica
 from function.composer.pods import SERVING_PORT, SERVING_PORT_NAME
 from function.composer.routing import Routing
 from function.composer.routing.gateway import endpoint, http_route
+from function.records import Cluster
 
 
 class ServiceRouting:

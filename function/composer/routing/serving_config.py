@@ -49,6 +49,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from function.enums import KvConnector
+
 PREFIX = "MODELPLANE_"
 
 EPP_IMAGE = "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"
@@ -74,10 +76,11 @@ POOL_TARGET_PORT = 8000
 # builds have --connector=mooncake), so vLLM + mooncake is refused.
 VLLM, SGLANG = "vllm", "sglang"
 SIDECAR_CONNECTORS: Mapping[str, Mapping[str, str | None]] = {
-    VLLM: {"nixl": "nixlv2", "lmcache": "lmcache", "mooncake": None},
-    SGLANG: {"nixl": "sglang", "lmcache": None, "mooncake": "sglang"},
+    VLLM: {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "lmcache", KvConnector.MOONCAKE: None},
+    SGLANG: {KvConnector.NIXL: "sglang", KvConnector.LMCACHE: None, KvConnector.MOONCAKE: "sglang"},
     # An engine we cannot recognise from its command: go by the connector.
-    "": {"nixl": "nixlv2", "lmcache": "lmcache", "mooncake": "sglang"},
+    "": {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "lmcache",
+         KvConnector.MOONCAKE: "sglang"},
 }
 
 # /dev/shm for NCCL/NIXL/Mooncake staging; the container runtime's 64 MiB
@@ -186,10 +189,10 @@ POD_IP = {"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
 def kv_env(connector: str, config: ServingConfig) -> list[dict[str, Any]]:
     """The KV-transfer variables for `connector`, in order (before user overrides)."""
-    if connector == "nixl":
+    if connector == KvConnector.NIXL:
         return [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", **POD_IP},
                 {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT",
                  "value": str(config.nixl_side_channel_port)}]
-    if connector == "mooncake":
+    if connector == KvConnector.MOONCAKE:
         return [{"name": "SGLANG_HOST_IP", **POD_IP}]
     return []

@@ -1,0 +1,240 @@
+"""An InferenceCluster as both stages read it: one frozen record, one parser.
+
+The scheduler reads a cluster's labels, taints, readiness and pools (nodes and
+devices) to place replicas; the composer reads how to reach it
+(providerConfigRef), its gateway and its pools' node taints to compose a
+replica's objects. Both read the same `Cluster`, parsed by `parse_cluster`.
+
+The scheduler parses every cluster of the fleet, unvalidated, and must skip a
+malformed one with a reason rather than fail the whole reconcile: the parser
+checks each field it reads against the type the schema gives it and raises
+`Malformed` saying what is wrong. It checks by hand, not with the generated
+model, because it runs on every new cluster content at fleet scale
+(scheduler/parsecache.py remembers its results by the item's bytes). The
+composer validates its one cluster with the model first, then parses it here.
+
+Fields only the composer reads (gateway, providerConfigRef) are read
+leniently: a missing or partial one is None, and the composer says why it
+cannot use that (a malformed cluster is not one the scheduler should skip).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from function.enums import DeviceClaim, ProviderConfigKind
+from function.names import is_dns_label, is_dns_subdomain
+
+
+class Malformed(Exception):
+    """An input object the function cannot use; the message says why."""
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # a TaintEffect
+
+    def __str__(self) -> str:
+        value = f"={self.value}" if self.value else ""
+        return f"{self.key}{value}:{self.effect}"
+
+
+@dataclass(frozen=True)
+class Device:
+    """One kind of device every node of a pool offers, `count` of them."""
+
+    name: str
+    claim: str            # a DeviceClaim
+    device_class: str
+    count: int
+    spec: Mapping[str, Any]  # the API shape, for the CEL activation
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The spec as canonical JSON: what a selector's verdict depends on, so
+        verdicts can be remembered across reconciles (scheduler/matching.py).
+        Worked out on first use: the composer never asks."""
+        return json.dumps(self.spec, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    nodes: int
+    devices: tuple[Device, ...]
+    taints: tuple[Taint, ...] = ()  # the nodes' own; pods placed on the pool tolerate them
+
+    @functools.cached_property
+    def shape(self) -> str:
+        """Pools with identical devices match identically: the key lets matching
+        run once per distinct shape instead of once per pool."""
+        return json.dumps([d.spec for d in self.devices], sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Gateway:
+    name: str
+    namespace: str
+    address: str  # "" when the cluster does not publish one
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    name: str
+    kind: str  # a ProviderConfigKind
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    ready: bool
+    pools: tuple[Pool, ...]
+    provider_config: ProviderConfig | None = None  # None: the control-plane cluster itself
+    gateway: Gateway | None = None                 # None: spec.gateway names none
+
+    def pool(self, name: str) -> Pool | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+    @property
+    def remote(self) -> bool:
+        return self.provider_config is not None
+
+
+def expect(value: Any, kind: type | tuple[type, ...], what: str, optional: bool = True) -> None:
+    """Raise Malformed unless value has the type the API schema gives it.
+
+    The scheduler sorts and keys by names and hands device data to CEL, so a
+    wrongly typed field (which admission would reject) must make the object
+    malformed here rather than fail the whole reconcile later.
+    """
+    if (value is None and optional) or (isinstance(value, kind) and not isinstance(value, bool)):
+        return
+    raise Malformed(f"{what} is {type(value).__name__}, not {getattr(kind, '__name__', kind)}")
+
+
+def malformed_on_error(parse):
+    """Any lookup or type error while parsing means the object is malformed."""
+    @functools.wraps(parse)
+    def wrapped(*args):
+        try:
+            return parse(*args)
+        except Malformed:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise Malformed(f"{type(exc).__name__}: {exc}") from exc
+    return wrapped
+
+
+def _check_taints(taints: Any, what: str) -> None:
+    expect(taints, list, what)
+    for t in taints or []:
+        expect(t, Mapping, "a taint", optional=False)
+        for name in ("key", "effect", "value"):
+            expect(t.get(name), str, f"a taint's {name}", optional=name == "value")
+
+
+def _check_cluster(obj: Mapping[str, Any]) -> None:
+    """Everything of a cluster but its pools (`parse_pool` checks each)."""
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    expect(meta, Mapping, "metadata", optional=False)
+    expect(meta.get("name"), str, "metadata.name", optional=False)
+    expect(meta.get("labels"), Mapping, "metadata.labels")
+    expect(spec, Mapping, "spec")
+    spec = spec or {}
+    expect(spec.get("nodePools"), list, "spec.nodePools")
+    _check_taints(spec.get("taints"), "spec.taints")
+
+
+def _check_pool(p: Any) -> None:
+    expect(p, Mapping, "a node pool", optional=False)
+    expect(p.get("name"), str, "a node pool's name", optional=False)
+    if not is_dns_label(p["name"]):
+        # Pools are named in ModelReplicas and node labels: a DNS label.
+        raise Malformed(f"node pool name {p['name']!r} is not a DNS label")
+    _check_taints(p.get("taints"), f"pool {p['name']!r} taints")
+    expect(p.get("devices"), list, f"pool {p['name']!r} devices")
+    for d in p.get("devices") or []:
+        expect(d, Mapping, f"a device of pool {p['name']!r}", optional=False)
+        for name in ("name", "driver", "deviceClassName"):
+            expect(d.get(name), str, f"a device's {name} in pool {p['name']!r}",
+                   optional=name != "name")
+        dc = d.get("deviceClassName")
+        if dc and not is_dns_subdomain(dc):
+            # It becomes a ResourceClaimTemplate's deviceClassName.
+            raise Malformed(f"deviceClassName {dc[:80]!r} in pool {p['name']!r} is not a "
+                            "DNS subdomain")
+        for name in ("attributes", "capacity"):
+            expect(d.get(name), Mapping, f"a device's {name} in pool {p['name']!r}")
+        if d.get("claim") not in (None, *DeviceClaim):
+            raise Malformed(f"a device's claim in pool {p['name']!r} is {d['claim']!r}, "
+                            f"not {' or '.join(DeviceClaim)}")
+
+
+def _taints(taints: Sequence[Mapping[str, Any]] | None) -> tuple[Taint, ...]:
+    return tuple(Taint(t["key"], t.get("value") or "", t["effect"]) for t in taints or [])
+
+
+@malformed_on_error
+def parse_pool(p: Any) -> Pool:
+    """One node pool of an InferenceCluster (a pool depends on nothing else)."""
+    _check_pool(p)
+    devices = tuple(
+        Device(name=d["name"], claim=d.get("claim") or DeviceClaim.DRA.value,
+               device_class=d.get("deviceClassName") or "", count=int(d.get("count", 1)),
+               spec=d)
+        for d in p.get("devices") or [])
+    if any(d.claim == DeviceClaim.DRA and not d.device_class for d in devices):
+        raise Malformed(f"pool {p.get('name')!r} has a DRA device without deviceClassName")
+    return Pool(name=p["name"], nodes=int(p.get("nodes") or 0), devices=devices,
+                taints=_taints(p.get("taints")))
+
+
+@malformed_on_error
+def parse_cluster(obj: Mapping[str, Any],
+                  parse_pools: Callable[[], Sequence[Pool]] | None = None) -> Cluster:
+    """A cluster; `parse_pools()` may stand in for parsing each pool of
+    `spec.nodePools` with `parse_pool`, in order (parsecache.py remembers pools).
+    It is called after the rest of the cluster is checked, so a cluster wrong in
+    several places is reported alike either way."""
+    _check_cluster(obj)
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    pools = tuple(parse_pools() if parse_pools is not None
+                  else (parse_pool(p) for p in spec.get("nodePools") or []))
+    return Cluster(name=meta["name"], labels=dict(meta.get("labels") or {}),
+                   taints=_taints(spec.get("taints")), ready=_ready(obj), pools=pools,
+                   provider_config=_provider_config(spec.get("providerConfigRef")),
+                   gateway=_gateway(spec.get("gateway")))
+
+
+def _ready(obj: Mapping[str, Any]) -> bool:
+    """A cluster is unready only when its Ready condition says so explicitly."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") != "False"
+    return True
+
+
+def _text(obj: Any, name: str) -> str:
+    value = obj.get(name) if isinstance(obj, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def _provider_config(ref: Any) -> ProviderConfig | None:
+    if not _text(ref, "name"):
+        return None
+    return ProviderConfig(ref["name"], _text(ref, "kind")
+                          or ProviderConfigKind.CLUSTER_PROVIDER_CONFIG.value)
+
+
+def _gateway(gateway: Any) -> Gateway | None:
+    if not _text(gateway, "name") or not _text(gateway, "namespace"):
+        return None
+    return Gateway(gateway["name"], gateway["namespace"], _text(gateway, "address"))

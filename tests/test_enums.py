@@ -1,0 +1,32 @@
+"""The API's enums: one name per concept (function/enums.py), every generated copy
+alike, and the serving table's names the generated ones."""
+
+from enum import StrEnum
+
+import pytest
+
+from function import enums, serving
+from function.models import inferencecluster, modeldeployment, modelreplica
+
+MODELS = (inferencecluster, modeldeployment, modelreplica)
+
+
+@pytest.mark.parametrize("name", enums.__all__)
+def test_every_generated_copy_of_an_enum_has_the_same_values(name):
+    chosen = getattr(enums, name)
+    copies = [getattr(m, name) for m in MODELS if hasattr(m, name)]
+    assert copies and all(list(c) == list(chosen) for c in copies)
+
+
+def test_every_generated_enum_has_a_name_in_enums():
+    generated = {n for m in MODELS for n, v in vars(m).items()
+                 if isinstance(v, type) and issubclass(v, StrEnum) and v is not StrEnum}
+    assert generated == set(enums.__all__)
+
+
+def test_the_serving_enums_are_the_tables():
+    assert list(enums.ServingMode) == list(serving.MODES)
+    assert serving.DEFAULT_MODE == enums.ServingMode.UNIFIED
+    assert list(enums.Router) == list(serving.ALL_ROUTERS)
+    assert list(enums.EnginePhase) == list(serving.PHASES)
+    assert list(enums.KvConnector) == list(serving.KV_CONNECTORS)

@@ -1,0 +1,54 @@
+"""One InferenceCluster record for both stages (function/records.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from function import records
+from function.composer import model as composer_model
+from function.scheduler import model as scheduler_model
+
+IC = {"metadata": {"name": "us-east-1", "labels": {"region": "us"}},
+      "spec": {"providerConfigRef": {"name": "us-east-1"},
+               "gateway": {"name": "gw", "namespace": "gateway-system"},
+               "taints": [{"key": "maintenance", "effect": "NoSchedule"}],
+               "nodePools": [{"name": "h100", "nodes": 2,
+                              "taints": [{"key": "gpu", "value": "h100", "effect": "NoSchedule"}],
+                              "devices": [{"name": "gpu", "driver": "gpu.nvidia.com",
+                                           "deviceClassName": "gpu.nvidia.com", "count": 8}]}]}}
+
+
+def test_the_stages_share_the_record_and_its_parser():
+    assert scheduler_model.Cluster is records.Cluster is composer_model.Cluster
+    assert scheduler_model.parse_cluster is records.parse_cluster
+
+
+def test_a_cluster_carries_what_either_stage_reads():
+    c = records.parse_cluster(IC)
+    assert c.labels == {"region": "us"} and [str(t) for t in c.taints] == ["maintenance:NoSchedule"]
+    assert c.provider_config == records.ProviderConfig("us-east-1", "ClusterProviderConfig")
+    assert c.remote and c.gateway == records.Gateway("gw", "gateway-system", "")
+    (pool,) = c.pools
+    assert [str(t) for t in pool.taints] == ["gpu=h100:NoSchedule"]
+    assert pool.devices[0].claim == "DRA" and pool.shape.startswith("[{")
+
+
+def test_fields_only_the_composer_reads_are_read_leniently():
+    spec = {**IC["spec"], "gateway": {"name": "gw"}, "providerConfigRef": {"kind": 3}}
+    c = records.parse_cluster({**IC, "spec": spec})
+    assert c.gateway is None and c.provider_config is None and not c.remote
+
+
+def test_a_malformed_pool_taint_makes_the_cluster_malformed():
+    pool = {**IC["spec"]["nodePools"][0], "taints": [{"key": "gpu"}]}
+    with pytest.raises(records.Malformed, match="a taint's effect"):
+        records.parse_cluster({**IC, "spec": {**IC["spec"], "nodePools": [pool]}})
+
+
+def test_the_composer_says_a_cluster_the_schema_admits_but_the_parser_refuses_is_malformed():
+    from function.composer.model import Unusable, parse_cluster
+    replica = composer_model.Replica(namespace="ml", name="r", cluster="us-east-1", mode="Unified",
+                                     router="Service", engines=(), labels={})
+    with pytest.raises(Unusable, match="metadata.labels is list") as why:
+        parse_cluster({**IC, "metadata": {"name": "us-east-1", "labels": ["x"]}}, replica)
+    assert why.value.reason == "ClusterMalformed"
