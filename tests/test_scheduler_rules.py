@@ -911,13 +911,20 @@ def test_a_new_deployment_is_not_ready_before_the_fleet_is_read():
     assert rsp.desired.composite.ready == fnv1.READY_FALSE
 
 
-def test_a_deployment_short_of_capacity_is_not_ready_though_its_replicas_serve():
+def two_replicas_with_serving(nodes: int, serving: tuple[int, ...]) -> fnv1.RunFunctionResponse:
+    """Two one-H100 replicas asked of a cluster with `nodes` H100 nodes, placed
+    by a first call; then the call that sees the replicas `serving` Serving."""
     md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
                     replicas=2)
-    world = World(md, [cluster("a", pool("h100", 1, H100))])
+    world = World(md, [cluster("a", pool("h100", nodes, H100))])
     world.step()
-    world.observed[key("a", 0)]["status"] = {"phase": "Serving"}
-    rsp = world.run()
+    for index in serving:
+        world.observed[key("a", index)]["status"] = {"phase": "Serving"}
+    return world.run()
+
+
+def test_a_deployment_short_of_capacity_is_not_ready_though_its_replicas_serve():
+    rsp = two_replicas_with_serving(nodes=1, serving=(0,))
     assert rsp.desired.resources[key("a", 0)].ready == fnv1.READY_TRUE
     assert rsp.desired.composite.ready == fnv1.READY_FALSE
 
@@ -929,23 +936,15 @@ def test_a_deployment_waiting_for_capacity_asks_to_be_called_again_soon():
                     replicas=2)
     waiting = World(md, [cluster("a", pool("h100", 1, H100))]).run()
     assert waiting.meta.ttl.ToTimedelta() == requeue.WAITING
-    settled = World(md, [cluster("a", pool("h100", 2, H100))])
-    settled.step()
-    for index in (0, 1):
-        settled.observed[key("a", index)]["status"] = {"phase": "Serving"}
-    assert settled.run().meta.ttl.ToTimedelta() > requeue.WAITING
+    settled = two_replicas_with_serving(nodes=2, serving=(0, 1))
+    assert settled.meta.ttl.ToTimedelta() > requeue.WAITING
 
 
 def test_a_deployment_waiting_for_its_replicas_to_serve_asks_to_be_called_again_soon():
     """Crossplane watches the ModelReplicas, but their status updates can open
     its watch circuit breaker: while one is placed and not serving yet, the TTL
     brings the next look forward."""
-    md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
-                    replicas=2)
-    world = World(md, [cluster("a", pool("h100", 2, H100))])
-    world.step()
-    world.observed[key("a", 0)]["status"] = {"phase": "Serving"}
-    rsp = world.run()
+    rsp = two_replicas_with_serving(nodes=2, serving=(0,))
     assert rsp.desired.composite.ready == fnv1.READY_FALSE
     assert rsp.meta.ttl.ToTimedelta() == requeue.WAITING
 
