@@ -30,9 +30,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from benchmarks import fleetgen, load
-from function import fn, localrender
 from function.composer import cache as composer_cache
-from function.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.runtime import fn
+from function.tools import localrender
 
 
 def scheduler_request(size: str) -> fnv1.RunFunctionRequest:
@@ -63,7 +64,7 @@ def timed(fn_, runs: int) -> list[float]:
 def in_process(data: bytes, runs: int) -> tuple[list[float], list[float], bytes]:
     """(RunFunction samples, floor samples, one serialized response)."""
     def full() -> bytes:
-        # What the server does with a request's bytes (function/server.py).
+        # What the server does with a request's bytes (function/runtime/server.py).
         return fn.run_serialized(data).SerializeToString()
     rsp = full()
     rsp_msg = fnv1.RunFunctionResponse.FromString(rsp)
@@ -96,7 +97,7 @@ def fresh_process(data: bytes) -> tuple[float, float]:
     with tempfile.NamedTemporaryFile(suffix=".pb") as f:
         f.write(data)
         f.flush()
-        code = ("import time; from function import fn; "
+        code = ("import time; from function.runtime import fn; "
                 f"data=open({f.name!r},'rb').read(); "
                 "t=time.perf_counter(); fn.run_serialized(data); "
                 "print((time.perf_counter()-t)*1000, next(l.split()[1] for l in "

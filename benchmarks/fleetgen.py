@@ -17,8 +17,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from function.api import API_VERSION, LABEL_CLUSTER, LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
-from function.names import dns_label
+from function.contract.api import API_VERSION, LABEL_CLUSTER, LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
+from function.contract.names import dns_label
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from function import localrender
-from function.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.tools import localrender
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

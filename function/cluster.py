@@ -12,13 +12,13 @@ from __future__ import annotations
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import requeue
-from function.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
-from function.capacity import replica_usage
-from function.enums import ProviderConfigKind
-from function.models.inferencecluster import InferenceCluster
-from function.request import Request, desired_ready
-from function.validation import dig, metadata_errors, model_errors
+from function.contract.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
+from function.contract.capacity import replica_usage
+from function.contract.enums import ProviderConfigKind
+from function.contract.models.inferencecluster import InferenceCluster
+from function.contract.validation import dig, metadata_errors, model_errors
+from function.runtime import requeue
+from function.runtime.request import Request, desired_ready
 
 PROVIDER_CONFIG = "provider-config"
 PROVIDER_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"

@@ -278,7 +278,7 @@ make_venv() {
   run "$log" in_root "$root" /venv/bin/python /tmp/wheelhouse/pip/pip-"$pip_version"-py3-none-any.whl/pip \
     check --disable-pip-version-check
   run "$log" in_root "$root" /venv/bin/function-model-serving serve --help
-  run "$log" in_root "$root" /venv/bin/python -c 'import function.fn, grpc, cel_expr_python'
+  run "$log" in_root "$root" /venv/bin/python -c 'import function.runtime.fn, grpc, cel_expr_python'
   rm -f "$root"/venv/bin/Activate.ps1 "$root"/venv/bin/activate.csh "$root"/venv/bin/activate.fish
   never_mounted "$root"
   rm -rf "$root/tmp/wheelhouse"

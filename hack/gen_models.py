@@ -1,4 +1,4 @@
-"""Generate the pydantic models in function/models/ from the XRD schemas.
+"""Generate the pydantic models in function/contract/models/ from the XRD schemas.
 
 The models are what the functions parse their inputs into; generating them
 from apis/ keeps code and API in step. tests/test_xrds.py fails when the
@@ -53,10 +53,10 @@ def generate(folder: str, kind: str) -> str:
 
 
 def render() -> dict[pathlib.Path, str]:
-    files = {ROOT / "function" / "models" / "__init__.py":
+    files = {ROOT / "function" / "contract" / "models" / "__init__.py":
              '"""Pydantic models generated from apis/ by hack/gen_models.py."""\n'}
     for folder, kind in KINDS.items():
-        files[ROOT / "function" / "models" / f"{folder}.py"] = generate(folder, kind)
+        files[ROOT / "function" / "contract" / "models" / f"{folder}.py"] = generate(folder, kind)
     return files
 
 

@@ -21,9 +21,9 @@ from generated import write_or_check
 GROUP = "modelplane.ai"
 VERSION = "v1alpha1"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the serving modes' table: function/serving.py
+sys.path.insert(0, str(ROOT))  # the serving modes' table: function/contract/serving.py
 
-from function import serving  # noqa: E402
+from function.contract import serving  # noqa: E402
 
 
 def dependency_name(package: str) -> str:
@@ -81,7 +81,7 @@ def string(max_length: int, description: str = "", *, pattern: str | None = None
            enum: tuple[str, list[str]] | None = None, default: str | None = None,
            min_length: int | None = None) -> dict:
     """`enum` is (title, values): the title names the generated model's enum
-    (function/models/), which the code uses instead of spelling the values."""
+    (function/contract/models/), which the code uses instead of spelling the values."""
     s: dict = {"type": "string"}
     if enum:
         s["title"] = enum[0]

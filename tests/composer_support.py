@@ -10,9 +10,9 @@ from typing import Any
 from builders import EXAMPLES, load, request
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import structs
-from function.api import REQUIRE_CLUSTER
-from function.fn import run_function
+from function.contract.api import REQUIRE_CLUSTER
+from function.runtime import structs
+from function.runtime.fn import run_function
 
 FLEET = {ic["metadata"]["name"]: ic for ic in load(EXAMPLES / "fleet")}
 LOCAL, REMOTE = "us-east-1", "eu-west-1"  # no providerConfigRef / a ClusterProviderConfig

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from function import localrender  # noqa: E402
+from function.tools import localrender  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -20,8 +20,7 @@ from typing import Any
 from builders import composite, conditions, desired, request
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import fn
-from function.api import (
+from function.contract.api import (
     API_VERSION,
     LABEL_CLUSTER,
     LABEL_DEPLOYMENT,
@@ -29,7 +28,8 @@ from function.api import (
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
-from function.capacity import replica_usage
+from function.contract.capacity import replica_usage
+from function.runtime import fn
 
 GPU = "gpu.example.com"
 NS = "ml-team"

@@ -20,9 +20,9 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import strategies as st
 from schemas import Schemas
 
-from function import fn, structs
-from function.request import Request
-from function.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.runtime import fn, structs
+from function.runtime.request import Request
 
 KINDS = os.environ.get("FUZZ_KINDS", "ModelDeployment,ModelReplica,InferenceCluster").split(",")
 FLEET = load(EXAMPLES / "fleet")

@@ -13,9 +13,9 @@ from test_composer_pd import pd
 from test_composer_status import all_serving
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import fn
-from function.api import REQUIRE_CLUSTER
 from function.composer import cache
+from function.contract.api import REQUIRE_CLUSTER
+from function.runtime import fn
 
 REPLICAS = {p.stem: load_one(p) for p in sorted((EXAMPLES / "replicas").glob("*.yaml"))}
 

@@ -34,9 +34,9 @@ import pytest
 import yaml
 from builders import EXAMPLES, ROOT
 
-from function import localrender
 from function.composer import kinds
 from function.composer.composed import Role
+from function.tools import localrender
 
 pytestmark = pytest.mark.e2e
 

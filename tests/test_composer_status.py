@@ -16,8 +16,8 @@ from composer_support import (
 )
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import requeue
 from function.composer.kinds import KINDS, judge
+from function.runtime import requeue
 
 AVAILABLE = {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
 ACCEPTED = {"parents": [{"parentRef": {"name": "inference-gateway"}, "controllerName": "x",

@@ -1,4 +1,4 @@
-"""Device selection by DRA CEL expressions (function/devicecel.py).
+"""Device selection by DRA CEL expressions (function/contract/devicecel.py).
 
 Part 1 shows the behaviour users rely on. Part 2 is the differential test: every
 case of tests/cel/corpus.yaml goes through devicecel and through the real
@@ -18,7 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from function.devicecel import (
+from function.contract.devicecel import (
     CelCompileError,
     CelError,
     CelEvalError,

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from builders import EXAMPLES, ROOT, load_one
 
-from function import localrender
+from function.tools import localrender
 
 pytestmark = pytest.mark.e2e
 

@@ -1,12 +1,12 @@
-"""The API's enums: one name per concept (function/enums.py), every generated copy
+"""The API's enums: one name per concept (function/contract/enums.py), every generated copy
 alike, and the serving table's names the generated ones."""
 
 from enum import StrEnum
 
 import pytest
 
-from function import enums, serving
-from function.models import inferencecluster, modeldeployment, modelreplica
+from function.contract import enums, serving
+from function.contract.models import inferencecluster, modeldeployment, modelreplica
 
 MODELS = (inferencecluster, modeldeployment, modelreplica)
 

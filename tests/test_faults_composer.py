@@ -14,7 +14,7 @@ import pytest
 from composer_support import FLEET, LOCAL, REMOTE, compose, replica, standalone, template
 
 from function.composer import status
-from function.enums import ReplicaPhase
+from function.contract.enums import ReplicaPhase
 
 
 def existing(out) -> dict[str, dict]:

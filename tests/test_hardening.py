@@ -9,8 +9,8 @@ import pytest
 from builders import EXAMPLES, load_one, request
 from composer_support import compose, container, replica, standalone, template
 
-from function import fn, structs
-from function.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.runtime import fn, structs
 
 SECRET = "hf_s3cr3t-T0KEN-value"
 

@@ -41,8 +41,8 @@ import yaml
 from builders import EXAMPLES, ROOT, load, load_one, request
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from function import localrender
 from function.__version__ import __version__
+from function.tools import localrender
 
 USER = "65532:65532"
 ENTRYPOINT = ["/venv/bin/function-model-serving", "serve"]

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.e2e
 
 def preview(*args: str, tools) -> subprocess.CompletedProcess:
     env = {"CROSSPLANE_CLI": tools.cli, "CROSSPLANE_CORE": tools.core, "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "function.main", "preview", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "function.runtime.main", "preview", *args], cwd=ROOT,
                           capture_output=True, text=True, env=env, timeout=300)
 
 

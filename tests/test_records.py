@@ -1,11 +1,11 @@
-"""One InferenceCluster record for both stages (function/records.py)."""
+"""One InferenceCluster record for both stages (function/contract/records.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from function import records
 from function.composer import model as composer_model
+from function.contract import records
 from function.scheduler import model as scheduler_model
 
 IC = {"metadata": {"name": "us-east-1", "labels": {"region": "us"}},

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from builders import ROOT
 
-from function import rules, validation
-from function.models.modeldeployment import ModelDeployment
-from function.models.modelreplica import ModelReplica
+from function.contract import rules, validation
+from function.contract.models.modeldeployment import ModelDeployment
+from function.contract.models.modelreplica import ModelReplica
 
 INVALID = sorted((ROOT / "tests" / "invalid").glob("m[dr]-*.yaml"))
 # Rules the function re-checks (CEL rules of the engine shape); schema bounds are
@@ -83,9 +83,9 @@ def _messages(node) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["modeldeployment", "modelreplica"])
 def test_the_xrds_serving_rules_come_from_the_modes_table(kind):
-    """One table (function/serving.py) says what each mode allows; the XRD and the
+    """One table (function/contract/serving.py) says what each mode allows; the XRD and the
     function word every serving rule alike, and the function checks each of them."""
-    from function import serving
+    from function.contract import serving
 
     xrd = yaml.safe_load((ROOT / "apis" / kind / "definition.yaml").read_text())
     schema = xrd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -7,8 +7,8 @@ import copy
 from builders import EXAMPLES, composite, desired, load, load_one, request
 from composer_support import compose
 
-from function.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
-from function.fn import run_function
+from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.runtime.fn import run_function
 
 FLEET = load(EXAMPLES / "fleet")
 FUNGIBLE = load_one(EXAMPLES / "deployments" / "fungible-gpus.yaml")

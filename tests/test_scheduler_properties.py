@@ -49,11 +49,11 @@ from fleetgen import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from function import fn
-from function.api import LABEL_REPLICA_INDEX
-from function.models.modelreplica import ModelReplica
-from function.rules import engine_errors
-from function.validation import model_errors
+from function.contract.api import LABEL_REPLICA_INDEX
+from function.contract.models.modelreplica import ModelReplica
+from function.contract.rules import engine_errors
+from function.contract.validation import model_errors
+from function.runtime import fn
 
 # CI runs a fixed, moderate sample (derandomized: the same cases every run);
 # SCHEDULER_EXAMPLES=5000 explores fresh random cases locally.

@@ -1,6 +1,6 @@
 """The scheduler's rules, one table test each (issue #3).
 
-Most tests drive `function.fn.run_function` with a synthetic fleet from
+Most tests drive `function.runtime.fn.run_function` with a synthetic fleet from
 `fleetgen` the way Crossplane calls the function: the InferenceClusters that
 match clusterSelector and every ModelReplica as required resources, this
 deployment's ModelReplicas as observed composed resources. A few call
@@ -46,8 +46,7 @@ from fleetgen import (
 )
 
 from function import cluster as cluster_fn
-from function import fn, requeue
-from function.api import (
+from function.contract.api import (
     API_VERSION,
     LABEL_CLUSTER,
     LABEL_DEPLOYMENT,
@@ -55,6 +54,7 @@ from function.api import (
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
+from function.runtime import fn, requeue
 from function.scheduler.filters import Deployment
 from function.scheduler.model import parse_cluster, parse_replica
 from function.scheduler.output import replica_name

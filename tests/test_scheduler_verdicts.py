@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from builders import EXAMPLES, load, load_one, request
 
-from function import devicecel
-from function.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
-from function.fn import run_function
+from function.contract import devicecel
+from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.runtime.fn import run_function
 from function.scheduler import matching
 
 

@@ -10,7 +10,7 @@ import pytest
 from builders import ROOT, load_one, request
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from function import localrender
+from function.tools import localrender
 
 
 def openssl(*args: str, cwd) -> None:
@@ -36,7 +36,7 @@ def pki(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mtls_server(pki):
     address = f"127.0.0.1:{localrender.free_port()}"
-    proc = subprocess.Popen([sys.executable, "-m", "function.main", "serve", "--address", address,
+    proc = subprocess.Popen([sys.executable, "-m", "function.runtime.main", "serve", "--address", address,
                              "--tls-certs-dir", str(pki)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -91,7 +91,7 @@ def test_a_plaintext_client_is_refused(mtls_server):
 
 
 def test_serving_without_certificates_or_insecure_refuses_to_start():
-    out = subprocess.run([sys.executable, "-m", "function.main", "serve", "--address",
+    out = subprocess.run([sys.executable, "-m", "function.runtime.main", "serve", "--address",
                           f"127.0.0.1:{localrender.free_port()}"], cwd=ROOT,
                          capture_output=True, text=True, timeout=30)
     assert out.returncode != 0

@@ -1,5 +1,5 @@
 """The server reads the scheduler's request with its required resources left
-serialized (function/wire.py), parses each item once per content
+serialized (function/runtime/wire.py), parses each item once per content
 (parsecache.py) and builds its response Structs sharing converted parts
 (structs.update). Each must give exactly what the plain path gives."""
 
@@ -20,10 +20,11 @@ from google.protobuf import struct_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from function import fn, localrender, server, structs, wire
-from function.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.runtime import fn, server, structs, wire
 from function.scheduler import parsecache
 from function.scheduler.model import Malformed, parse_cluster
+from function.tools import localrender
 
 FLEET = [c for p in sorted((EXAMPLES / "fleet").glob("*.yaml")) for c in load(p)]
 

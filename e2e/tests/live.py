@@ -16,8 +16,8 @@ import yaml
 
 from e2e.controlplane.core import ControlPlane, ControlPlaneError
 from e2e.controlplane.waits import wait_for
-from function.api import LABEL_DEPLOYMENT, LABEL_POOL
 from function.composer.naming import LABEL_ENGINE, LABEL_REPLICA
+from function.contract.api import LABEL_DEPLOYMENT, LABEL_POOL
 
 MR = "modelreplicas.modelplane.ai"
 MD = "modeldeployments.modelplane.ai"

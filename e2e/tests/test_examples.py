@@ -14,7 +14,7 @@ from live import (MD, SERVING, Stopwatch, apply_docs, claims_on_their_pool, dele
                   ensure_namespace, get, is_true, placement, replicas_of, wait, wait_condition)
 
 from e2e.controlplane.core import ControlPlane
-from function import localrender, preview
+from function.tools import localrender, preview
 
 EXAMPLES = sorted((REPO / "examples" / "deployments").glob("*.yaml"))
 

@@ -9,7 +9,7 @@ The I/O around small builders, in the order they run:
 2. `backends`: each engine -> a Deployment or a LeaderWorkerSet, with a
    ResourceClaimTemplate per device-claiming member (`pods`, `claims`).
 3. `routing`: the routing layer of the replica's serving mode and router
-   (`function/serving.py`) decorates the backends' output (Unified's default:
+   (`function/contract/serving.py`) decorates the backends' output (Unified's default:
    a Service and an HTTPRoute).
 4. `placement`: on a remote cluster, every object wrapped in a
    provider-kubernetes Object.
@@ -33,18 +33,19 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import devicecel, requeue
-from function.api import API_VERSION, REQUIRE_CLUSTER
 from function.composer import cache, keep, kinds, placement, status
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed
 from function.composer.model import Replica, Unusable, parse_cluster, parse_replica
 from function.composer.routing import LAYERS, Routing
-from function.enums import ReplicaPhase
-from function.models.modelreplica import ModelReplica
-from function.records import Cluster
-from function.request import Request, desired_ready
-from function.validation import dig, pruned, spec_errors
+from function.contract import devicecel
+from function.contract.api import API_VERSION, REQUIRE_CLUSTER
+from function.contract.enums import ReplicaPhase
+from function.contract.models.modelreplica import ModelReplica
+from function.contract.records import Cluster
+from function.contract.validation import dig, pruned, spec_errors
+from function.runtime import requeue
+from function.runtime.request import Request, desired_ready
 
 
 def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:

@@ -40,8 +40,8 @@ from function.composer.claims import claim_template
 from function.composer.composed import Backends, Composed, PodTemplate, Role, Workload
 from function.composer.model import Engine, Member, Replica
 from function.composer.pods import pod_template
-from function.enums import MemberRole, RecoveryPolicy
-from function.records import Cluster
+from function.contract.enums import MemberRole, RecoveryPolicy
+from function.contract.records import Cluster
 
 PROGRESS_DEADLINE_SECONDS = 3600
 

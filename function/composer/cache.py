@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.api import REQUIRE_CLUSTER
 from function.composer.composed import Role
 from function.composer.model import Replica, Unusable
 from function.composer.routing import NotRouted
-from function.lru import Lru
-from function.request import Request, decode
-from function.records import Cluster
+from function.contract.api import REQUIRE_CLUSTER
+from function.contract.records import Cluster
+from function.runtime.lru import Lru
+from function.runtime.request import Request, decode
 
 
 @dataclass(frozen=True)

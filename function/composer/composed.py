@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any
 
 from function.composer.model import Engine, Member
-from function.enums import EngineContainerName
+from function.contract.enums import EngineContainerName
 
 
 class Role(Enum):

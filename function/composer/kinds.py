@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from function.api import GROUP
 from function.composer import readiness
 from function.composer.composed import Composed, Role
 from function.composer.readiness import Judge, State
+from function.contract.api import GROUP
 
 LABEL_PURPOSE = f"{GROUP}/purpose"  # the object's Role, as composed
 

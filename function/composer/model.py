@@ -1,12 +1,12 @@
 """The composer's inputs as small frozen records: the replica and its cluster.
 
-The ModelReplica arrives validated (schema and rules, see `function.validation`);
+The ModelReplica arrives validated (schema and rules, see `function.contract.validation`);
 parsing it once here lets every builder read plain attributes, with the
 schema's defaults (copies 1, role Standalone, claim DRA, count 1) applied in
 one place, since a hand-written replica or `crossplane render` may not have
 had them applied by the API server.
 
-The InferenceCluster is the scheduler's record too (function/records.py);
+The InferenceCluster is the scheduler's record too (function/contract/records.py);
 the composer reads of it only what the replica's objects need: how to reach
 the cluster (providerConfigRef), the gateway routes attach to, and the node
 taints of the pools the replica's members run on. Anything missing or
@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from function import records
-from function import serving as modes
-from function.api import LABEL_DEPLOYMENT
-from function.enums import DeviceClaim, MemberRole
-from function.models.inferencecluster import InferenceCluster
-from function.records import Cluster
-from function.validation import model_errors
+from function.contract import records
+from function.contract import serving as modes
+from function.contract.api import LABEL_DEPLOYMENT
+from function.contract.enums import DeviceClaim, MemberRole
+from function.contract.models.inferencecluster import InferenceCluster
+from function.contract.records import Cluster
+from function.contract.validation import model_errors
 
 
 class Unusable(Exception):
@@ -93,7 +93,7 @@ class Replica:
     namespace: str
     name: str
     cluster: str
-    mode: str                         # a ServingMode: serving.mode, defaulted (function/serving.py)
+    mode: str                         # a ServingMode: serving.mode, defaulted (contract/serving.py)
     router: str                       # a Router: serving.router, defaulted to the mode's
     engines: tuple[Engine, ...]
     labels: Mapping[str, str]

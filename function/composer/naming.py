@@ -1,7 +1,7 @@
 """Names, labels and composed-resource keys of everything a replica composes.
 
 Object names are `<replica>[-<engine>[-<role>]]-<digest>-<tag>` (see
-`function.names.tagged_label`): readable first, then a digest of the
+`function.contract.names.tagged_label`): readable first, then a digest of the
 namespace, replica, parts and tag, then a tag for the kind. The same name
 serves on the control plane and on a remote cluster, where every replica's
 objects land in a namespace named like the replica's own, so:
@@ -26,9 +26,9 @@ one and creates the other instead of trying to turn one kind into another.
 
 from __future__ import annotations
 
-from function.api import GROUP, LABEL_DEPLOYMENT
 from function.composer.model import Engine, Member, Replica
-from function.names import MAX, dns_label, tagged_label
+from function.contract.api import GROUP, LABEL_DEPLOYMENT
+from function.contract.names import MAX, dns_label, tagged_label
 
 # Pod and object labels. Values are DNS labels of at most 63 characters.
 LABEL_REPLICA = f"{GROUP}/replica"      # every object and pod of a replica

@@ -29,7 +29,7 @@ from typing import Any
 from function.composer import kinds, naming
 from function.composer.composed import Composed
 from function.composer.model import Replica
-from function.records import Cluster
+from function.contract.records import Cluster
 
 NAMESPACE_KEY = "namespace"
 # Everything but Delete: create the namespace if missing, never remove it.

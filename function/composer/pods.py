@@ -32,11 +32,11 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from function.api import LABEL_POOL
 from function.composer import naming
 from function.composer.model import Engine, Member, Replica
-from function.enums import EngineContainerName, TolerationOperator
-from function.records import Taint
+from function.contract.api import LABEL_POOL
+from function.contract.enums import EngineContainerName, TolerationOperator
+from function.contract.records import Taint
 
 SERVING_PORT = 8000
 SERVING_PORT_NAME = "http"

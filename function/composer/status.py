@@ -25,7 +25,7 @@ from crossplane.function import resource
 
 from function.composer.composed import Role
 from function.composer.readiness import State
-from function.enums import ReplicaPhase
+from function.contract.enums import ReplicaPhase
 
 MAX_MESSAGE = 1000
 

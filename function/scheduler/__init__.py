@@ -15,21 +15,20 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import requeue, structs
-
-from function.api import (
+from function.contract.api import (
     API_VERSION,
     LABEL_DEPLOYMENT,
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
-from function.models.modeldeployment import ModelDeployment
-from function.request import Request, desired_ready
+from function.contract.models.modeldeployment import ModelDeployment
+from function.contract.validation import dig, pruned, spec_errors
+from function.runtime import requeue, structs
+from function.runtime.request import Request, desired_ready
 from function.scheduler import output, reasons
 from function.scheduler.filters import Deployment
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
-from function.validation import dig, pruned, spec_errors
 
 MAX_MESSAGE = 4000
 MAX_VERDICTS = 100  # clusters named per unscheduled replica (the XRD's maxItems)

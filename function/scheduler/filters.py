@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function.capacity import member_pods
+from function.contract.capacity import member_pods
 from function.scheduler.ledger import Ledger
 from function.scheduler.matching import EngineFit, Matcher
 from function.scheduler.model import Cluster, Pool, Taint

@@ -16,8 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
-from function.request import Request
+from function.contract.api import (
+    LABEL_DEPLOYMENT,
+    LABEL_REPLICA_INDEX,
+    REQUIRE_CLUSTERS,
+    REQUIRE_REPLICAS,
+)
+from function.runtime.request import Request
 from function.scheduler import output, parsecache
 from function.scheduler.model import Cluster, Malformed, Replica, parse_replica
 

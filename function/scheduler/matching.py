@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function import devicecel
+from function.contract import devicecel
 from function.scheduler.model import Device, Pool
 
 

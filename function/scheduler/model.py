@@ -3,7 +3,7 @@
 InferenceClusters and ModelReplicas arrive as loosely typed dicts; parsing
 them once into records lets every filter and score step work on plain
 attributes and lets a malformed object be skipped with a reason instead of
-failing the whole reconcile. The cluster records are function/records.py's,
+failing the whole reconcile. The cluster records are function/contract/records.py's,
 shared with the composer; the replica ledger's are here.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
-from function.capacity import replica_usage
-from function.names import is_dns_label
-# The cluster records are shared with the composer (function/records.py); the
+from function.contract.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
+from function.contract.capacity import replica_usage
+from function.contract.names import is_dns_label
+# The cluster records are shared with the composer (function/contract/records.py); the
 # scheduler's modules import them from here.
-from function.records import (
+from function.contract.records import (
     Cluster,
     Device,
     Malformed,

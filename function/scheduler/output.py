@@ -6,8 +6,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from function.api import API_VERSION, LABEL_CLUSTER, LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
-from function.names import unique_label
+from function.contract.api import API_VERSION, LABEL_CLUSTER, LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
+from function.contract.names import unique_label
 from function.scheduler.plan import Placement
 
 

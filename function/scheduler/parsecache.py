@@ -25,8 +25,8 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf import struct_pb2
 
-from function import structs, wire
-from function.lru import Lru
+from function.runtime import structs, wire
+from function.runtime.lru import Lru
 from function.scheduler.model import (
     Cluster,
     Malformed,

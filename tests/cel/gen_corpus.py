@@ -2,7 +2,7 @@
 """Generate tests/cel/corpus.yaml: DRA selector expressions x devices.
 
 The corpus is input only, with no expected results. tests/test_devicecel.py
-runs every case through function/devicecel.py and through the Kubernetes DRA
+runs every case through function/contract/devicecel.py and through the Kubernetes DRA
 CEL library (tools/dracel) and requires the two to agree. Cases marked
 ``divergence`` are known, documented differences, and the test requires
 them to still differ.
@@ -293,7 +293,7 @@ for expr in ['true', f'{A}.productName == "X"', 'device.driver == "gpu.nvidia.co
 
 
 # --- Known, documented divergences (the test requires them to still differ) ---------------
-_NOT_DECLARED = "a Kubernetes CEL library that function/devicecel.py does not declare"
+_NOT_DECLARED = "a Kubernetes CEL library that function/contract/devicecel.py does not declare"
 _REPRESENTATION = ("Kubernetes answers isInteger/asInteger from the Quantity's internal form (false for values "
                    "stored as inf.Dec, e.g. Pi/Ei or capped ones, and for a negative scale such as 1000m); "
                    "devicecel answers from the value")

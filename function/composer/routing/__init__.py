@@ -7,7 +7,7 @@ the templates are the dicts embedded in the workloads' manifests), and
 returns the objects that route to them plus the replica's endpoint. Warnings
 for the user go to `backends.notes`.
 
-The layers, as the serving modes' table (`function/serving.py`) names them:
+The layers, as the serving modes' table (`function/contract/serving.py`) names them:
 
 * `service.py` (Unified, router Service): one Service over every serving
   pod, one HTTPRoute on the cluster gateway;
@@ -27,7 +27,7 @@ replica safely composes no routing objects and says why
 composed.
 
 To add a layer: a module here whose `LAYER` implements `RoutingLayer`, named
-by its (mode, router) row in the serving modes' table (`function/serving.py`),
+by its (mode, router) row in the serving modes' table (`function/contract/serving.py`),
 and (for new kinds) register them in `kinds.py`, with how such an object
 reports readiness (`readiness.py`).
 """
@@ -41,8 +41,8 @@ from typing import Protocol
 from function.composer.composed import Backends, Composed
 from function.composer.model import Replica
 from function.composer.status import NotRouted
-from function.serving import MODES
-from function.records import Cluster
+from function.contract.records import Cluster
+from function.contract.serving import MODES
 
 
 @dataclass

@@ -30,8 +30,8 @@ from function.composer.model import Replica
 from function.composer.routing import Routing, epp
 from function.composer.routing.gateway import endpoint
 from function.composer.status import NotRouted
-from function.enums import Router
-from function.records import Cluster
+from function.contract.enums import Router
+from function.contract.records import Cluster
 
 WHO = Router.ENDPOINT_PICKER
 

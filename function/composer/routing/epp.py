@@ -37,7 +37,6 @@ from typing import Any
 
 import yaml
 
-from function.api import GROUP
 from function.composer import kinds, naming
 from function.composer.composed import Composed, PodTemplate, Role
 from function.composer.model import Replica
@@ -46,7 +45,8 @@ from function.composer.routing.engine_flags import block_size
 from function.composer.routing.gateway import http_route
 from function.composer.routing.serving_config import ConfigError, ServingConfig
 from function.composer.status import NotRouted
-from function.records import Cluster
+from function.contract.api import GROUP
+from function.contract.records import Cluster
 
 INFERENCE_API = "inference.networking.k8s.io"
 INFERENCE_X_API = "inference.networking.x-k8s.io"

@@ -19,7 +19,7 @@ from typing import Any
 
 from function.composer import kinds, naming
 from function.composer.model import Replica
-from function.records import Cluster
+from function.contract.records import Cluster
 
 GATEWAY_API = "gateway.networking.k8s.io"
 

@@ -52,9 +52,9 @@ from function.composer.routing.gateway import endpoint
 from function.composer.routing.pd_pods import add_env, add_role_label, add_shm, add_sidecar
 from function.composer.routing.serving_config import POOL_TARGET_PORT, ServingConfig
 from function.composer.status import NotRouted
-from function.enums import EnginePhase, ServingMode
-from function.serving import DEFAULT_KV_CONNECTOR
-from function.records import Cluster
+from function.contract.enums import EnginePhase, ServingMode
+from function.contract.records import Cluster
+from function.contract.serving import DEFAULT_KV_CONNECTOR
 
 # Condition reasons when the layer composes no route.
 PORT_CONFLICT = "DecodePortConflict"

@@ -14,7 +14,7 @@ from function.composer.model import Replica
 from function.composer.pods import SERVING_PORT, SERVING_PORT_NAME
 from function.composer.routing import Routing
 from function.composer.routing.gateway import endpoint, http_route
-from function.records import Cluster
+from function.contract.records import Cluster
 
 
 class ServiceRouting:

@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from function.enums import KvConnector
+from function.contract.enums import KvConnector
 
 PREFIX = "MODELPLANE_"
 

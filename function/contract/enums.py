@@ -1,7 +1,7 @@
 """The API's enumerations, one name per concept, as the code spells them.
 
 Every enum of the three XRDs carries a title (hack/gen_xrds.py), so the
-generated models (function/models/) name it: `ServingMode`, `EnginePhase`,
+generated models (function/contract/models/) name it: `ServingMode`, `EnginePhase`,
 `MemberRole`, `ReplicaPhase`, ... A concept that appears in several XRDs is
 generated once per model module, with the same values; this module picks one,
 so the code has one name per concept (tests/test_enums.py checks the others
@@ -9,15 +9,15 @@ agree). Each is a StrEnum: a member equals the string the API carries, so a
 record can hold either.
 
 The serving modes, routers, engine phases and KV connectors are the table's
-(function/serving.py), which the XRD generator reads; the generated names are
+(function/contract/serving.py), which the XRD generator reads; the generated names are
 what the rest of the function uses.
 """
 
 from __future__ import annotations
 
-from function.models.inferencecluster import DeviceClaim, ProviderConfigKind, TaintEffect
-from function.models.modeldeployment import TolerationOperator
-from function.models.modelreplica import (
+from function.contract.models.inferencecluster import DeviceClaim, ProviderConfigKind, TaintEffect
+from function.contract.models.modeldeployment import TolerationOperator
+from function.contract.models.modelreplica import (
     EngineContainerName,
     EnginePhase,
     ImagePullPolicy,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pydantic
 
-from function import rules
-from function.names import is_dns_label
+from function.contract import rules
+from function.contract.names import is_dns_label
 
 
 def model_errors(model: type[pydantic.BaseModel], obj: Mapping[str, Any], limit: int = 5) -> list[str]:

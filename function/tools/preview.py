@@ -17,8 +17,8 @@ from typing import Any
 import click
 import yaml
 
-from function import localrender
-from function.capacity import replica_usage
+from function.contract.capacity import replica_usage
+from function.tools import localrender
 
 ROOT = localrender.ROOT
 MD = ROOT / "apis" / "modeldeployment"

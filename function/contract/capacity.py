@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from function.enums import DeviceClaim, MemberRole
+from function.contract.enums import DeviceClaim, MemberRole
 
 
 def member_pods(member: Mapping[str, Any]) -> int:

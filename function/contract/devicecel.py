@@ -102,7 +102,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 def _message_types() -> tuple[descriptor_pool.DescriptorPool, type, type]:
     """Declare kubernetes.Quantity and kubernetes.Semver as protobuf messages."""
     fdp = descriptor_pb2.FileDescriptorProto(
-        name="function/devicecel.proto", package="kubernetes", syntax="proto3"
+        name="function/contract/devicecel.proto", package="kubernetes", syntax="proto3"
     )
     for name in ("Quantity", "Semver"):
         fdp.message_type.add(name=name).field.add(

@@ -25,7 +25,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
-from function import wire
+from function.runtime import wire
 
 
 def to_dict(s: struct_pb2.Struct) -> dict[str, Any]:

@@ -19,9 +19,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf.message import DecodeError
 
-from function import cluster, composer, scheduler, wire
-from function.api import GROUP
-from function.request import Request
+from function import cluster, composer, scheduler
+from function.contract.api import GROUP
+from function.runtime import wire
+from function.runtime.request import Request
 
 Handler = Callable[[Request, fnv1.RunFunctionResponse], None]
 

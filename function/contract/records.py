@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function.enums import DeviceClaim, ProviderConfigKind
-from function.names import is_dns_label, is_dns_subdomain
+from function.contract.enums import DeviceClaim, ProviderConfigKind
+from function.contract.names import is_dns_label, is_dns_subdomain
 
 
 class Malformed(Exception):

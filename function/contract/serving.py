@@ -10,7 +10,7 @@ Who reads it:
 
 * `hack/gen_xrds.py`: the `serving.mode`, `serving.router` and engine
   `phase` enums and descriptions, and the CEL rules tying them together;
-* `function/rules.py`: the same rules, checked again with the same messages;
+* `function/contract/rules.py`: the same rules, checked again with the same messages;
 * `function/composer/routing/`: the layer of each (mode, router).
 
 This module imports nothing of the function, so the generator can import it

@@ -7,7 +7,7 @@ import sys
 import click
 from crossplane.function import cli as sdkcli
 
-from function import fn, server
+from function.runtime import fn, server
 
 
 @click.group()
@@ -50,7 +50,7 @@ def serve(**kwargs) -> None:
               help="The core crossplane binary for `composition render` (default: tool cache).")
 def preview(**kwargs) -> None:
     """Render a deployment on a fleet through the real crossplane CLI."""
-    from function.preview import run_preview  # heavy imports only for this command
+    from function.tools.preview import run_preview  # heavy imports only for this command
 
     sys.exit(run_preview(**kwargs))
 

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from function import serving as modes
-from function.enums import DeviceClaim, EngineContainerName, MemberRole, TolerationOperator
+from function.contract import serving as modes
+from function.contract.enums import DeviceClaim, EngineContainerName, MemberRole, TolerationOperator
 
 RESERVED_PREFIX = "modelplane.ai/"
 # Kubernetes qualified names (label keys): an optional DNS prefix and '/', then a name.
@@ -42,7 +42,7 @@ def engine_errors(spec: Mapping[str, Any]) -> list[str]:
 
 
 def serving_errors(spec: Mapping[str, Any], phases: Sequence[str | None]) -> list[str]:
-    """The serving mode's rules (function/serving.py) over `serving` and the engines' phases."""
+    """The serving mode's rules (serving.py) over `serving` and the engines' phases."""
     errors = []
     mode = modes.MODES.get(spec.get("mode") or modes.DEFAULT_MODE)
     if mode is None:  # the schema's enum refuses it first

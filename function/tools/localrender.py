@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]  # the repository
 DEV_TARGET = "render.crossplane.io/runtime-development-target"
 
 
@@ -107,7 +107,7 @@ def local_server(*extra: str, timeout: float = START_TIMEOUT
     # would block the server mid-request.
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "function.main", "serve", "--insecure", "--address", address,
+        [sys.executable, "-m", "function.runtime.main", "serve", "--insecure", "--address", address,
          *extra],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
     try:

@@ -23,7 +23,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 from grpc_reflection.v1alpha import reflection
 
-from function import fn
+from function.runtime import fn
 
 SERVICE = fnv1.DESCRIPTOR.services_by_name["FunctionRunnerService"].full_name
 

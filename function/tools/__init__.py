@@ -1,0 +1,2 @@
+"""Offline tools around `crossplane render`: the `preview` command and the
+local render harness the tests and benchmarks share."""

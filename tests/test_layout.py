@@ -1,0 +1,59 @@
+"""The folder layout is the architecture (README "Layout"): what sits where, who imports whom."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FUNCTION = ROOT / "function"
+HANDLERS = {"cluster", "composer", "scheduler"}
+# Which parts each part may import (besides itself).
+ALLOWED = {
+    "contract": set(),
+    "runtime": {"contract"},
+    "tools": {"contract"},
+    **{h: {"contract", "runtime"} for h in HANDLERS},
+}
+# The two places the runtime reaches out: dispatch to the handlers, the CLI's preview.
+RUNTIME_REACHES = {"fn.py": HANDLERS, "main.py": {"tools"}}
+
+
+def part(module: str) -> str | None:
+    """`function.contract.api` -> `contract`; None for a module outside function."""
+    names = module.split(".")
+    return names[1] if names[0] == "function" and len(names) > 1 else None
+
+
+def imported_parts(path: pathlib.Path) -> set[str]:
+    parts = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            parts |= {part(a.name) for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "function":
+                parts |= {a.name for a in node.names}
+            else:
+                parts.add(part(node.module))
+    return parts - {None, "__version__"}
+
+
+def test_the_top_of_function_holds_the_handlers_and_the_role_folders():
+    top = {p.name for p in FUNCTION.iterdir() if p.name != "__pycache__"}
+    assert top == {"__init__.py", "__version__.py", "cluster.py", "composer", "contract",
+                   "runtime", "scheduler", "tools"}
+
+
+def test_each_part_imports_only_what_its_role_allows():
+    wrong = []
+    for path in sorted(FUNCTION.rglob("*.py")):
+        rel = path.relative_to(FUNCTION)
+        own = rel.parts[0].removesuffix(".py")
+        if own in ("__init__", "__version__"):
+            continue
+        allowed = ALLOWED[own] | {own}
+        if own == "runtime":
+            allowed |= RUNTIME_REACHES.get(rel.name, set())
+        for other in sorted(imported_parts(path) - allowed):
+            wrong.append(f"function/{rel} imports function.{other}")
+    assert not wrong, "\n".join(wrong)
