@@ -12,7 +12,7 @@ from __future__ import annotations
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.contract.api import API_VERSION, LABEL_CLUSTER, REQUIRE_REPLICAS
+from function.contract.api import API_VERSION, KIND_MODEL_REPLICA, LABEL_CLUSTER, REQUIRE_REPLICAS
 from function.contract.capacity import replica_usage
 from function.contract.enums import ProviderConfigKind
 from function.contract.models.inferencecluster import InferenceCluster
@@ -37,7 +37,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
 
     # Ask for the replicas placed here (every namespace) and the provider
     # config. Requirements are declared on every call so they stay stable.
-    response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, "ModelReplica",
+    response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, KIND_MODEL_REPLICA,
                                match_labels={LABEL_CLUSTER: name})
     ref = spec.get("providerConfigRef") or {}
     kind = ref.get("kind") or ProviderConfigKind.CLUSTER_PROVIDER_CONFIG.value

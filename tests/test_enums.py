@@ -1,11 +1,13 @@
 """The API's enums: one name per concept (function/contract/enums.py), every generated copy
-alike, and the serving table's names the generated ones."""
+alike, and the serving table's names the generated ones; the group and kinds the code
+names (function/contract/api.py) are the XRDs'."""
 
 from enum import StrEnum
 
 import pytest
+from builders import ROOT, load_one
 
-from function.contract import enums, serving
+from function.contract import api, enums, serving
 from function.contract.models import inferencecluster, modeldeployment, modelreplica
 
 MODELS = (inferencecluster, modeldeployment, modelreplica)
@@ -30,3 +32,12 @@ def test_the_serving_enums_are_the_tables():
     assert list(enums.Router) == list(serving.ALL_ROUTERS)
     assert list(enums.EnginePhase) == list(serving.PHASES)
     assert list(enums.KvConnector) == list(serving.KV_CONNECTORS)
+
+
+def test_the_group_and_kinds_the_code_names_are_the_xrds():
+    xrds = {load_one(ROOT / "apis" / folder / "definition.yaml")["spec"]["names"]["kind"]: folder
+            for folder in ("inferencecluster", "modeldeployment", "modelreplica")}
+    assert set(xrds) == {api.KIND_INFERENCE_CLUSTER, api.KIND_MODEL_DEPLOYMENT, api.KIND_MODEL_REPLICA}
+    for folder in xrds.values():
+        spec = load_one(ROOT / "apis" / folder / "definition.yaml")["spec"]
+        assert (spec["group"], spec["versions"][0]["name"]) == (api.GROUP, api.VERSION)

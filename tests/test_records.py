@@ -6,7 +6,8 @@ import pytest
 
 from function.composer import model as composer_model
 from function.contract import records
-from function.scheduler import model as scheduler_model
+from function.scheduler import filters as scheduler_filters
+from function.scheduler import parsecache as scheduler_parsecache
 
 IC = {"metadata": {"name": "us-east-1", "labels": {"region": "us"}},
       "spec": {"providerConfigRef": {"name": "us-east-1"},
@@ -19,8 +20,8 @@ IC = {"metadata": {"name": "us-east-1", "labels": {"region": "us"}},
 
 
 def test_the_stages_share_the_record_and_its_parser():
-    assert scheduler_model.Cluster is records.Cluster is composer_model.Cluster
-    assert scheduler_model.parse_cluster is records.parse_cluster
+    assert scheduler_filters.Cluster is records.Cluster is composer_model.Cluster
+    assert scheduler_parsecache.parse_cluster is records.parse_cluster
 
 
 def test_a_cluster_carries_what_either_stage_reads():

@@ -54,9 +54,10 @@ from function.contract.api import (
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
+from function.contract.records import parse_cluster
 from function.runtime import fn, requeue
 from function.scheduler.filters import Deployment
-from function.scheduler.model import parse_cluster, parse_replica
+from function.scheduler.model import parse_replica
 from function.scheduler.output import replica_name
 from function.scheduler.plan import Inputs, plan
 

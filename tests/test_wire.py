@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.records import Malformed, parse_cluster
 from function.runtime import fn, server, structs, wire
 from function.scheduler import parsecache
-from function.scheduler.model import Malformed, parse_cluster
 from function.tools import localrender
 
 FLEET = [c for p in sorted((EXAMPLES / "fleet").glob("*.yaml")) for c in load(p)]

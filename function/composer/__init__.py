@@ -39,7 +39,7 @@ from function.composer.composed import Composed
 from function.composer.model import Replica, Unusable, parse_cluster, parse_replica
 from function.composer.routing import LAYERS, Routing
 from function.contract import devicecel
-from function.contract.api import API_VERSION, REQUIRE_CLUSTER
+from function.contract.api import API_VERSION, KIND_INFERENCE_CLUSTER, REQUIRE_CLUSTER
 from function.contract.enums import ReplicaPhase
 from function.contract.models.modelreplica import ModelReplica
 from function.contract.records import Cluster
@@ -59,7 +59,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     mr = pruned(ModelReplica, mr)
     replica = parse_replica(mr)
     # Declared on every call, so the requirement stays stable across calls.
-    response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, "InferenceCluster",
+    response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, KIND_INFERENCE_CLUSTER,
                                match_name=replica.cluster)
     observed = req.observed()
 

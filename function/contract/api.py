@@ -4,6 +4,11 @@ GROUP = "modelplane.ai"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
+# The three composite kinds (hack/gen_xrds.py names them; one Composition each).
+KIND_INFERENCE_CLUSTER = "InferenceCluster"
+KIND_MODEL_DEPLOYMENT = "ModelDeployment"
+KIND_MODEL_REPLICA = "ModelReplica"
+
 # Labels the scheduler puts on every ModelReplica; keys under GROUP/ are
 # reserved, so users cannot forge them through template metadata.
 LABEL_DEPLOYMENT = f"{GROUP}/deployment"

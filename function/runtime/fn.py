@@ -20,16 +20,21 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf.message import DecodeError
 
 from function import cluster, composer, scheduler
-from function.contract.api import GROUP
+from function.contract.api import (
+    GROUP,
+    KIND_INFERENCE_CLUSTER,
+    KIND_MODEL_DEPLOYMENT,
+    KIND_MODEL_REPLICA,
+)
 from function.runtime import wire
 from function.runtime.request import Request
 
 Handler = Callable[[Request, fnv1.RunFunctionResponse], None]
 
 HANDLERS: dict[str, Handler] = {
-    "InferenceCluster": cluster.run,
-    "ModelDeployment": scheduler.run,
-    "ModelReplica": composer.run,
+    KIND_INFERENCE_CLUSTER: cluster.run,
+    KIND_MODEL_DEPLOYMENT: scheduler.run,
+    KIND_MODEL_REPLICA: composer.run,
 }
 
 

@@ -17,10 +17,13 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.contract.api import (
     API_VERSION,
+    KIND_INFERENCE_CLUSTER,
+    KIND_MODEL_REPLICA,
     LABEL_DEPLOYMENT,
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
+from function.contract.enums import ReplicaPhase
 from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.validation import dig, pruned, spec_errors
 from function.runtime import requeue, structs
@@ -48,10 +51,10 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
 
     selector = (tspec.get("clusterSelector") or {}).get("matchLabels") or None
     want = int((md.get("spec") or {}).get("replicas", 1))
-    _require(rsp, REQUIRE_CLUSTERS, "InferenceCluster", selector or {})
-    _require(rsp, REQUIRE_REPLICAS, "ModelReplica", {})
+    _require(rsp, REQUIRE_CLUSTERS, KIND_INFERENCE_CLUSTER, selector or {})
+    _require(rsp, REQUIRE_REPLICAS, KIND_MODEL_REPLICA, {})
 
-    observed = req.observed("ModelReplica")
+    observed = req.observed(KIND_MODEL_REPLICA)
     if not (req.resolved(REQUIRE_CLUSTERS) and req.resolved(REQUIRE_REPLICAS)):
         # Not resolved yet: keep everything that exists, decide nothing.
         for key, mr in observed.items():
@@ -89,7 +92,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
 
 def serving(mr: Mapping[str, Any]) -> bool:
     """Whether an observed ModelReplica says it serves."""
-    return _mapping(mr.get("status")).get("phase") == "Serving"
+    return _mapping(mr.get("status")).get("phase") == ReplicaPhase.SERVING
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

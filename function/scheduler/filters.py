@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.contract.capacity import member_pods
+from function.contract.enums import TaintEffect, TolerationOperator
+from function.contract.records import Cluster, Pool, Taint
 from function.scheduler.ledger import Ledger
 from function.scheduler.matching import EngineFit, Matcher
-from function.scheduler.model import Cluster, Pool, Taint
 
 
 @dataclass(frozen=True)
@@ -74,10 +75,11 @@ def tolerated(taint: Taint, tolerations: Sequence[Mapping[str, Any]]) -> bool:
     for t in tolerations:
         if t.get("effect") and t["effect"] != taint.effect:
             continue
-        op = t.get("operator") or "Equal"
-        if op == "Exists" and (not t.get("key") or t["key"] == taint.key):
+        op = t.get("operator") or TolerationOperator.EQUAL
+        if op == TolerationOperator.EXISTS and (not t.get("key") or t["key"] == taint.key):
             return True
-        if op == "Equal" and t.get("key") == taint.key and (t.get("value") or "") == taint.value:
+        if (op == TolerationOperator.EQUAL and t.get("key") == taint.key
+                and (t.get("value") or "") == taint.value):
             return True
     return False
 
@@ -87,13 +89,13 @@ def untolerated(cluster: Cluster, tolerations, effects: tuple[str, ...]) -> list
 
 
 def taints(dep: Deployment, cluster: Cluster, _: Matcher) -> str | None:
-    bad = untolerated(cluster, dep.tolerations, ("NoSchedule", "NoExecute"))
+    bad = untolerated(cluster, dep.tolerations, (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE))
     return f"{{is}} tainted ({bad[0]})" if bad else None
 
 
 def drained(dep: Deployment, cluster: Cluster) -> Eviction | None:
     """NoExecute drains placed replicas; NoSchedule only keeps new ones away."""
-    bad = untolerated(cluster, dep.tolerations, ("NoExecute",))
+    bad = untolerated(cluster, dep.tolerations, (TaintEffect.NO_EXECUTE,))
     return Eviction(f"cluster {cluster.name} is tainted {bad[0]}", drain=True) if bad else None
 
 

@@ -22,9 +22,10 @@ from function.contract.api import (
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
+from function.contract.records import Cluster, Malformed
 from function.runtime.request import Request
 from function.scheduler import output, parsecache
-from function.scheduler.model import Cluster, Malformed, Replica, parse_replica
+from function.scheduler.model import Replica, parse_replica
 
 
 @dataclass(frozen=True)

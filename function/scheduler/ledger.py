@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from function.scheduler.model import Pool
+from function.contract.records import Pool
 
 
 class Ledger:

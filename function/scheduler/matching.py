@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.contract import devicecel
-from function.scheduler.model import Device, Pool
+from function.contract.enums import DeviceClaim
+from function.contract.records import Device, Pool
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class MemberFit:
 
     @property
     def claims(self) -> bool:
-        return any(c.device.claim == "DRA" for c in self.choices.values())
+        return any(c.device.claim == DeviceClaim.DRA for c in self.choices.values())
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
-"""The scheduler's view of its inputs: small frozen records built from dicts.
+"""The ModelReplicas as the scheduler reads them: a small frozen record built from a dict.
 
-InferenceClusters and ModelReplicas arrive as loosely typed dicts; parsing
-them once into records lets every filter and score step work on plain
-attributes and lets a malformed object be skipped with a reason instead of
-failing the whole reconcile. The cluster records are function/contract/records.py's,
-shared with the composer; the replica ledger's are here.
+ModelReplicas arrive as loosely typed dicts; parsing them once into records
+lets the plan and the ledger work on plain attributes and lets a malformed one
+be skipped with a reason instead of failing the whole reconcile. The cluster
+records (Cluster, Pool, Device, Taint) are the composer's too: the scheduler's
+modules import them from function/contract/records.py.
 """
 
 from __future__ import annotations
@@ -16,19 +16,7 @@ from typing import Any
 from function.contract.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
 from function.contract.capacity import replica_usage
 from function.contract.names import is_dns_label
-# The cluster records are shared with the composer (function/contract/records.py); the
-# scheduler's modules import them from here.
-from function.contract.records import (
-    Cluster,
-    Device,
-    Malformed,
-    Pool,
-    Taint,
-    expect,
-    malformed_on_error,
-    parse_cluster,
-    parse_pool,
-)
+from function.contract.records import Malformed, expect, malformed_on_error
 
 
 @dataclass(frozen=True)
@@ -95,7 +83,3 @@ def parse_replica(obj: Mapping[str, Any]) -> Replica:
                    index=int(index) if index is not None and str(index).isdigit() else None,
                    cluster=spec["clusterName"], pools=pools, usage=replica_usage(engines),
                    created=str(meta.get("creationTimestamp") or ""), manifest=obj)
-
-
-__all__ = ["Cluster", "Device", "Malformed", "Pool", "Replica", "Taint", "parse_cluster",
-           "parse_pool", "parse_replica"]

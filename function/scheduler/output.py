@@ -6,7 +6,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from function.contract.api import API_VERSION, LABEL_CLUSTER, LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
+from function.contract.api import (
+    API_VERSION,
+    KIND_MODEL_REPLICA,
+    LABEL_CLUSTER,
+    LABEL_DEPLOYMENT,
+    LABEL_REPLICA_INDEX,
+)
 from function.contract.names import unique_label
 from function.scheduler.plan import Placement
 
@@ -46,7 +52,7 @@ def replica_manifest(md: Mapping[str, Any], p: Placement) -> dict[str, Any]:
     if tspec.get("serving"):
         spec["serving"] = tspec["serving"]
     spec["engines"] = [_engine(e, p) for e in tspec.get("engines") or []]
-    return {"apiVersion": API_VERSION, "kind": "ModelReplica", "metadata": metadata, "spec": spec}
+    return {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA, "metadata": metadata, "spec": spec}
 
 
 def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
@@ -80,5 +86,5 @@ def echo(observed: Mapping[str, Any]) -> dict[str, Any]:
     meta = meta if isinstance(meta, Mapping) else {}
     keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", "annotations")
             if meta.get(k)}
-    return {"apiVersion": API_VERSION, "kind": "ModelReplica",
+    return {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA,
             "metadata": keep, "spec": copy.deepcopy(observed.get("spec") or {})}

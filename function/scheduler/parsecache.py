@@ -25,17 +25,10 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf import struct_pb2
 
+from function.contract.records import Cluster, Malformed, Pool, parse_cluster, parse_pool
 from function.runtime import structs, wire
 from function.runtime.lru import Lru
-from function.scheduler.model import (
-    Cluster,
-    Malformed,
-    Pool,
-    Replica,
-    parse_cluster,
-    parse_pool,
-    parse_replica,
-)
+from function.scheduler.model import Replica, parse_replica
 
 T = TypeVar("T")
 

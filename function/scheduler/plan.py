@@ -28,11 +28,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from function.contract.records import Cluster
 from function.scheduler import filters, reasons
 from function.scheduler.filters import Deployment, EnginePlacement, capacity, engine_cost
 from function.scheduler.ledger import Ledger
 from function.scheduler.matching import Matcher, levels
-from function.scheduler.model import Cluster, Replica
+from function.scheduler.model import Replica
 from function.scheduler.scores import Ranking, State
 
 

@@ -18,8 +18,8 @@ import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from function.contract.records import Cluster
 from function.scheduler.ledger import Ledger
-from function.scheduler.model import Cluster
 
 
 @dataclass(frozen=True)

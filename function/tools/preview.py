@@ -17,6 +17,7 @@ from typing import Any
 import click
 import yaml
 
+from function.contract.api import KIND_INFERENCE_CLUSTER, KIND_MODEL_DEPLOYMENT, KIND_MODEL_REPLICA
 from function.contract.capacity import replica_usage
 from function.tools import localrender
 
@@ -47,10 +48,10 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
     if output == "yaml":
         # The deployment with its status, each replica with the status stage 2
         # gave it (not stage 1's copy), then each replica's composed objects.
-        docs = [d for d in stage1 if d.get("kind") not in ("Result", "ModelReplica")]
+        docs = [d for d in stage1 if d.get("kind") not in ("Result", KIND_MODEL_REPLICA)]
         docs += [_composite(c) for _, c in sorted(stage2.items())]
         for _, composed in sorted(stage2.items()):
-            docs += [d for d in composed if d.get("kind") not in ("Result", "ModelReplica")]
+            docs += [d for d in composed if d.get("kind") not in ("Result", KIND_MODEL_REPLICA)]
         click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
     else:
         click.echo(table(stage1, stage2, load_dir(pathlib.Path(fleet_dir)),
@@ -65,7 +66,7 @@ def render_all(tools, address, fleet: pathlib.Path, deployment: pathlib.Path,
                                 required=required, observed=replicas,
                                 xrd=MD / "definition.yaml")
     stage2 = {}
-    for mr in (d for d in stage1 if d.get("kind") == "ModelReplica"):
+    for mr in (d for d in stage1 if d.get("kind") == KIND_MODEL_REPLICA):
         path = tmp / f"{mr['metadata']['name']}.yaml"
         path.write_text(yaml.safe_dump(mr))
         stage2[mr["metadata"]["name"]] = localrender.render(
@@ -80,13 +81,13 @@ def load_dir(path: pathlib.Path) -> list[dict]:
 
 
 def _composite(docs: list[dict]) -> dict:
-    return next(d for d in docs if d.get("kind") == "ModelReplica")
+    return next(d for d in docs if d.get("kind") == KIND_MODEL_REPLICA)
 
 
 def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict],
           existing: list[dict]) -> str:
-    md = next(d for d in stage1 if d.get("kind") == "ModelDeployment")
-    placed = [d for d in stage1 if d.get("kind") == "ModelReplica"]
+    md = next(d for d in stage1 if d.get("kind") == KIND_MODEL_DEPLOYMENT)
+    placed = [d for d in stage1 if d.get("kind") == KIND_MODEL_REPLICA]
     status = md.get("status") or {}
     lines = [f"ModelDeployment {md['metadata'].get('namespace', '')}/{md['metadata']['name']}: "
              + _counts(status)]
@@ -94,7 +95,7 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
     for mr in sorted(placed, key=lambda m: int(m["metadata"]["labels"]
                                                 ["modelplane.ai/replica-index"])):
         objects = [d for d in stage2.get(mr["metadata"]["name"], [])
-                   if d.get("kind") not in ("ModelReplica", "Result")]
+                   if d.get("kind") not in (KIND_MODEL_REPLICA, "Result")]
         for i, engine in enumerate(mr["spec"]["engines"]):
             usage = replica_usage([engine])
             rows.append((mr["metadata"]["name"] if i == 0 else "",
@@ -105,13 +106,13 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
 
     ledger: dict[tuple[str, str], int] = {}
     mine = {(m["metadata"].get("namespace"), m["metadata"]["name"]) for m in placed}
-    for mr in placed + [e for e in existing if e.get("kind") == "ModelReplica" and
+    for mr in placed + [e for e in existing if e.get("kind") == KIND_MODEL_REPLICA and
                         (e["metadata"].get("namespace"), e["metadata"]["name"]) not in mine]:
         for pool, n in replica_usage(mr["spec"]["engines"]).items():
             key = (mr["spec"]["clusterName"], pool)
             ledger[key] = ledger.get(key, 0) + n
     pools = [("CLUSTER", "POOL", "NODES", "USED", "FREE")]
-    for ic in sorted((d for d in fleet if d.get("kind") == "InferenceCluster"),
+    for ic in sorted((d for d in fleet if d.get("kind") == KIND_INFERENCE_CLUSTER),
                      key=lambda d: d["metadata"]["name"]):
         for p in ic["spec"].get("nodePools") or []:
             used = ledger.get((ic["metadata"]["name"], p["name"]), 0)
@@ -123,7 +124,7 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
     for mr in sorted(placed, key=lambda m: m["metadata"]["name"]):
         lines.append(f"  {mr['metadata']['name']} -> {mr['spec']['clusterName']}")
         for d in stage2.get(mr["metadata"]["name"], []):
-            if d.get("kind") in ("ModelReplica", "Result"):
+            if d.get("kind") in (KIND_MODEL_REPLICA, "Result"):
                 continue
             inner = ((d.get("spec") or {}).get("forProvider") or {}).get("manifest")
             shown = inner if d.get("kind") == "Object" and isinstance(inner, dict) else d
