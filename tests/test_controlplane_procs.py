@@ -6,6 +6,7 @@ wait is bounded and says what it waited for with the log's tail."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 
 import pytest
@@ -119,3 +120,14 @@ def test_log_names_keep_the_component_name():
     assert procs.log_file_name("apiserver:eu-west-1") == "apiserver:eu-west-1.log"
     with pytest.raises(ValueError):
         procs.log_file_name("../x")
+
+
+def test_a_port_held_on_every_interface_is_not_bindable():
+    # How `make cluster` sees, before starting anything, that another control
+    # plane's provider-kubernetes holds its fixed ports.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert not waits.bindable(port)
+    assert waits.bindable(port)

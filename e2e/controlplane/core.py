@@ -44,8 +44,8 @@ import yaml
 
 from e2e.controlplane import addons, certs, fleet, tools
 from e2e.controlplane.procs import Spec, Supervisor, tail
-from e2e.controlplane.waits import (ComponentDied, WaitTimeout, free_port, probe, scale,
-                                    wait_for)
+from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, probe,
+                                    scale, wait_for)
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_STATE_DIR = REPO / ".cluster"
@@ -56,6 +56,9 @@ CLIENT_SECRET = "crossplane-tls-client"
 FUNCTION_TLS_SECRET = "function-model-serving-tls-server"
 PROVIDER_TLS_SECRET = "provider-kubernetes-tls-server"
 IMAGE_CONFIG = "local-registry"
+# provider-kubernetes v1.2.0 hard-codes its metrics (:8080) and webhook (:9443)
+# listeners, on every interface: the one exception to loopback only.
+PROVIDER_FIXED_PORTS = (8080, 9443)
 PUBLIC_REGISTRY = "xpkg.crossplane.io/"
 SERVICE_CIDR = "10.96.0.0/16"
 KWOK_NODE_SELECTOR = f"{fleet.KWOK_ANNOTATION}=fake"
@@ -450,6 +453,14 @@ class _Builder:
         if running:
             raise ControlPlaneError(f"a control plane is already running from {self.dir} "
                                     f"({', '.join(running)}); run `make cluster-down` first")
+        busy = [port for port in PROVIDER_FIXED_PORTS if not bindable(port)]
+        if busy:
+            # Fail before starting anything rather than when the provider exits.
+            raise ControlPlaneError(
+                f"port {', '.join(map(str, busy))} is in use: provider-kubernetes v1.2 "
+                f"listens on :8080 (metrics) and :9443 (webhooks) on every interface, with "
+                f"no flag to move them, so one control plane runs per machine (another "
+                f"`make cluster` or `make e2e` from a different checkout?)")
         try:
             return self._run()
         except BaseException:

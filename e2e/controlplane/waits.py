@@ -89,6 +89,16 @@ def port_listening(port: int, host: str = "127.0.0.1", timeout: float = 1.0) -> 
         return False
 
 
+def bindable(port: int) -> bool:
+    """Whether a listener could take `port` on every interface now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port(taken: set[int] | None = None) -> int:
     """A free TCP port on 127.0.0.1 (and not in `taken`, the ports already handed out)."""
     taken = taken if taken is not None else set()
