@@ -157,16 +157,23 @@ def claims_on_their_pool(cp: ControlPlane, mr: Mapping[str, Any]) -> list[str]:
 
 
 def delete_and_wait(cp: ControlPlane, ns: str, name: str, timeout: float = GONE) -> None:
-    """Delete a ModelDeployment and wait until its replicas, and their pods and
-    claims on every cluster, are gone (so the next test has the whole fleet)."""
+    """Delete a ModelDeployment and wait until its replicas, the provider-kubernetes
+    Objects they composed, and their pods and claims on every cluster, are gone
+    (so the next test has the whole fleet, and sees none of its objects go)."""
     cp.kubectl("delete", MD, name, "-n", ns, "--ignore-not-found", "--wait=false")
 
     def gone():
         left = [mr["metadata"]["name"] for mr in replicas_of(cp, ns, name)]
+        left += [f"{OBJECT}/{o['metadata']['name']}"
+                 for o in items(cp, OBJECT, ns, f"{LABEL_DEPLOYMENT}={name}")]
         for handle in {id(h): h for h in cp.clusters.values()}.values():
             for kind in ("pods", "resourceclaims"):
                 left += [f"{handle.name}/{kind}/{o['metadata']['name']}"
                          for o in items(cp, kind, ns, cluster=handle)]
+            for kind in ("deployments", "services", "resourceclaimtemplates"):
+                left += [f"{handle.name}/{kind}/{o['metadata']['name']}"
+                         for o in items(cp, kind, ns, f"{LABEL_DEPLOYMENT}={name}",
+                                        cluster=handle)]
         if get(cp, MD, name, ns) is not None:
             left.append(f"{MD} {name}")
         if left:

@@ -12,9 +12,10 @@ import pytest
 import yaml
 from day2 import DEPLOYMENT, NAME, NS, deploy, inference_cluster, ready
 from live import (IC, MD, MR, OBJECT, SETTLE, apply_docs, condition, delete_and_wait, get,
-                  is_true, replicas_of, uids, wait, wait_condition)
+                  is_true, items, replicas_of, uids, wait, wait_condition)
 
 from e2e.controlplane.core import ControlPlane
+from function.contract.api import LABEL_DEPLOYMENT
 
 COMPOSED = ("deployments", "services", "resourceclaimtemplates",
             "httproutes.gateway.networking.k8s.io", "pods", "resourceclaims")
@@ -22,8 +23,9 @@ COMPOSED = ("deployments", "services", "resourceclaimtemplates",
 
 def everything(cp: ControlPlane) -> dict:
     out = uids(cp, NS, COMPOSED)
+    # The deployment's own replicas and Objects (labelled with its name).
     for kind in (MR, OBJECT):
-        for obj in cp.get_json(kind, "-n", NS)["items"]:
+        for obj in items(cp, kind, NS, f"{LABEL_DEPLOYMENT}={NAME}"):
             out[("control-plane", kind, obj["metadata"]["name"])] = obj["metadata"]["uid"]
     return out
 
