@@ -21,6 +21,7 @@ KINDS = {
     "inferencecluster": "InferenceCluster",
     "modeldeployment": "ModelDeployment",
     "modelreplica": "ModelReplica",
+    "modelcache": "ModelCache",
 }
 # The builtin formatter keeps the output independent of black/isort versions.
 OPTIONS = [

@@ -1,4 +1,4 @@
-"""Generate the three XRDs in apis/ from one set of schema fragments.
+"""Generate the XRDs in apis/ from one set of schema fragments.
 
 ModelDeployment and ModelReplica share the engine, member and pod template
 shapes; writing them once here keeps the two XRDs from drifting apart. Every
@@ -175,6 +175,9 @@ SERVING_MODE = ("ServingMode", list(serving.MODES))
 ROUTER = ("Router", list(serving.ALL_ROUTERS))
 ENGINE_PHASE = ("EnginePhase", list(serving.PHASES))
 KV_CONNECTOR = ("KvConnector", list(serving.KV_CONNECTORS))
+MODEL_SOURCE = ("ModelSource", ["HuggingFace", "URI"])
+HYDRATION = ("Hydration", ["Eager", "OnDemand"])
+CACHE_PHASE = ("CachePhase", ["Pending", "Hydrating", "Ready", "Failed"])
 
 # --- shared API fragments -----------------------------------------------------
 
@@ -317,6 +320,25 @@ POD_TEMPLATE = obj({
     }, "The curated pod spec: privileged settings, host access and volumes are not expressible.",
         required=["containers"]),
 }, "A curated pod template.", required=["spec"])
+
+
+# An absolute path without `..` segments or a trailing slash, where the cache mounts.
+MOUNT_PATH = r"^(/[A-Za-z0-9._-]+)+$"
+DEFAULT_MOUNT_PATH = "/mnt/models"
+
+MODEL_CACHE_REF = obj({
+    "name": string(63, "The ModelCache, in the deployment's namespace.", pattern=DNS_LABEL,
+                   min_length=1),
+    "mountPath": string(256, "Where the cache mounts, read-only, in every serving and worker "
+                        "pod; `MODELPLANE_MODEL_PATH` in the engine's environment says the "
+                        "same. Engine args stay yours: point them at this path.",
+                        pattern=MOUNT_PATH, default=DEFAULT_MOUNT_PATH),
+}, "Model weights staged once per cluster by a ModelCache: replicas are placed only where "
+   "the cache can live, prefer clusters where it is Ready, and start their engines once it "
+   "is Ready on their cluster.", required=["name"], rules=[
+    ("!has(self.mountPath) || !self.mountPath.matches(" + cel_regex(r"(^|/)\.\.?(/|$)") + ")",
+     "mountPath must not contain '.' or '..' segments"),
+])
 
 
 def member(resolved: bool) -> dict:
@@ -471,7 +493,7 @@ def engines(resolved: bool) -> dict:
 CONDITIONS_NOTE = "Crossplane adds conditions; the function sets them with reasons."
 
 
-# --- the three XRDs -------------------------------------------------------------
+# --- the XRDs -------------------------------------------------------------
 
 
 def inference_cluster() -> dict:
@@ -545,6 +567,13 @@ def inference_cluster() -> dict:
         }, "The cluster-edge Gateway that HTTPRoutes attach to.", required=["name", "namespace"]),
         "taints": array(taint("A cluster taint that replicas must tolerate."), 16,
                         "Cluster taints."),
+        "storage": obj({
+            "storageClassName": string(253, "A StorageClass on the cluster that provisions "
+                                       "ReadWriteMany volumes.", pattern=DNS_SUBDOMAIN,
+                                       min_length=1),
+        }, "Where ModelCaches live on this cluster. A cluster without it cannot host a "
+           "ModelCache, so replicas that use one are not placed here.",
+            required=["storageClassName"]),
         "nodePools": array(pool, 32, "Node pools, keyed by name.", map_keys=["name"]),
     }, "A workload cluster: its node pools and the devices each node offers.")
     pool_status = obj({
@@ -573,6 +602,7 @@ def model_deployment() -> dict:
         }, "Which InferenceClusters may host replicas; unset means all."),
         "tolerations": array(TOLERATION, 16, "Tolerations of InferenceCluster taints."),
         "serving": SERVING,
+        "modelCacheRef": MODEL_CACHE_REF,
         "engines": engines(False),
     }, "What every replica runs.", required=["engines"], rules=ENGINE_RULES)
     spec = obj({
@@ -631,6 +661,7 @@ def model_replica() -> dict:
         "clusterName": string(253, "The InferenceCluster this replica runs on.",
                               pattern=DNS_SUBDOMAIN, min_length=1),
         "serving": SERVING,
+        "modelCacheRef": MODEL_CACHE_REF,
         "engines": engines(True),
     }, "One placed replica: the deployment's engines with their pools resolved.",
         required=["clusterName", "engines"], rules=ENGINE_RULES)
@@ -646,6 +677,121 @@ def model_replica() -> dict:
         col("Phase", "string", ".status.phase"),
         col("Endpoint", "string", ".status.endpoint"),
     ], description="One replica of a ModelDeployment, placed on one cluster.")
+
+
+HF_REPO = r"^[A-Za-z0-9][-A-Za-z0-9_.]*(/[A-Za-z0-9][-A-Za-z0-9_.]*)?$"
+URI_SCHEMES = ("s3", "gs", "hf", "oci")
+URI = "^(" + "|".join(URI_SCHEMES) + r")://[^\s]+$"
+
+
+def hugging_face(*, adapter: bool) -> dict:
+    props = {
+        "repo": string(96, "The Hugging Face repository (`Qwen/Qwen3-8B`).", pattern=HF_REPO,
+                       min_length=1),
+        "revision": string(255, "A branch, tag or commit. A branch is resolved to its commit "
+                           "when a cluster starts hydrating and that commit is kept for "
+                           "resumes; a commit pins every cluster to the same weights.",
+                           default="main"),
+    }
+    if adapter:
+        return obj(props, "A LoRA adapter on the Hugging Face Hub (the cache's auth Secret "
+                   "is used).", required=["repo"])
+    props["authSecret"] = obj({
+        "name": string(253, "The Secret, in the cache's namespace.", pattern=DNS_SUBDOMAIN,
+                       min_length=1),
+        "key": string(253, "The key holding the token.", default="HF_TOKEN", min_length=1),
+    }, "A Secret with a Hugging Face token, for gated or private repositories; copied to "
+       "every cluster that stages the cache.", required=["name"])
+    props["sizeGiB"] = integer(1, 1048576, "The volume's size in GiB; the model (and its "
+                               "adapters) must fit, or hydration fails and says so.")
+    props["allowPatterns"] = array(string(256, min_length=1), 32,
+                                   "Only files matching one of these glob patterns are staged "
+                                   "(`*.safetensors`, `config.json`).")
+    props["ignorePatterns"] = array(string(256, min_length=1), 32,
+                                    "Files matching one of these glob patterns are skipped "
+                                    "(`original/*`).")
+    props["filename"] = string(255, "Stage this one file only (a GGUF model, say).",
+                               min_length=1)
+    return obj(props, "A model on the Hugging Face Hub.", required=["repo", "sizeGiB"], rules=[
+        ("!has(self.filename) || (!has(self.allowPatterns) && !has(self.ignorePatterns))",
+         "filename stages one file: it excludes allowPatterns and ignorePatterns"),
+    ])
+
+
+def model_uri(*, adapter: bool) -> dict:
+    props = {
+        "url": string(2048, "`s3://bucket/path`, `gs://bucket/path`, `hf://org/repo[:revision]` "
+                      "or `oci://registry/repository:tag` (a model image whose files are "
+                      "under /models).", pattern=URI, min_length=1),
+    }
+    if adapter:
+        return obj(props, "A LoRA adapter at a URI (the cache's auth Secret is used).",
+                   required=["url"])
+    props["authSecret"] = obj({
+        "name": string(253, "The Secret, in the cache's namespace.", pattern=DNS_SUBDOMAIN,
+                       min_length=1),
+    }, "A Secret whose every key becomes an environment variable of the downloader "
+       "(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `HF_TOKEN`...); copied to every "
+       "cluster that stages the cache.", required=["name"])
+    props["sizeGiB"] = integer(1, 1048576, "The volume's size in GiB; the model (and its "
+                               "adapters) must fit, or hydration fails and says so.")
+    return obj(props, "A model at a URI.", required=["url", "sizeGiB"])
+
+
+def model_cache() -> dict:
+    source_rules = [
+        ("self.source != 'HuggingFace' || (has(self.huggingFace) && !has(self.uri))",
+         "source HuggingFace needs spec.huggingFace, and no spec.uri"),
+        ("self.source != 'URI' || (has(self.uri) && !has(self.huggingFace))",
+         "source URI needs spec.uri, and no spec.huggingFace"),
+    ]
+    adapter = obj({
+        "name": string(63, "The adapter's name (a DNS label); it is staged under "
+                       "`<mountPath>/adapters/<name>`.", pattern=DNS_LABEL),
+        "huggingFace": hugging_face(adapter=True),
+        "uri": model_uri(adapter=True),
+    }, "A LoRA adapter staged beside the base model.", required=["name"], rules=[
+        ("has(self.huggingFace) != has(self.uri)",
+         "an adapter sets exactly one of huggingFace and uri"),
+    ])
+    spec = obj({
+        "source": string(0, "Where the weights come from.", enum=MODEL_SOURCE),
+        "huggingFace": hugging_face(adapter=False),
+        "uri": model_uri(adapter=False),
+        "adapters": array(adapter, 16, "LoRA adapters staged beside the base model.",
+                          map_keys=["name"]),
+        "clusterSelector": obj({
+            "matchLabels": string_map(16, "InferenceCluster labels that must all match.",
+                                      value_max=63),
+        }, "The cache's footprint: which InferenceClusters may stage it; unset means all. "
+           "Only clusters with spec.storage can."),
+        "hydration": string(0, "Eager stages the weights on every cluster of the footprint "
+                            "now; OnDemand only on clusters hosting a replica that uses the "
+                            "cache, when the scheduler places it there.", enum=HYDRATION,
+                            default="Eager"),
+    }, "Model weights staged once per cluster on a ReadWriteMany volume.", required=["source"],
+        rules=source_rules)
+    cluster_status = obj({
+        "name": string(253, "The InferenceCluster."),
+        "phase": string(0, "Pending: the volume or the Secret is not there yet. Hydrating: the "
+                        "download runs. Ready: the weights are complete. Failed: the download "
+                        "gave up; reason and message say why.", enum=CACHE_PHASE),
+        "reason": string(128, "Why, in one word."),
+        "message": string(1024, "Why, for a person."),
+        "claimName": string(63, "The PersistentVolumeClaim on that cluster, in the cache's "
+                            "namespace."),
+    }, "The cache on one cluster.")
+    status = obj({
+        "clusters": array(cluster_status, 1000, "One entry per cluster that stages the cache."),
+        "readyClusters": integer(0, 1000, "Clusters where the cache is Ready."),
+        "summary": string(64, "`<ready>/<clusters> Ready`."),
+    }, "Hydration per cluster. " + CONDITIONS_NOTE)
+    return xrd("ModelCache", "modelcaches", "Namespaced", spec, status, ["mc"], [
+        col("Source", "string", ".spec.source"),
+        col("Hydration", "string", ".spec.hydration"),
+        col("Ready", "string", ".status.summary"),
+    ], description="Model weights staged once per cluster, mounted read-only by the replicas "
+                   "of every ModelDeployment that names it.")
 
 
 def col(name: str, typ: str, path: str) -> dict:
@@ -703,6 +849,7 @@ OUTPUTS = {
                          "report-capacity"),
     "modeldeployment": (model_deployment, "ModelDeployment", "modeldeployments", "schedule"),
     "modelreplica": (model_replica, "ModelReplica", "modelreplicas", "compose-model-replica"),
+    "modelcache": (model_cache, "ModelCache", "modelcaches", "stage-model-cache"),
 }
 
 

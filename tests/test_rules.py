@@ -10,6 +10,7 @@ import yaml
 from builders import ROOT
 
 from function.contract import rules, validation
+from function.contract.models.modelcache import ModelCache
 from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.models.modelreplica import ModelReplica
 
@@ -34,6 +35,7 @@ RULE_MESSAGES = [
     "keys must be qualified names",
     "keys under modelplane.ai/ are reserved",
     "a DRA device request needs a deviceClassName",
+    "mountPath must not contain '.' or '..' segments",
 ]
 
 
@@ -70,6 +72,19 @@ def test_schema_bounds_are_checked_too(path):
     model = ModelDeployment if doc["kind"] == "ModelDeployment" else ModelReplica
     errors = validation.spec_errors(model, doc, engine_spec(doc))
     assert errors, f"{path.name} passes the function's checks"
+
+
+CACHES = sorted((ROOT / "tests" / "invalid").glob("mc-*.yaml"))
+
+
+@pytest.mark.parametrize("path", CACHES, ids=lambda p: p.stem)
+def test_the_cache_function_refuses_every_invalid_model_cache_as_the_xrd_words_it(path):
+    doc = yaml.safe_load(path.read_text().split("\n", 2)[2])
+    errors = validation.model_errors(ModelCache, doc) or rules.cache_errors(doc["spec"])
+    assert errors, f"{path.name} passes the function's checks"
+    wording = expect(path)
+    if not wording.startswith("spec."):  # a CEL rule's message: the same sentence
+        assert any(wording in e for e in errors), (wording, errors)
 
 
 def _messages(node) -> list[str]:

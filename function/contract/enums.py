@@ -1,6 +1,6 @@
 """The API's enumerations, one name per concept, as the code spells them.
 
-Every enum of the three XRDs carries a title (hack/gen_xrds.py), so the
+Every enum of the XRDs carries a title (hack/gen_xrds.py), so the
 generated models (function/contract/models/) name it: `ServingMode`, `EnginePhase`,
 `MemberRole`, `ReplicaPhase`, ... A concept that appears in several XRDs is
 generated once per model module, with the same values; this module picks one,
@@ -16,6 +16,7 @@ what the rest of the function uses.
 from __future__ import annotations
 
 from function.contract.models.inferencecluster import DeviceClaim, ProviderConfigKind, TaintEffect
+from function.contract.models.modelcache import CachePhase, Hydration, ModelSource
 from function.contract.models.modeldeployment import TolerationOperator
 from function.contract.models.modelreplica import (
     EngineContainerName,
@@ -30,7 +31,7 @@ from function.contract.models.modelreplica import (
 )
 
 __all__ = [
-    "DeviceClaim", "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector",
+    "CachePhase", "DeviceClaim", "Hydration", "ModelSource", "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector",
     "MemberRole", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
     "ServingMode", "TaintEffect", "TolerationOperator",
 ]

@@ -13,7 +13,7 @@ model, because it runs on every new cluster content at fleet scale
 (scheduler/parsecache.py remembers its results by the item's bytes). The
 composer validates its one cluster with the model first, then parses it here.
 
-Fields only the composer reads (gateway, providerConfigRef) are read
+Fields only the composer reads (gateway, providerConfigRef, storage) are read
 leniently: a missing or partial one is None, and the composer says why it
 cannot use that (a malformed cluster is not one the scheduler should skip).
 """
@@ -99,6 +99,7 @@ class Cluster:
     pools: tuple[Pool, ...]
     provider_config: ProviderConfig | None = None  # None: the control-plane cluster itself
     gateway: Gateway | None = None                 # None: spec.gateway names none
+    storage_class: str = ""                        # "": cannot host a ModelCache
 
     def pool(self, name: str) -> Pool | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -211,7 +212,8 @@ def parse_cluster(obj: Mapping[str, Any],
     return Cluster(name=meta["name"], labels=dict(meta.get("labels") or {}),
                    taints=_taints(spec.get("taints")), ready=_ready(obj), pools=pools,
                    provider_config=_provider_config(spec.get("providerConfigRef")),
-                   gateway=_gateway(spec.get("gateway")))
+                   gateway=_gateway(spec.get("gateway")),
+                   storage_class=_text(spec.get("storage"), "storageClassName"))
 
 
 def _ready(obj: Mapping[str, Any]) -> bool:

@@ -36,6 +36,7 @@ def engine_errors(spec: Mapping[str, Any]) -> list[str]:
         errors += [f"engine {engine.get('name')!r}: {m}" for m in _engine(engine)]
     errors += [f"clusterSelector.matchLabels {m}" for m in _keys(
         ((spec.get("clusterSelector") or {}).get("matchLabels") or {}))]
+    errors += [f"modelCacheRef: {m}" for m in _cache_ref(spec.get("modelCacheRef") or {})]
     for i, t in enumerate(spec.get("tolerations") or []):
         errors += [f"tolerations[{i}]: {m}" for m in _toleration(t)]
     return errors
@@ -144,3 +145,36 @@ def _template_maps(member: Mapping[str, Any]):
 def template_metadata_errors(metadata: Mapping[str, Any]) -> list[str]:
     return [f"template {key} {e}" for key in ("labels", "annotations")
             for e in _keys(metadata.get(key) or {}, reserved=True)]
+
+
+_DOT_SEGMENT = re.compile(r"(^|/)\.\.?(/|$)")
+
+
+def _cache_ref(ref: Mapping[str, Any]) -> list[str]:
+    if _DOT_SEGMENT.search(ref.get("mountPath") or ""):
+        return ["mountPath must not contain '.' or '..' segments"]
+    return []
+
+
+def cache_errors(spec: Mapping[str, Any]) -> list[str]:
+    """Rule violations in a ModelCache spec."""
+    errors = []
+    source = spec.get("source")
+    hf, uri = "huggingFace" in spec, "uri" in spec
+    if source == "HuggingFace" and not (hf and not uri):
+        errors.append("source HuggingFace needs spec.huggingFace, and no spec.uri")
+    if source == "URI" and not (uri and not hf):
+        errors.append("source URI needs spec.uri, and no spec.huggingFace")
+    h = spec.get("huggingFace") or {}
+    if "filename" in h and ("allowPatterns" in h or "ignorePatterns" in h):
+        errors.append("filename stages one file: it excludes allowPatterns and ignorePatterns")
+    for a in spec.get("adapters") or []:
+        if ("huggingFace" in a) == ("uri" in a):
+            errors.append(f"adapter {a.get('name')!r}: an adapter sets exactly one of "
+                          "huggingFace and uri")
+    names = [a.get("name") for a in spec.get("adapters") or []]
+    if len(set(names)) != len(names):
+        errors.append("adapter names must be unique")
+    errors += [f"clusterSelector.matchLabels {m}" for m in _keys(
+        ((spec.get("clusterSelector") or {}).get("matchLabels") or {}))]
+    return errors

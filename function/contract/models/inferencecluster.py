@@ -200,6 +200,18 @@ class ProviderConfigRef(BaseModel):
     ]
 
 
+class Storage(BaseModel):
+    storageClassName: Annotated[
+        StrictStr,
+        Field(
+            description="A StorageClass on the cluster that provisions ReadWriteMany volumes.",
+            max_length=253,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ]
+
+
 class Taint1(BaseModel):
     effect: Annotated[
         TaintEffect,
@@ -235,6 +247,12 @@ class Spec(BaseModel):
         ProviderConfigRef | None,
         Field(
             description="How workloads reach the cluster; absent means the control-plane cluster itself."
+        ),
+    ] = None
+    storage: Annotated[
+        Storage | None,
+        Field(
+            description="Where ModelCaches live on this cluster. A cluster without it cannot host a ModelCache, so replicas that use one are not placed here."
         ),
     ] = None
     taints: Annotated[

@@ -457,6 +457,26 @@ class Engine(BaseModel):
     ] = None
 
 
+class ModelCacheRef(BaseModel):
+    mountPath: Annotated[
+        StrictStr | None,
+        Field(
+            description="Where the cache mounts, read-only, in every serving and worker pod; `MODELPLANE_MODEL_PATH` in the engine's environment says the same. Engine args stay yours: point them at this path.",
+            max_length=256,
+            pattern="^(/[A-Za-z0-9._-]+)+$",
+        ),
+    ] = "/mnt/models"
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="The ModelCache, in the deployment's namespace.",
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        ),
+    ]
+
+
 class Hostname(RootModel[StrictStr]):
     root: Annotated[
         StrictStr,
@@ -573,6 +593,12 @@ class Spec1(BaseModel):
             min_length=1,
         ),
     ]
+    modelCacheRef: Annotated[
+        ModelCacheRef | None,
+        Field(
+            description="Model weights staged once per cluster by a ModelCache: replicas are placed only where the cache can live, prefer clusters where it is Ready, and start their engines once it is Ready on their cluster."
+        ),
+    ] = None
     serving: Annotated[
         Serving | None, Field(description="How the replica is served.")
     ] = None
