@@ -358,6 +358,16 @@ SAMPLES = {
                                 {"conditions": [{"type": "Accepted", "status": "True"}]}]}},
         {"status": {"parents": [{"conditions": [{"type": "ResolvedRefs", "status": "True"}]}]}},
     ],
+    ("batch/v1", "Job"): [
+        {}, {"status": {}}, {"status": {"active": 1}},
+        {"status": {"conditions": [{"type": "Complete", "status": "True"}]}},
+        {"status": {"conditions": [{"type": "Complete", "status": "False"}]}},
+        {"status": {"conditions": [{"type": "Failed", "status": "True"}]}},
+    ],
+    ("v1", "PersistentVolumeClaim"): [
+        {}, {"status": {}}, {"status": {"phase": "Pending"}}, {"status": {"phase": "Bound"}},
+        {"status": {"phase": "Lost"}},
+    ],
 }
 
 

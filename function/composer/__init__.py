@@ -33,7 +33,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.composer import cache, keep, kinds, placement, status
+from function.composer import cache, keep, kinds, naming, placement, status
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed
 from function.composer.model import Replica, Unusable, parse_cluster, parse_replica
@@ -132,8 +132,8 @@ def compose(replica: Replica, cluster: Cluster) -> Placed:
     backends = compose_backends(replica, cluster)
     # Validation admits only the (mode, router) pairs that have a layer (the table's).
     routing = LAYERS[(replica.mode, replica.router)].route(replica, cluster, backends)
-    objects = placement.place(kinds.recorded(backends.objects + routing.objects), replica,
-                              cluster)
+    objects = placement.place(kinds.recorded(backends.objects + routing.objects),
+                              naming.owner(replica), cluster)
     return Placed(objects, routing, backends.notes)
 
 

@@ -62,13 +62,19 @@ CONFIGMAP = Kind("v1", "ConfigMap", Role.ROUTE)
 SERVICEACCOUNT = Kind("v1", "ServiceAccount", Role.ROUTE)
 RBAC_ROLE = Kind("rbac.authorization.k8s.io/v1", "Role", Role.ROUTE)
 ROLEBINDING = Kind("rbac.authorization.k8s.io/v1", "RoleBinding", Role.ROUTE)
+# A ModelCache's objects on each cluster (function/composer/modelcache/).
+JOB = Kind("batch/v1", "Job", Role.WORKLOAD, readiness.job, readiness.JOB_READY)
+PERSISTENTVOLUMECLAIM = Kind("v1", "PersistentVolumeClaim", Role.SUPPORT,
+                             readiness.persistentvolumeclaim, readiness.PVC_READY)
+SECRET = Kind("v1", "Secret", Role.SUPPORT)
 # provider-kubernetes' wrapper for a remote cluster: its role is its manifest's.
 OBJECT = Kind("kubernetes.m.crossplane.io/v1alpha1", "Object", Role.SUPPORT,
               lambda obj: readiness.provider_object(obj, judge))
 
 KINDS: dict[tuple[str, str], Kind] = {k.key: k for k in (
     DEPLOYMENT, LEADERWORKERSET, RESOURCECLAIMTEMPLATE, NAMESPACE, SERVICE, HTTPROUTE,
-    INFERENCEPOOL, CONFIGMAP, SERVICEACCOUNT, RBAC_ROLE, ROLEBINDING, OBJECT)}
+    INFERENCEPOOL, CONFIGMAP, SERVICEACCOUNT, RBAC_ROLE, ROLEBINDING, JOB, PERSISTENTVOLUMECLAIM,
+    SECRET, OBJECT)}
 
 
 def kind_of(obj: Mapping[str, Any]) -> Kind | None:

@@ -27,6 +27,7 @@ one and creates the other instead of trying to turn one kind into another.
 from __future__ import annotations
 
 from function.composer.model import Engine, Member, Replica
+from function.composer.placement import Owner
 from function.contract.api import GROUP, LABEL_DEPLOYMENT
 from function.contract.names import MAX, dns_label, tagged_label
 
@@ -81,6 +82,11 @@ def route_name(replica: Replica) -> str:
 
 def namespace_object_name(replica: Replica) -> str:
     return object_name(replica, tag="ns")
+
+
+def owner(replica: Replica) -> Owner:
+    """The replica as the owner of the Objects placement wraps its objects in."""
+    return Owner(replica.namespace, object_labels(replica), namespace_object_name(replica))
 
 
 def workload_key(engine: Engine) -> str:

@@ -24,11 +24,12 @@ hand when it is no longer wanted).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from function.composer import kinds, naming
+from function.composer import kinds
 from function.composer.composed import Composed
-from function.composer.model import Replica
 from function.contract.records import Cluster
 
 NAMESPACE_KEY = "namespace"
@@ -36,19 +37,31 @@ NAMESPACE_KEY = "namespace"
 SHARED_POLICIES = ["Observe", "Create", "Update", "LateInitialize"]
 
 
-def place(composed: list[Composed], replica: Replica, cluster: Cluster) -> list[Composed]:
+@dataclass(frozen=True)
+class Owner:
+    """Whose objects are placed: a ModelReplica's, or a ModelCache's on one cluster."""
+
+    namespace: str              # on the control plane, and its namesake on the cluster
+    labels: Mapping[str, str]   # on every Object
+    namespace_object: str       # the name of the Object that creates the remote namespace
+    # The Object's name for an object: by default the object's own name.
+    object_name: Callable[[Mapping[str, Any]], str] = lambda m: m["metadata"]["name"]
+
+
+def place(composed: list[Composed], owner: Owner, cluster: Cluster,
+          namespace_key: str = NAMESPACE_KEY) -> list[Composed]:
     if not cluster.remote:
         return composed
-    namespace = {**kinds.NAMESPACE.header(), "metadata": {"name": replica.namespace}}
-    out = [Composed(NAMESPACE_KEY, wrap(namespace, naming.namespace_object_name(replica),
-                                        replica, cluster, policies=SHARED_POLICIES))]
+    namespace = {**kinds.NAMESPACE.header(), "metadata": {"name": owner.namespace}}
+    out = [Composed(namespace_key, wrap(namespace, owner.namespace_object, owner, cluster,
+                                        policies=SHARED_POLICIES))]
     for c in composed:
-        out.append(Composed(c.key, wrap(c.manifest, c.manifest["metadata"]["name"], replica,
+        out.append(Composed(c.key, wrap(c.manifest, owner.object_name(c.manifest), owner,
                                         cluster), c.role))
     return kinds.recorded(out)
 
 
-def wrap(manifest: dict[str, Any], name: str, replica: Replica, cluster: Cluster, *,
+def wrap(manifest: dict[str, Any], name: str, owner: Owner, cluster: Cluster, *,
          policies: list[str] | None = None) -> dict[str, Any]:
     pc = cluster.provider_config
     assert pc is not None
@@ -67,7 +80,7 @@ def wrap(manifest: dict[str, Any], name: str, replica: Replica, cluster: Cluster
         spec["managementPolicies"] = list(policies)
     return {
         **kinds.OBJECT.header(),
-        "metadata": {"name": name, "namespace": replica.namespace,
-                     "labels": naming.object_labels(replica)},
+        "metadata": {"name": name, "namespace": owner.namespace,
+                     "labels": dict(owner.labels)},
         "spec": spec,
     }

@@ -24,8 +24,12 @@ judges an observed object with them (`kinds.judge`).
   (the remote API server refused it, or the cluster is unreachable) or the
   remote object itself reports failure (`status.atProvider.manifest`), except
   while its namespace does not exist yet (see NAMESPACE_NOT_FOUND).
+* Job (a ModelCache's hydration): ready when Complete=True; failed when
+  Failed=True (the reason and message say why: BackoffLimitExceeded after the
+  download kept failing, a volume too small for the model).
+* PersistentVolumeClaim: ready once Bound; Lost is a failure.
 * Anything else (Service, ResourceClaimTemplate, Namespace, ConfigMap,
-  ServiceAccount, Role, RoleBinding): ready once it exists.
+  ServiceAccount, Role, RoleBinding, Secret): ready once it exists.
 
 Routing layers that compose new kinds write a judge (and a query) here and
 register them in `kinds.py`.
@@ -162,6 +166,30 @@ INFERENCEPOOL_READY = (
     " has(p.conditions) && p.conditions.exists(c, c.type == 'Accepted' && c.status == 'True')"
     " && !p.conditions.exists(c, c.type == 'ResolvedRefs' && c.status == 'False'))"
 )
+
+
+def job(obj: Mapping[str, Any]) -> State:
+    conds = conditions(obj)
+    if _is(conds.get("Failed"), "True"):
+        return State(True, failure=_said(conds["Failed"]))
+    if _is(conds.get("Complete"), "True"):
+        return State(True, ready=True)
+    active = int(_num((obj.get("status") or {}).get("active"), 0))
+    return State(True, detail=f"{active} pod running" if active else "no pod running yet")
+
+
+JOB_READY = ("has(object.status) && has(object.status.conditions) && object.status.conditions"
+             ".exists(c, c.type == 'Complete' && c.status == 'True')")
+
+
+def persistentvolumeclaim(obj: Mapping[str, Any]) -> State:
+    phase = (obj.get("status") or {}).get("phase") or "Pending"
+    if phase == "Lost":
+        return State(True, failure="its volume is lost (phase Lost)")
+    return State(True, ready=phase == "Bound", detail=f"phase {phase}")
+
+
+PVC_READY = "has(object.status) && has(object.status.phase) && object.status.phase == 'Bound'"
 
 
 # The remote API server's answer for an object whose namespace does not exist

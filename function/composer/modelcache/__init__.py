@@ -1,0 +1,317 @@
+"""The cache function: ModelCache -> a volume, its Secret and a hydration Job per cluster.
+
+Which clusters stage the cache:
+
+* the footprint: InferenceClusters matching `spec.clusterSelector` that have
+  `spec.storage` (a ReadWriteMany StorageClass); with `hydration: Eager`
+  all of them, with `OnDemand` those hosting a ModelReplica that uses the
+  cache (the scheduler labels such replicas with `modelplane.ai/model-cache`);
+* and, whatever the footprint says now, every cluster hosting a replica that
+  uses it: a narrowed selector never takes the volume from under a running
+  replica.
+
+On each: the PersistentVolumeClaim (`contract/caches.claim_name`, in the
+cache's namespace), the auth Secret (remote clusters get a copy that
+provider-kubernetes fills from the control plane's Secret, so this function
+never reads the token), and the hydration Job (hydration.py). On a remote
+cluster each is wrapped in a provider-kubernetes Object, as a replica's
+objects are (placement.py), the namespace included.
+
+Never destructive: until the fleet, the replicas and the Secret are
+resolved, everything observed is kept; a cluster that is gone, unreadable
+or without storage keeps its objects while a replica there uses the cache;
+a missing Secret holds back only a Job not yet created. Deleting the cache
+deletes its volumes, which Kubernetes' own protection keeps until the last
+pod mounting one stops.
+
+Status: one entry per staging cluster (Pending, Hydrating, Ready, Failed,
+with a reason), a `<ready>/<clusters> Ready` summary, and the conditions
+`Staged` and `SourceReady`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from crossplane.function import resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.composer import keep, kinds, placement
+from function.composer.composed import Composed, Role
+from function.composer.modelcache import hydration
+from function.composer.readiness import State
+from function.contract import rules
+from function.contract.api import (
+    API_VERSION,
+    KIND_INFERENCE_CLUSTER,
+    KIND_MODEL_REPLICA,
+    LABEL_MODEL_CACHE,
+    REQUIRE_CLUSTERS,
+    REQUIRE_REPLICAS,
+)
+from function.contract.caches import cache_ref, claim_name
+from function.contract.enums import CachePhase, Hydration, ModelSource
+from function.contract.models.modelcache import ModelCache
+from function.contract.names import tagged_label
+from function.contract.records import Cluster, Malformed, parse_cluster
+from function.contract.validation import dig, metadata_errors, model_errors, pruned
+from function.runtime import requeue
+from function.runtime.request import Request, desired_ready
+
+REQUIRE_SECRET = "auth-secret"
+MAX_MESSAGE = 1000
+STAGED = "Staged"
+SOURCE_READY = "SourceReady"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """The cache on one cluster, for status.clusters[]."""
+
+    cluster: str
+    phase: CachePhase
+    reason: str
+    message: str
+
+    def status(self, claim: str) -> dict[str, Any]:
+        return {"name": self.cluster, "phase": self.phase.value, "reason": self.reason,
+                "message": self.message[:MAX_MESSAGE], "claimName": claim}
+
+
+def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
+    mc = req.composite
+    meta = dig(mc, "metadata")
+    errors = metadata_errors(mc, namespaced=True) + model_errors(ModelCache, mc) \
+        or rules.cache_errors(dig(mc, "spec"))
+    if errors:
+        response.fatal(rsp, f"ModelCache {meta.get('namespace')}/{meta.get('name')} is "
+                       f"invalid: {'; '.join(errors)}")
+        return
+    mc = pruned(ModelCache, mc)
+    spec, ns, name = mc["spec"], meta["namespace"], meta["name"]
+
+    # Every cluster, not only the selected ones: a replica outside the
+    # footprint keeps its volume, and its cluster must be known to place it.
+    response.require_resources(rsp, REQUIRE_CLUSTERS, API_VERSION, KIND_INFERENCE_CLUSTER,
+                               match_labels={})
+    response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, KIND_MODEL_REPLICA,
+                               match_labels={LABEL_MODEL_CACHE: name}, namespace=ns)
+    secret = auth_secret(spec)
+    if secret:
+        response.require_resources(rsp, REQUIRE_SECRET, "v1", "Secret", match_name=secret[0],
+                                   namespace=ns)
+    observed = req.observed()
+    wanted = [REQUIRE_CLUSTERS, REQUIRE_REPLICAS] + ([REQUIRE_SECRET] if secret else [])
+    if not all(req.resolved(w) for w in wanted):
+        keep.keep_observed(rsp, observed)
+        return
+
+    clusters, unreadable = {}, {}
+    for ic in req.required(REQUIRE_CLUSTERS):
+        try:
+            c = parse_cluster(ic)
+            clusters[c.name] = c
+        except Malformed as exc:
+            unreadable[str(dig(ic, "metadata").get("name"))] = str(exc)
+    in_use = sorted({dig(mr, "spec").get("clusterName") for mr in req.required(REQUIRE_REPLICAS)
+                     if (ref := cache_ref(dig(mr, "spec"))) and ref.name == name} - {None})
+    selector = (spec.get("clusterSelector") or {}).get("matchLabels") or {}
+    selected = [c for _, c in sorted(clusters.items())
+                if all(c.labels.get(k) == v for k, v in selector.items())]
+    footprint = [c for c in selected if c.storage_class]
+    no_storage = [c.name for c in selected if not c.storage_class]
+    staging = {c.name: c for c in footprint
+               if spec.get("hydration") != Hydration.ON_DEMAND or c.name in in_use}
+    for cname in in_use:
+        if cname in clusters and clusters[cname].storage_class:
+            staging.setdefault(cname, clusters[cname])
+    secret_missing = bool(secret) and not req.required(REQUIRE_SECRET)
+
+    steps = hydration.steps(spec)
+    digest = hydration.digest(steps, secret)
+    claim = claim_name(ns, name)
+    composed_keys: set[str] = set()
+    entries = []
+    local = next((c.name for c in staging.values() if not c.remote), None)
+    for cname, cluster in sorted(staging.items()):
+        # Every InferenceCluster without providerConfigRef is the control
+        # plane itself: the first one's objects serve them all.
+        owner = cname if cluster.remote else local
+        objects = per_cluster(mc, cluster, owner, steps, digest, secret, secret_missing, observed)
+        if owner == cname:
+            for c in objects:
+                resource.update(rsp.desired.resources[c.key], c.manifest)
+                rsp.desired.resources[c.key].ready = desired_ready(
+                    kinds.judge(observed.get(c.key)).ready)
+                composed_keys.add(c.key)
+        entries.append(judge_cluster(cname, observed, owner, digest, secret, secret_missing, ns))
+
+    # Objects no longer wanted go, unless a replica there still mounts the volume.
+    kept = {k: v for k, v in observed.items() if k not in composed_keys
+            and _cluster_of(k) in in_use}
+    for e in keep.keep_observed(rsp, kept):
+        entries.append(Entry(_cluster_of(e.key), CachePhase.PENDING, "KeptInUse",
+                             "kept as it is: a replica there uses the cache, but the cluster is "
+                             "gone, unreadable or without storage now"))
+    entries = _dedupe(entries)
+
+    write_status(rsp, entries, claim, no_storage, unreadable, spec, secret, secret_missing, ns)
+
+
+def auth_secret(spec: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(Secret, key) for a Hugging Face token, (Secret, "") for a URI source's
+    environment, or None."""
+    if spec.get("source") == ModelSource.HUGGING_FACE:
+        ref = (spec.get("huggingFace") or {}).get("authSecret")
+        return (ref["name"], ref.get("key") or hydration.HF_TOKEN) if ref else None
+    ref = (spec.get("uri") or {}).get("authSecret")
+    return (ref["name"], "") if ref else None
+
+
+def keys(owner: str, digest: str) -> dict[str, str]:
+    """Composed-resource keys of one cluster's objects. The Job's carries its
+    digest: a changed source drops the old Job and creates a new one."""
+    return {"namespace": f"{owner}-namespace", "claim": f"{owner}-claim",
+            "secret": f"{owner}-secret", "job": f"{owner}-hydrate-{digest}"}
+
+
+def _cluster_of(key: str) -> str:
+    for suffix in ("-namespace", "-claim", "-secret"):
+        if key.endswith(suffix):
+            return key.removesuffix(suffix)
+    return key.rsplit("-hydrate-", 1)[0]
+
+
+def per_cluster(mc: Mapping[str, Any], cluster: Cluster, owner: str, steps, digest: str,
+                secret: tuple[str, str] | None, secret_missing: bool,
+                observed: Mapping[str, Mapping[str, Any]]) -> list[Composed]:
+    """The cache's objects on one cluster, placed (wrapped when remote)."""
+    meta, spec = mc["metadata"], mc["spec"]
+    ns, name = meta["namespace"], meta["name"]
+    k = keys(owner, digest)
+    labels = {LABEL_MODEL_CACHE: name}
+    claim = claim_name(ns, name)
+    size = (spec.get("huggingFace") or spec.get("uri") or {})["sizeGiB"]
+    objects = [Composed(k["claim"], {
+        **kinds.PERSISTENTVOLUMECLAIM.header(),
+        "metadata": {"name": claim, "namespace": ns, "labels": labels},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": cluster.storage_class,
+                 "resources": {"requests": {"storage": f"{size}Gi"}}},
+    })]
+    if secret and cluster.remote:
+        objects.append(Composed(k["secret"], {
+            **kinds.SECRET.header(), "metadata": {"name": secret[0], "namespace": ns,
+                                                  "labels": labels}}))
+    job_name = tagged_label(name, digest, tag="hydrate", identity=(ns, name, digest))
+    if not secret_missing:
+        objects.append(Composed(k["job"], hydration.job(job_name, ns, claim, labels, steps,
+                                                         secret), Role.WORKLOAD))
+    elif k["job"] in observed:
+        # The Secret went missing after the Job started: keep the Job as it is.
+        objects.append(Composed(k["job"], keep.as_desired(observed[k["job"]]), Role.WORKLOAD))
+    owner_of = placement.Owner(
+        ns, labels, tagged_label(name, cluster.name, tag="ns", identity=(ns, name, cluster.name)),
+        object_name=lambda m: tagged_label(name, cluster.name, tag=_tag(m),
+                                           identity=(ns, name, cluster.name, _tag(m))))
+    placed = placement.place(kinds.recorded(objects), owner_of, cluster,
+                             namespace_key=k["namespace"])
+    if secret and cluster.remote:
+        for c in placed:
+            if c.key == k["secret"]:
+                # provider-kubernetes copies the data from the control plane's Secret.
+                c.manifest["spec"]["references"] = [{"patchesFrom": {
+                    "apiVersion": "v1", "kind": "Secret", "name": secret[0], "namespace": ns,
+                    "fieldPath": "data"}}]
+    return placed
+
+
+def _tag(manifest: Mapping[str, Any]) -> str:
+    return {"PersistentVolumeClaim": "pvc", "Secret": "secret"}.get(manifest["kind"], "hydrate")
+
+
+def judge_cluster(cluster: str, observed: Mapping[str, Mapping[str, Any]], owner: str,
+                  digest: str, secret: tuple[str, str] | None, secret_missing: bool,
+                  ns: str) -> Entry:
+    k = keys(owner, digest)
+    job = kinds.judge(observed.get(k["job"]))
+    claim = kinds.judge(observed.get(k["claim"]))
+    if job.failure:
+        return Entry(cluster, CachePhase.FAILED, *hydration.failure(job.failure))
+    if job.ready:
+        return Entry(cluster, CachePhase.READY, "Hydrated", "the weights are staged")
+    if secret_missing and not job.exists:
+        return Entry(cluster, CachePhase.PENDING, "SecretMissing",
+                     f"Secret {secret[0]} does not exist in namespace {ns}; create it to "
+                     "start hydrating")
+    if claim.failure:
+        return Entry(cluster, CachePhase.FAILED, "VolumeFailed", claim.failure)
+    if job.exists and claim.ready:
+        return Entry(cluster, CachePhase.HYDRATING, "Downloading", _detail(job))
+    if claim.exists and not claim.ready:
+        return Entry(cluster, CachePhase.PENDING, "WaitingForVolume",
+                     f"the PersistentVolumeClaim is not bound yet ({_detail(claim)})")
+    return Entry(cluster, CachePhase.PENDING, "Creating", "the volume and the Job are being "
+                 "created")
+
+
+def _detail(state: State) -> str:
+    return state.detail or state.describe()
+
+
+def _dedupe(entries: list[Entry]) -> list[Entry]:
+    seen: dict[str, Entry] = {}
+    for e in entries:
+        seen.setdefault(e.cluster, e)
+    return [seen[c] for c in sorted(seen)]
+
+
+def write_status(rsp: fnv1.RunFunctionResponse, entries: list[Entry], claim: str,
+                 no_storage: list[str], unreadable: Mapping[str, str], spec: Mapping[str, Any],
+                 secret: tuple[str, str] | None, secret_missing: bool, ns: str) -> None:
+    ready = sum(e.phase == CachePhase.READY for e in entries)
+    resource.update(rsp.desired.composite, {"status": {
+        "clusters": [e.status(claim) for e in entries],
+        "readyClusters": ready,
+        "summary": f"{ready}/{len(entries)} Ready",
+    }})
+    skipped = []
+    if no_storage:
+        skipped.append(f"{len(no_storage)} selected clusters have no spec.storage and cannot "
+                       f"host it: {', '.join(no_storage[:20])}")
+    if unreadable:
+        skipped.append(f"{len(unreadable)} InferenceClusters are unreadable: "
+                       + "; ".join(f"{n}: {w}" for n, w in sorted(unreadable.items())[:5]))
+    on_demand = spec.get("hydration") == Hydration.ON_DEMAND
+    failed = [e for e in entries if e.phase == CachePhase.FAILED]
+    if failed:
+        cond = ("False", "HydrationFailed", "; ".join(f"{e.cluster}: {e.reason}: {e.message}"
+                                                      for e in failed))
+    elif not entries and not on_demand:
+        cond = ("False", "NoClusters", "no InferenceCluster in the footprint (clusterSelector, "
+                "and spec.storage) can stage the cache")
+    elif ready < len(entries):
+        waiting = [e for e in entries if e.phase != CachePhase.READY]
+        cond = ("False", "Hydrating", "; ".join(f"{e.cluster}: {e.phase.value} ({e.reason})"
+                                                for e in waiting))
+    else:
+        cond = ("True", "Staged", f"{ready}/{len(entries)} clusters staged"
+                + (" (OnDemand: staged where a replica uses it)" if on_demand else ""))
+    message = "; ".join([cond[2], *skipped])[:MAX_MESSAGE]
+    response.set_conditions(rsp, resource.Condition(
+        typ=STAGED, status=cond[0], reason=cond[1], message=message))
+    if secret_missing:
+        response.set_conditions(rsp, resource.Condition(
+            typ=SOURCE_READY, status="False", reason="SecretMissing",
+            message=f"Secret {secret[0]} does not exist in namespace {ns}"))
+    else:
+        response.set_conditions(rsp, resource.Condition(
+            typ=SOURCE_READY, status="True", reason="SourceReady"))
+    # Said explicitly: a cache with nothing composed would otherwise count as ready.
+    rsp.desired.composite.ready = desired_ready(cond[0] == "True")
+    if cond[1] == "Hydrating" or secret_missing:
+        requeue.soon(rsp)  # the Secret and the fleet are not watched for us
+
+
+__all__ = ["run"]
