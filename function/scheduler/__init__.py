@@ -1,8 +1,8 @@
 """The scheduler: ModelDeployment -> one ModelReplica per placed replica.
 
 This module is the I/O around the pure `plan()`: declare the required
-resources (InferenceClusters and every ModelReplica, for the capacity
-ledger), read the fleet from them (fleet.py), plan, and write desired
+resources (InferenceClusters, every ModelReplica for the capacity ledger,
+and the ModelCache the replicas mount, if any), read the fleet from them (fleet.py), plan, and write desired
 ModelReplicas, status and conditions. It never drops an existing replica because an input is missing
 or unreadable; it keeps it and says why.
 """
@@ -15,12 +15,15 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function.contract import caches
 from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
+    KIND_MODEL_CACHE,
     KIND_MODEL_REPLICA,
     LABEL_DEPLOYMENT,
     REQUIRE_CLUSTERS,
+    REQUIRE_MODEL_CACHE,
     REQUIRE_REPLICAS,
 )
 from function.contract.enums import ReplicaPhase
@@ -53,9 +56,15 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     want = int((md.get("spec") or {}).get("replicas", 1))
     _require(rsp, REQUIRE_CLUSTERS, KIND_INFERENCE_CLUSTER, selector or {})
     _require(rsp, REQUIRE_REPLICAS, KIND_MODEL_REPLICA, {})
+    ns, name = meta.get("namespace") or "", meta.get("name") or ""
+    ref = caches.cache_ref(tspec)
+    if ref is not None:
+        response.require_resources(rsp, REQUIRE_MODEL_CACHE, API_VERSION, KIND_MODEL_CACHE,
+                                   match_name=ref.name, namespace=ns)
 
     observed = req.observed(KIND_MODEL_REPLICA)
-    if not (req.resolved(REQUIRE_CLUSTERS) and req.resolved(REQUIRE_REPLICAS)):
+    wanted = [REQUIRE_CLUSTERS, REQUIRE_REPLICAS] + ([REQUIRE_MODEL_CACHE] if ref else [])
+    if not all(req.resolved(w) for w in wanted):
         # Not resolved yet: keep everything that exists, decide nothing.
         for key, mr in observed.items():
             resource.update(rsp.desired.resources[key], output.echo(mr))
@@ -65,13 +74,12 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
             sum(serving(mr) for mr in observed.values()) == want)
         return
 
-    ns, name = meta.get("namespace") or "", meta.get("name") or ""
     fleet = read(req, observed, ns, name)
     for warning in fleet.warnings:
         response.warning(rsp, warning)
 
     dep = Deployment(match_labels=selector or {}, tolerations=tspec.get("tolerations") or [],
-                     engines=tspec.get("engines") or [])
+                     engines=tspec.get("engines") or [], cache=_cache(req, ref, ns))
     result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
                          malformed_clusters=fleet.malformed_clusters, own=fleet.own,
                          others=fleet.others, reserved=fleet.reserved))
@@ -88,6 +96,14 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         response.warning(rsp, f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
         kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
     write_status(rsp, md, result, observed, fleet, kept)
+
+
+def _cache(req: Request, ref: caches.CacheRef | None, ns: str) -> caches.Cache | None:
+    """The ModelCache the replicas mount, as placement reads it (None: none)."""
+    if ref is None:
+        return None
+    found = req.required(REQUIRE_MODEL_CACHE)
+    return caches.parse_cache(found[0]) if found else caches.missing(ref.name, ns)
 
 
 def serving(mr: Mapping[str, Any]) -> bool:

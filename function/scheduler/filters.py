@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from function.contract.caches import Cache
 from function.contract.capacity import member_pods
 from function.contract.enums import TaintEffect, TolerationOperator
 from function.contract.records import Cluster, Pool, Taint
@@ -34,6 +35,7 @@ class Deployment:
     match_labels: Mapping[str, str]
     tolerations: Sequence[Mapping[str, Any]]
     engines: Sequence[Mapping[str, Any]]
+    cache: Cache | None = None  # the ModelCache its replicas mount (modelCacheRef)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,13 @@ def readiness(_: Deployment, cluster: Cluster, __: Matcher) -> str | None:
     return None if cluster.ready else "{is} not ready"
 
 
+def model_cache(dep: Deployment, cluster: Cluster, _: Matcher) -> str | None:
+    """A replica that mounts a ModelCache goes only where the cache can live: inside
+    its footprint (clusterSelector) and on a cluster with storage for it. Replicas
+    already placed stay when the footprint narrows: their volume stays too."""
+    return dep.cache.excludes(cluster) if dep.cache is not None else None
+
+
 def device_match(dep: Deployment, cluster: Cluster, matcher: Matcher) -> str | None:
     for engine in dep.engines:
         if not any(matcher.engine_fit(engine, p) for p in cluster.pools):
@@ -117,6 +126,7 @@ FILTERS: tuple[Filter, ...] = (
     Filter("cluster_labels", cluster_labels, unselected),
     Filter("taints", taints, drained),
     Filter("readiness", readiness, stays),
+    Filter("model_cache", model_cache, stays),
     Filter("device_match", device_match, stays),
 )
 

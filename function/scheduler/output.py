@@ -11,6 +11,7 @@ from function.contract.api import (
     KIND_MODEL_REPLICA,
     LABEL_CLUSTER,
     LABEL_DEPLOYMENT,
+    LABEL_MODEL_CACHE,
     LABEL_REPLICA_INDEX,
 )
 from function.contract.names import unique_label
@@ -42,6 +43,9 @@ def replica_manifest(md: Mapping[str, Any], p: Placement) -> dict[str, Any]:
     labels = dict(sorted((tmeta.get("labels") or {}).items()))
     labels.update({LABEL_DEPLOYMENT: meta.get("name", ""), LABEL_CLUSTER: p.cluster,
                    LABEL_REPLICA_INDEX: str(p.index)})
+    if tspec.get("modelCacheRef"):
+        # The cache function finds the replicas that mount it by this label.
+        labels[LABEL_MODEL_CACHE] = tspec["modelCacheRef"]["name"]
     metadata: dict[str, Any] = {"name": replica_name(meta.get("name", ""), p.cluster, p.index),
                                 "labels": labels}
     if meta.get("namespace"):
@@ -51,6 +55,8 @@ def replica_manifest(md: Mapping[str, Any], p: Placement) -> dict[str, Any]:
     spec: dict[str, Any] = {"clusterName": p.cluster}
     if tspec.get("serving"):
         spec["serving"] = tspec["serving"]
+    if tspec.get("modelCacheRef"):
+        spec["modelCacheRef"] = tspec["modelCacheRef"]
     spec["engines"] = [_engine(e, p) for e in tspec.get("engines") or []]
     return {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA, "metadata": metadata, "spec": spec}
 

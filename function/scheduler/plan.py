@@ -15,7 +15,8 @@ policy:
               replicas on it are re-placed; the oldest keep their place.
 4. place    - displaced replicas (same index) and then new ones (lowest free
               index) go one at a time to the best-ranked cluster (scores.py:
-              the fewest of this deployment's replicas, ties by name) that
+              the fewest of this deployment's replicas, then where its
+              ModelCache is Ready, ties by name) that
               every filter step admits and whose free nodes (ledger.py) fit.
 
 Never destructive: a displaced replica is removed only once it has a new
@@ -129,7 +130,8 @@ def plan(inp: Inputs) -> Plan:
     for c in candidates:
         if not c.displaced:
             hosted[c.replica.cluster] = hosted.get(c.replica.cluster, 0) + 1
-    ranking = Ranking(clusters, State(hosted, ledger))
+    warm = frozenset(n for n in clusters if dep.cache is not None and dep.cache.ready_on(n))
+    ranking = Ranking(clusters, State(hosted, ledger, warm))
 
     def land(name: str, usage: Mapping[str, int]) -> None:
         ledger.reserve(name, usage)

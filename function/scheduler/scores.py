@@ -28,6 +28,7 @@ class State:
 
     hosted: Mapping[str, int]  # cluster -> this deployment's replicas on it
     ledger: Ledger
+    warm: frozenset[str] = frozenset()  # clusters where the deployment's ModelCache is Ready
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,17 @@ def spread(cluster: Cluster, state: State) -> int:
     return -state.hosted.get(cluster.name, 0)
 
 
+def warm_cache(cluster: Cluster, state: State) -> int:
+    """Where the deployment's ModelCache is Ready, a new replica starts without
+    waiting for its weights. Ranked after spread: a warm cluster wins among
+    those hosting equally few of the deployment's replicas, so caching never
+    piles a deployment onto one cluster."""
+    return int(cluster.name in state.warm)
+
+
 SCORES: tuple[Score, ...] = (
     Score("spread", spread),
+    Score("warm_cache", warm_cache),
 )
 
 
