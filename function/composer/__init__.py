@@ -35,11 +35,18 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer import cache, keep, kinds, naming, placement, status
 from function.composer.backends import compose_backends
-from function.composer.composed import Composed
+from function.composer.composed import Composed, Role
+from function.composer.modelcache import mounts
 from function.composer.model import Replica, Unusable, parse_cluster, parse_replica
 from function.composer.routing import LAYERS, Routing
-from function.contract import devicecel
-from function.contract.api import API_VERSION, KIND_INFERENCE_CLUSTER, REQUIRE_CLUSTER
+from function.contract import caches, devicecel
+from function.contract.api import (
+    API_VERSION,
+    KIND_INFERENCE_CLUSTER,
+    KIND_MODEL_CACHE,
+    REQUIRE_CLUSTER,
+    REQUIRE_MODEL_CACHE,
+)
 from function.contract.enums import ReplicaPhase
 from function.contract.models.modelreplica import ModelReplica
 from function.contract.records import Cluster
@@ -61,6 +68,9 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     # Declared on every call, so the requirement stays stable across calls.
     response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, KIND_INFERENCE_CLUSTER,
                                match_name=replica.cluster)
+    if replica.cache is not None:
+        response.require_resources(rsp, REQUIRE_MODEL_CACHE, API_VERSION, KIND_MODEL_CACHE,
+                                   match_name=replica.cache.name, namespace=replica.namespace)
     observed = req.observed()
 
     bad = selector_errors(replica)
@@ -74,6 +84,13 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         cluster = cache.cluster(req, replica, parse_cluster)
     except Unusable as why:
         keep_everything(rsp, mr, observed, why)
+        return
+    held = cache_wait(req, replica)
+    if held is not None and not any(kinds.role_of(o) == Role.WORKLOAD for o in observed.values()):
+        # No engine runs yet: start none until the weights are staged here.
+        keep_everything(rsp, mr, observed, held, condition=mounts.CACHE_READY,
+                        phase=ReplicaPhase.LOADING)
+        requeue.soon(rsp)  # the cache is required, not watched
         return
 
     placed = cache.composed((cache.replica_key(req), cache.cluster_key(cluster, replica)),
@@ -95,6 +112,12 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         # watch circuit breaker (50 updates, then one event per 30 s for five
         # minutes): until the replica serves, look again soon regardless.
         requeue.soon(rsp)
+    if replica.cache is not None:
+        response.set_conditions(rsp, resource.Condition(
+            typ=mounts.CACHE_READY, status="False" if held else "True",
+            reason=held.reason if held else "CacheReady",
+            message=f"{held.message}; the running engines are left alone" if held else
+            f"ModelCache {replica.cache.name} is Ready on {replica.cluster}"))
     where = (f"remote, through {cluster.provider_config.kind} {cluster.provider_config.name}"
              if cluster.provider_config else "the control-plane cluster")
     response.set_conditions(rsp, resource.Condition(
@@ -130,6 +153,8 @@ class Placed:
 def compose(replica: Replica, cluster: Cluster) -> Placed:
     """Every object of the replica, placed for its cluster."""
     backends = compose_backends(replica, cluster)
+    if replica.cache is not None:
+        mounts.mount(backends, replica)
     # Validation admits only the (mode, router) pairs that have a layer (the table's).
     routing = LAYERS[(replica.mode, replica.router)].route(replica, cluster, backends)
     objects = placement.place(kinds.recorded(backends.objects + routing.objects),
@@ -137,14 +162,30 @@ def compose(replica: Replica, cluster: Cluster) -> Placed:
     return Placed(objects, routing, backends.notes)
 
 
+def cache_wait(req: Request, replica: Replica) -> Unusable | None:
+    """Why the replica's ModelCache is not Ready on its cluster, or None (no cache, or Ready)."""
+    if replica.cache is None:
+        return None
+    if not req.resolved(REQUIRE_MODEL_CACHE):
+        return Unusable("Resolving", f"waiting for Crossplane to resolve ModelCache "
+                        f"{replica.cache.name}")
+    found = req.required(REQUIRE_MODEL_CACHE)
+    cache_ = caches.parse_cache(found[0]) if found else \
+        caches.missing(replica.cache.name, replica.namespace)
+    why = mounts.waiting(cache_, replica)
+    return Unusable(*why) if why else None
+
+
 def keep_everything(rsp: fnv1.RunFunctionResponse, mr: dict[str, Any],
                     observed: dict[str, dict[str, Any]], why: Unusable,
-                    condition: str = status.CLUSTER_RESOLVED) -> None:
-    """Keep every observed object; phase from what exists, endpoint as it was."""
+                    condition: str = status.CLUSTER_RESOLVED, phase: str | None = None) -> None:
+    """Keep every observed object; phase from what exists (or `phase`), endpoint as it was."""
     kept = keep.keep_observed(rsp, observed)
     summary = status.summarize(kept)
     previous = mr.get("status") or {}
-    write_status(rsp, phase=summary.phase if kept else previous.get("phase", ReplicaPhase.PENDING),
+    if phase is None:
+        phase = summary.phase if kept else previous.get("phase", ReplicaPhase.PENDING)
+    write_status(rsp, phase=phase,
                  endpoint=previous.get("endpoint"), conditions=summary.conditions)
     response.set_conditions(rsp, resource.Condition(
         typ=condition, status="False", reason=why.reason,

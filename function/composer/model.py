@@ -23,6 +23,7 @@ from typing import Any
 from function.contract import records
 from function.contract import serving as modes
 from function.contract.api import LABEL_DEPLOYMENT
+from function.contract.caches import CacheRef, cache_ref
 from function.contract.enums import DeviceClaim, MemberRole
 from function.contract.models.inferencecluster import InferenceCluster
 from function.contract.records import Cluster
@@ -99,6 +100,7 @@ class Replica:
     labels: Mapping[str, str]
     hostnames: tuple[str, ...] = ()   # serving.hostnames: the HTTPRoute's hostnames
     kv_connector: str | None = None   # a KvConnector (PrefillDecode); None: the default
+    cache: CacheRef | None = None     # modelCacheRef: the ModelCache its pods mount
 
     @property
     def deployment(self) -> str | None:
@@ -126,7 +128,7 @@ def parse_replica(mr: Mapping[str, Any]) -> Replica:
                    router=modes.router(serving.get("mode"), serving.get("router")),
                    engines=engines, labels=dict(meta.get("labels") or {}),
                    hostnames=tuple(serving.get("hostnames") or ()),
-                   kv_connector=serving.get("kvConnector"))
+                   kv_connector=serving.get("kvConnector"), cache=cache_ref(spec))
 
 
 def _member(m: Mapping[str, Any]) -> Member:
