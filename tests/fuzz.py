@@ -20,14 +20,25 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import strategies as st
 from schemas import Schemas
 
-from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.composer.modelcache import REQUIRE_SECRET
+from function.contract.api import (
+    REQUIRE_CLUSTER,
+    REQUIRE_CLUSTERS,
+    REQUIRE_MODEL_CACHE,
+    REQUIRE_REPLICAS,
+)
 from function.runtime import fn, structs
 from function.runtime.request import Request
 
-KINDS = os.environ.get("FUZZ_KINDS", "ModelDeployment,ModelReplica,InferenceCluster").split(",")
+KINDS = os.environ.get("FUZZ_KINDS",
+                       "ModelDeployment,ModelReplica,InferenceCluster,ModelCache").split(",")
 FLEET = load(EXAMPLES / "fleet")
-DEPLOYMENTS = load(EXAMPLES / "deployments")
+CACHES = [d for d in load(EXAMPLES / "caches") if d["kind"] == "ModelCache"]
+DEPLOYMENTS = load(EXAMPLES / "deployments") + [
+    d for d in load(EXAMPLES / "caches") if d["kind"] == "ModelDeployment"]
 REPLICAS = load(EXAMPLES / "replicas")
+SECRETS = [{"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "hf-token", "namespace": "ml-team"}}]
 
 json_scalars = st.one_of(
     st.none(), st.booleans(),
@@ -118,12 +129,22 @@ def requests(draw) -> fnv1.RunFunctionRequest:
         if draw(st.booleans()):
             required[REQUIRE_CLUSTERS] = draw(st.lists(stored(FLEET), max_size=4))
             required[REQUIRE_REPLICAS] = draw(st.lists(stored(REPLICAS), max_size=3))
+            required[REQUIRE_MODEL_CACHE] = draw(st.lists(stored(CACHES), max_size=1))
         for i, mr in enumerate(draw(st.lists(stored(REPLICAS), max_size=2))):
             observed[f"replica-{i}"] = mr
     elif kind == "ModelReplica":
         xr = draw(bent(REPLICAS))
+        if draw(st.booleans()) and isinstance(xr.get("spec"), dict):
+            xr["spec"]["modelCacheRef"] = {"name": "qwen3-8b"}
         if draw(st.booleans()):
             required[REQUIRE_CLUSTER] = draw(st.lists(stored(FLEET), max_size=2))
+            required[REQUIRE_MODEL_CACHE] = draw(st.lists(stored(CACHES), max_size=1))
+    elif kind == "ModelCache":
+        xr = draw(bent(CACHES))
+        if draw(st.booleans()):
+            required[REQUIRE_CLUSTERS] = draw(st.lists(stored(FLEET), max_size=4))
+            required[REQUIRE_REPLICAS] = draw(st.lists(stored(REPLICAS), max_size=3))
+            required[REQUIRE_SECRET] = draw(st.lists(st.sampled_from(SECRETS), max_size=1))
     else:
         xr = draw(bent(FLEET))
         if draw(st.booleans()):

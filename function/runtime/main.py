@@ -42,6 +42,9 @@ def serve(**kwargs) -> None:
               help="Directory of existing ModelReplicas (the live ledger), optional.")
 @click.option("--replicas", "replicas_override", type=click.IntRange(0, 1000), default=None,
               help="Preview the deployment scaled to this many replicas (what-if).")
+@click.option("--caches", "caches_dir", default=None,
+              type=click.Path(exists=True, file_okay=False),
+              help="Directory of ModelCaches besides the fleet's, optional.")
 @click.option("-o", "--output", type=click.Choice(["table", "yaml"]), default="table",
               show_default=True, help="table: placements; yaml: every rendered object.")
 @click.option("--crossplane", "crossplane_bin", envvar="CROSSPLANE_CLI", default=None,

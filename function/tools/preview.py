@@ -5,6 +5,13 @@ required resources, optional existing ModelReplicas as the ledger and as the
 observed replicas); stage 2 renders each ModelReplica it placed down to the
 objects its cluster receives. The table shows where every replica and engine
 landed and what that leaves free per pool; unscheduled replicas show why.
+
+A deployment that mounts a ModelCache (`modelCacheRef`) finds it among the
+fleet directory's documents or the `--caches` directory's. The cache is
+rendered too, with the replicas stage 1 placed (OnDemand stages where they
+land) and its auth Secret assumed to exist (preview never reads secrets), to
+show each cluster's cache objects; stage 2 then sees the cache Ready on
+every cluster it stages, as it will be once hydrated, to show the mounts.
 """
 
 from __future__ import annotations
@@ -17,18 +24,26 @@ from typing import Any
 import click
 import yaml
 
-from function.contract.api import KIND_INFERENCE_CLUSTER, KIND_MODEL_DEPLOYMENT, KIND_MODEL_REPLICA
+from function.contract.api import (
+    KIND_INFERENCE_CLUSTER,
+    KIND_MODEL_CACHE,
+    KIND_MODEL_DEPLOYMENT,
+    KIND_MODEL_REPLICA,
+)
+from function.contract.caches import cache_ref
 from function.contract.capacity import replica_usage
+from function.contract.enums import CachePhase
 from function.tools import localrender
 
 ROOT = localrender.ROOT
 MD = ROOT / "apis" / "modeldeployment"
 MR = ROOT / "apis" / "modelreplica"
+MC = ROOT / "apis" / "modelcache"
 
 
 def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, output: str,
                 crossplane_bin: str | None, core_bin: str | None,
-                replicas_override: int | None = None) -> int:
+                replicas_override: int | None = None, caches_dir: str | None = None) -> int:
     try:
         tools = localrender.find_tools(crossplane_bin, core_bin)
         with localrender.serve_locally() as address, tempfile.TemporaryDirectory() as tmp:
@@ -38,10 +53,10 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
                 docs[0].setdefault("spec", {})["replicas"] = replicas_override
                 deployment = str(pathlib.Path(tmp) / "deployment.yaml")
                 pathlib.Path(deployment).write_text(yaml.safe_dump_all(docs))
-            stage1, stage2 = render_all(tools, address, pathlib.Path(fleet_dir),
-                                        pathlib.Path(deployment),
-                                        pathlib.Path(replicas_dir) if replicas_dir else None,
-                                        pathlib.Path(tmp))
+            stage1, staged, stage2 = render_all(
+                tools, address, pathlib.Path(fleet_dir), pathlib.Path(deployment),
+                pathlib.Path(replicas_dir) if replicas_dir else None, pathlib.Path(tmp),
+                pathlib.Path(caches_dir) if caches_dir else None)
     except localrender.RenderError as exc:
         click.echo(f"preview failed: {exc}", err=True)
         return 1
@@ -49,30 +64,65 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
         # The deployment with its status, each replica with the status stage 2
         # gave it (not stage 1's copy), then each replica's composed objects.
         docs = [d for d in stage1 if d.get("kind") not in ("Result", KIND_MODEL_REPLICA)]
+        docs += [d for d in staged if d.get("kind") != "Result"]
         docs += [_composite(c) for _, c in sorted(stage2.items())]
         for _, composed in sorted(stage2.items()):
             docs += [d for d in composed if d.get("kind") not in ("Result", KIND_MODEL_REPLICA)]
         click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
     else:
         click.echo(table(stage1, stage2, load_dir(pathlib.Path(fleet_dir)),
-                         load_dir(pathlib.Path(replicas_dir)) if replicas_dir else []))
+                         load_dir(pathlib.Path(replicas_dir)) if replicas_dir else [], staged))
     return 0
 
 
 def render_all(tools, address, fleet: pathlib.Path, deployment: pathlib.Path,
-               replicas: pathlib.Path | None, tmp: pathlib.Path):
-    required = [fleet] + ([replicas] if replicas else [])
+               replicas: pathlib.Path | None, tmp: pathlib.Path,
+               caches: pathlib.Path | None = None):
+    """Stage 1, the deployment's ModelCache rendered (or []), and stage 2."""
+    required = [fleet] + ([caches] if caches else []) + ([replicas] if replicas else [])
     stage1 = localrender.render(tools, address, deployment, MD / "composition.yaml",
                                 required=required, observed=replicas,
                                 xrd=MD / "definition.yaml")
+    placed = [d for d in stage1 if d.get("kind") == KIND_MODEL_REPLICA]
+    staged, ready = render_cache(tools, address, fleet, caches, stage1, placed, tmp)
     stage2 = {}
-    for mr in (d for d in stage1 if d.get("kind") == KIND_MODEL_REPLICA):
+    for mr in placed:
         path = tmp / f"{mr['metadata']['name']}.yaml"
         path.write_text(yaml.safe_dump(mr))
         stage2[mr["metadata"]["name"]] = localrender.render(
-            tools, address, path, MR / "composition.yaml", required=[fleet],
+            tools, address, path, MR / "composition.yaml", required=[fleet, *ready],
             xrd=MR / "definition.yaml")
-    return stage1, stage2
+    return stage1, staged, stage2
+
+
+def render_cache(tools, address, fleet: pathlib.Path, caches: pathlib.Path | None,
+                 stage1: list[dict], placed: list[dict], tmp: pathlib.Path):
+    """The deployment's ModelCache rendered with the placed replicas, and a file
+    holding it Ready on every cluster it stages (what stage 2 reads)."""
+    md = next(d for d in stage1 if d.get("kind") == KIND_MODEL_DEPLOYMENT)
+    ref = cache_ref(((md.get("spec") or {}).get("template") or {}).get("spec") or {})
+    namespace = md["metadata"].get("namespace")
+    found = [d for d in load_dir(fleet) + (load_dir(caches) if caches else [])
+             if d.get("kind") == KIND_MODEL_CACHE and ref is not None
+             and d["metadata"]["name"] == ref.name and d["metadata"].get("namespace") == namespace]
+    if not found:
+        return [], []
+    mc = found[0]
+    source = mc["spec"].get("huggingFace") or mc["spec"].get("uri") or {}
+    secrets = [{"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": source["authSecret"]["name"], "namespace": namespace}}] \
+        if source.get("authSecret") else []
+    (tmp / "cache-inputs.yaml").write_text(yaml.safe_dump_all(placed + secrets))
+    (tmp / "cache.yaml").write_text(yaml.safe_dump(mc))
+    staged = localrender.render(tools, address, tmp / "cache.yaml", MC / "composition.yaml",
+                                required=[fleet, tmp / "cache-inputs.yaml"],
+                                xrd=MC / "definition.yaml")
+    rendered = next(d for d in staged if d.get("kind") == KIND_MODEL_CACHE)
+    clusters = ((rendered.get("status") or {}).get("clusters")) or []
+    hydrated = {**mc, "status": {"clusters": [
+        {"name": c["name"], "phase": CachePhase.READY.value} for c in clusters]}}
+    (tmp / "cache-ready.yaml").write_text(yaml.safe_dump(hydrated))
+    return staged, [tmp / "cache-ready.yaml"]
 
 
 def load_dir(path: pathlib.Path) -> list[dict]:
@@ -85,7 +135,7 @@ def _composite(docs: list[dict]) -> dict:
 
 
 def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict],
-          existing: list[dict]) -> str:
+          existing: list[dict], staged: list[dict] = ()) -> str:
     md = next(d for d in stage1 if d.get("kind") == KIND_MODEL_DEPLOYMENT)
     placed = [d for d in stage1 if d.get("kind") == KIND_MODEL_REPLICA]
     status = md.get("status") or {}
@@ -131,6 +181,8 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
             via = " (provider-kubernetes Object)" if shown is not d else ""
             lines.append(f"    {shown.get('kind')} {shown['metadata'].get('name')}{via}")
 
+    lines += _cache_lines(staged, placed)
+
     unscheduled = status.get("unscheduled") or []
     if unscheduled:
         lines += ["", "Unscheduled:"]
@@ -143,6 +195,40 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
             lines.append(f"{c['type']}={c['status']} ({c.get('reason', '')}): "
                          f"{c.get('message', '')}")
     return "\n".join(lines)
+
+
+def _cache_lines(staged: list[dict], placed: list[dict]) -> list[str]:
+    """The cache's objects per cluster, and what each replica mounts."""
+    mc = next((d for d in staged if d.get("kind") == KIND_MODEL_CACHE), None)
+    if mc is None:
+        return []
+    spec = mc.get("spec") or {}
+    lines = ["", f"ModelCache {mc['metadata'].get('namespace', '')}/{mc['metadata']['name']} "
+             f"({spec.get('hydration', 'Eager')}), staged per cluster:"]
+    by_cluster: dict[str, list[str]] = {}
+    for d in staged:
+        if d.get("kind") in (KIND_MODEL_CACHE, "Result"):
+            continue
+        key = ((d.get("metadata") or {}).get("annotations") or {}).get(
+            "crossplane.io/composition-resource-name", "")
+        inner = ((d.get("spec") or {}).get("forProvider") or {}).get("manifest")
+        shown = inner if d.get("kind") == "Object" and isinstance(inner, dict) else d
+        via = " (provider-kubernetes Object)" if shown is not d else ""
+        cluster = key.rsplit("-hydrate-", 1)[0] if "-hydrate-" in key else key.rsplit("-", 1)[0]
+        by_cluster.setdefault(cluster, []).append(
+            f"    {shown.get('kind')} {shown['metadata'].get('name')}{via}")
+    for entry in (mc.get("status") or {}).get("clusters") or []:
+        lines.append(f"  {entry['name']}: {entry['phase']} ({entry.get('reason', '')})")
+        lines += by_cluster.get(entry["name"], [])
+    for c in (mc.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Staged" and c.get("status") != "True":
+            lines.append(f"  Staged={c['status']} ({c.get('reason', '')}): {c.get('message', '')}")
+    for mr in sorted(placed, key=lambda m: m["metadata"]["name"]):
+        ref = cache_ref(mr.get("spec") or {})
+        if ref is not None:
+            lines.append(f"  {mr['metadata']['name']} mounts it read-only at {ref.mount_path} "
+                         f"on {mr['spec']['clusterName']} (shown as once Ready there)")
+    return lines
 
 
 def _counts(status: Mapping[str, Any]) -> str:
