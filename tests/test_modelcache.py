@@ -230,6 +230,23 @@ def test_a_cluster_gone_keeps_its_objects_while_a_replica_there_uses_the_cache()
     assert entries(rsp)["eu-west-1"][1] == "KeptInUse"
 
 
+def test_an_existing_claim_never_shrinks_nor_changes_its_storage_class():
+    out = desired(run())
+    observed = {k: out[k] for k in ("us-east-1-claim", "eu-west-1-claim")}
+    smaller = cache(huggingFace={**CACHE["spec"]["huggingFace"], "sizeGiB": 10})
+    fleet = [{**ic, "spec": {**ic["spec"], "storage": {"storageClassName": "other"}}}
+             if ic["metadata"]["name"] == "us-east-1" else ic for ic in FLEET]
+    got = desired(run(smaller, fleet=fleet, observed=observed))
+    local = got["us-east-1-claim"]["spec"]
+    assert (local["storageClassName"], local["resources"]["requests"]["storage"]) == \
+        ("nfs-rwx", "40Gi")
+    remote = got["eu-west-1-claim"]["spec"]["forProvider"]["manifest"]["spec"]
+    assert remote["resources"]["requests"]["storage"] == "40Gi"
+    bigger = cache(huggingFace={**CACHE["spec"]["huggingFace"], "sizeGiB": 80})
+    grown = desired(run(bigger, observed=observed))["us-east-1-claim"]["spec"]
+    assert grown["resources"]["requests"]["storage"] == "80Gi"
+
+
 def test_until_everything_is_resolved_every_object_is_kept():
     observed = desired(run())
     rsp = run(resolved=False, observed=observed)

@@ -31,6 +31,7 @@ with a reason), a `<ready>/<clusters> Ready` summary, and the conditions
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -194,10 +195,11 @@ def per_cluster(mc: Mapping[str, Any], cluster: Cluster, owner: str, steps, dige
     labels = {LABEL_MODEL_CACHE: name}
     claim = claim_name(ns, name)
     size = (spec.get("huggingFace") or spec.get("uri") or {})["sizeGiB"]
+    storage_class, size = _claim_as_bound(observed.get(k["claim"]), cluster.storage_class, size)
     objects = [Composed(k["claim"], {
         **kinds.PERSISTENTVOLUMECLAIM.header(),
         "metadata": {"name": claim, "namespace": ns, "labels": labels},
-        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": cluster.storage_class,
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": storage_class,
                  "resources": {"requests": {"storage": f"{size}Gi"}}},
     })]
     if secret and cluster.remote:
@@ -225,6 +227,23 @@ def per_cluster(mc: Mapping[str, Any], cluster: Cluster, owner: str, steps, dige
                     "apiVersion": "v1", "kind": "Secret", "name": secret[0], "namespace": ns,
                     "fieldPath": "data"}}]
     return placed
+
+
+_GI = re.compile(r"^(\d+)Gi$")
+
+
+def _claim_as_bound(observed: Mapping[str, Any] | None, storage_class: str,
+                    size: int) -> tuple[str, int]:
+    """What an existing claim allows: its StorageClass is immutable and a claim
+    never shrinks, so a changed class or a smaller sizeGiB keeps what is there
+    (the API server would refuse the change, and the volume holds the weights)."""
+    claim = keep.as_desired(observed) if observed else {}
+    if kinds.kind_of(claim) is kinds.OBJECT:
+        claim = kinds.wrapped(claim)
+    spec = claim.get("spec") or {}
+    had = _GI.match(str(((spec.get("resources") or {}).get("requests") or {}).get("storage", "")))
+    return (spec.get("storageClassName") or storage_class,
+            max(size, int(had.group(1))) if had else size)
 
 
 def _tag(manifest: Mapping[str, Any]) -> str:
