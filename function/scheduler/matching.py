@@ -171,7 +171,7 @@ class Matcher:
         # extension functions return (quantity(), semver()) alive, so the
         # same evaluation repeated every reconcile grew memory without end
         # (found by `make load`).
-        key = (expr, device.key or repr(sorted(device.spec.items())))
+        key = (expr, device.key)
         verdict = _VERDICTS.get(key)
         if verdict is None:
             verdict = _VERDICTS[key] = self._evaluate(compiled, expr, device)
