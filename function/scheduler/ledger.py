@@ -21,13 +21,17 @@ class Ledger:
 
     def reserve(self, cluster: str, usage: Mapping[str, int]) -> None:
         """Count `usage` (pool name -> nodes) as held on `cluster`."""
+        used = self._used
         for pool, nodes in usage.items():
-            self._used[(cluster, pool)] = self._used.get((cluster, pool), 0) + nodes
+            key = (cluster, pool)
+            used[key] = used.get(key, 0) + nodes
 
     def release(self, cluster: str, usage: Mapping[str, int]) -> None:
         """Give back what `reserve` counted."""
+        used = self._used
         for pool, nodes in usage.items():
-            self._used[(cluster, pool)] = self._used.get((cluster, pool), 0) - nodes
+            key = (cluster, pool)
+            used[key] = used.get(key, 0) - nodes
 
     def free(self, cluster: str, pool: Pool) -> int:
         """Nodes of `pool` on `cluster` nothing holds (negative when overcommitted)."""
@@ -36,4 +40,4 @@ class Ledger:
     def in_use(self) -> list[tuple[str, str, int]]:
         """(cluster, pool, nodes used) for every pool anything was charged to,
         sorted: a snapshot, so the caller may reserve and release meanwhile."""
-        return [(cluster, pool, used) for (cluster, pool), used in sorted(self._used.items())]
+        return sorted((cluster, pool, used) for (cluster, pool), used in self._used.items())

@@ -61,6 +61,8 @@ class EngineFit:
 _VERDICTS: OrderedDict[tuple[str, str], bool | str] = OrderedDict()
 _VERDICT_LIMIT = 100_000
 
+_UNFITTED = object()  # engine_fit: not yet worked out for this (engine, shape, level)
+
 
 class Matcher:
     """Matches engines to pools for one reconcile, caching every result."""
@@ -104,9 +106,10 @@ class Matcher:
         if ek is None:
             ek = self._engine_keys[id(engine)] = engine_key(engine)
         key = (ek, pool.shape, level)
-        if key not in self._engine_shape:
-            self._engine_shape[key] = self._fit(engine, pool, level)
-        return self._engine_shape[key]
+        fit = self._engine_shape.get(key, _UNFITTED)
+        if fit is _UNFITTED:  # a fit may be None: it is remembered too
+            fit = self._engine_shape[key] = self._fit(engine, pool, level)
+        return fit
 
     def _fit(self, engine: Mapping[str, Any], pool: Pool, level: int | None) -> EngineFit | None:
         fits = []
