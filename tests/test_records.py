@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 
 from function.composer import model as composer_model
@@ -53,3 +56,18 @@ def test_the_composer_says_a_cluster_the_schema_admits_but_the_parser_refuses_is
     with pytest.raises(Unusable, match="metadata.labels is list") as why:
         parse_cluster({**IC, "metadata": {"name": "us-east-1", "labels": ["x"]}}, replica)
     assert why.value.reason == "ClusterMalformed"
+
+
+def test_derived_fields_are_plain_fields_worked_out_once():
+    # Not functools.cached_property: on CPython 3.11 that slows every attribute
+    # read of the record, and the scheduler reads pools in its hottest loops.
+    (pool,) = records.parse_cluster(IC).pools
+    assert {"shape"} <= {f.name for f in dataclasses.fields(records.Pool)}
+    assert {"key"} <= {f.name for f in dataclasses.fields(records.Device)}
+    assert pool.devices[0].key == json.dumps(IC["spec"]["nodePools"][0]["devices"][0],
+                                             sort_keys=True)
+    assert pool.shape == json.dumps(IC["spec"]["nodePools"][0]["devices"], sort_keys=True)
+    assert "shape" not in repr(pool) and "key=" not in repr(pool.devices[0])
+    # Built from the fields, so a copy with other devices has its own shape.
+    other = dataclasses.replace(pool, devices=())
+    assert other.shape == "[]" and other == dataclasses.replace(pool, devices=())
