@@ -125,3 +125,11 @@ def test_the_replica_carries_the_cache_reference_and_the_label_the_cache_finds_i
     mr = desired(rsp)[key("a", 0)]
     assert mr["spec"]["modelCacheRef"] == {"name": "qwen", "mountPath": "/models/qwen"}
     assert mr["metadata"]["labels"][LABEL_MODEL_CACHE] == "qwen"
+
+
+def test_a_cache_of_the_wrong_shape_reads_leniently_never_raising():
+    bad = model_cache(ready=["b"])
+    bad["spec"]["hydration"] = ["OnDemand"]
+    bad["status"]["clusters"].append({"name": "a", "phase": ["Ready"]})
+    rsp = run(World(cached(deployment("llama")), [stored("a"), stored("b")]), bad)
+    assert placements(rsp) == {0: ("b", {"vllm": "h100"})}

@@ -104,10 +104,10 @@ def parse_cache(obj: Mapping[str, Any]) -> Cache:
     clusters = {}
     for entry in _list(_map(obj.get("status")).get("clusters")):
         entry = _map(entry)
-        if isinstance(entry.get("name"), str) and entry.get("phase") in set(CachePhase):
+        if isinstance(entry.get("name"), str) and _str(entry.get("phase")) in set(CachePhase):
             clusters[entry["name"]] = ClusterCache(entry["phase"], _str(entry.get("reason")),
                                                    _str(entry.get("message")))
-    hydration = spec.get("hydration")
+    hydration = _str(spec.get("hydration"))
     return Cache(
         name=_str(meta.get("name")), namespace=_str(meta.get("namespace")),
         match_labels={k: v for k, v in selector.items() if isinstance(v, str)},
