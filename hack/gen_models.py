@@ -22,6 +22,7 @@ KINDS = {
     "modeldeployment": "ModelDeployment",
     "modelreplica": "ModelReplica",
     "modelcache": "ModelCache",
+    "inferencequota": "InferenceQuota",
 }
 # The builtin formatter keeps the output independent of black/isort versions.
 OPTIONS = [

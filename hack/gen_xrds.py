@@ -794,6 +794,43 @@ def model_cache() -> dict:
                    "of every ModelDeployment that names it.")
 
 
+def inference_quota() -> dict:
+    limit = obj({
+        "name": string(63, "The limit's name (a DNS label), as reasons and status name it.",
+                       pattern=DNS_LABEL),
+        "devices": integer(0, 1000000, "At most this many devices matching the selectors, "
+                           "summed over every replica of the selected namespaces (count x "
+                           "pods x copies)."),
+        "selectors": array(SELECTOR, 8, "CEL selectors over the device, as a device request's "
+                           "(ANDed); none counts every claimed device."),
+    }, "A cap on the devices of one kind.", required=["name", "devices"])
+    spec = obj({
+        "namespaces": array(string(63, pattern=DNS_LABEL, min_length=1), 64,
+                            "The namespaces this quota caps, by name."),
+        "namespaceSelector": obj({
+            "matchLabels": string_map(16, "Namespace labels that must all match.", value_max=63),
+        }, "The namespaces this quota caps, by their labels."),
+        "limits": array(limit, 16, "The caps; each applies on its own.", min_items=1,
+                        map_keys=["name"]),
+    }, "Devices the selected namespaces may hold across the fleet. Every quota that "
+       "selects a namespace applies to it.", required=["limits"], rules=[
+        ("has(self.namespaces) || has(self.namespaceSelector)",
+         "a quota selects namespaces: set namespaces, namespaceSelector or both"),
+    ])
+    status = obj({
+        "limits": array(obj({
+            "name": string(63, "The limit."),
+            "used": integer(0, 100000000, "Devices the selected namespaces hold now."),
+            "devices": integer(0, 1000000, "The limit."),
+        }, "One limit's use."), 16, "Use per limit."),
+        "summary": string(256, "`<limit>: <used>/<devices>`, comma separated."),
+    }, "Use per limit. " + CONDITIONS_NOTE)
+    return xrd("InferenceQuota", "inferencequotas", "Cluster", spec, status, ["iq"], [
+        col("Limits", "string", ".status.summary"),
+    ], description="Devices a set of namespaces may hold across the fleet, written by the "
+                   "platform team.")
+
+
 def col(name: str, typ: str, path: str) -> dict:
     return {"name": name, "type": typ, "jsonPath": path}
 
@@ -850,6 +887,7 @@ OUTPUTS = {
     "modeldeployment": (model_deployment, "ModelDeployment", "modeldeployments", "schedule"),
     "modelreplica": (model_replica, "ModelReplica", "modelreplicas", "compose-model-replica"),
     "modelcache": (model_cache, "ModelCache", "modelcaches", "stage-model-cache"),
+    "inferencequota": (inference_quota, "InferenceQuota", "inferencequotas", "report-quota"),
 }
 
 

@@ -8,9 +8,15 @@ import pytest
 from builders import ROOT, load_one
 
 from function.contract import api, enums, serving
-from function.contract.models import inferencecluster, modelcache, modeldeployment, modelreplica
+from function.contract.models import (
+    inferencecluster,
+    inferencequota,
+    modelcache,
+    modeldeployment,
+    modelreplica,
+)
 
-MODELS = (inferencecluster, modeldeployment, modelreplica, modelcache)
+MODELS = (inferencecluster, modeldeployment, modelreplica, modelcache, inferencequota)
 
 
 @pytest.mark.parametrize("name", enums.__all__)
@@ -36,9 +42,10 @@ def test_the_serving_enums_are_the_tables():
 
 def test_the_group_and_kinds_the_code_names_are_the_xrds():
     xrds = {load_one(ROOT / "apis" / folder / "definition.yaml")["spec"]["names"]["kind"]: folder
-            for folder in ("inferencecluster", "modeldeployment", "modelreplica", "modelcache")}
+            for folder in ("inferencecluster", "modeldeployment", "modelreplica", "modelcache",
+                           "inferencequota")}
     assert set(xrds) == {api.KIND_INFERENCE_CLUSTER, api.KIND_MODEL_DEPLOYMENT, api.KIND_MODEL_REPLICA,
-                         api.KIND_MODEL_CACHE}
+                         api.KIND_MODEL_CACHE, api.KIND_INFERENCE_QUOTA}
     for folder in xrds.values():
         spec = load_one(ROOT / "apis" / folder / "definition.yaml")["spec"]
         assert (spec["group"], spec["versions"][0]["name"]) == (api.GROUP, api.VERSION)

@@ -45,7 +45,8 @@ def shared_crds() -> pathlib.Path:
     return path
 
 
-EXAMPLE_DIRS = ["examples/fleet", "examples/deployments", "examples/replicas", "examples/caches"]
+EXAMPLE_DIRS = ["examples/fleet", "examples/deployments", "examples/replicas", "examples/caches",
+                "examples/quotas"]
 INVALID_DIR = ROOT / "tests" / "invalid"
 INVALID_FILES = sorted(INVALID_DIR.glob("*.yaml"))
 EXPECT = re.compile(r"^# expect: (?P<text>\S.*?)\s*$")

@@ -7,7 +7,7 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FUNCTION = ROOT / "function"
-HANDLERS = {"cluster", "composer", "scheduler"}
+HANDLERS = {"cluster", "composer", "quota", "scheduler"}
 # Which parts each part may import (besides itself).
 ALLOWED = {
     "contract": set(),
@@ -41,7 +41,7 @@ def imported_parts(path: pathlib.Path) -> set[str]:
 def test_the_top_of_function_holds_the_handlers_and_the_role_folders():
     top = {p.name for p in FUNCTION.iterdir() if p.name != "__pycache__"}
     assert top == {"__init__.py", "__version__.py", "cluster.py", "composer", "contract",
-                   "runtime", "scheduler", "tools"}
+                   "quota.py", "runtime", "scheduler", "tools"}
 
 
 def test_each_part_imports_only_what_its_role_allows():

@@ -10,6 +10,7 @@ import yaml
 from builders import ROOT
 
 from function.contract import rules, validation
+from function.contract.models.inferencequota import InferenceQuota
 from function.contract.models.modelcache import ModelCache
 from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.models.modelreplica import ModelReplica
@@ -85,6 +86,18 @@ def test_the_cache_function_refuses_every_invalid_model_cache_as_the_xrd_words_i
     wording = expect(path)
     if not wording.startswith("spec."):  # a CEL rule's message: the same sentence
         assert any(wording in e for e in errors), (wording, errors)
+
+
+QUOTAS = sorted((ROOT / "tests" / "invalid").glob("iq-*.yaml"))
+
+
+@pytest.mark.parametrize("path", QUOTAS, ids=lambda p: p.stem)
+def test_the_quota_function_refuses_every_invalid_quota_as_the_xrd_words_it(path):
+    doc = yaml.safe_load(path.read_text().split("\n", 2)[2])
+    errors = validation.model_errors(InferenceQuota, doc) or rules.quota_errors(doc["spec"])
+    assert errors, f"{path.name} passes the function's checks"
+    if not expect(path).startswith("spec."):
+        assert any(expect(path) in e for e in errors), errors
 
 
 def _messages(node) -> list[str]:

@@ -9,6 +9,7 @@ KIND_INFERENCE_CLUSTER = "InferenceCluster"
 KIND_MODEL_DEPLOYMENT = "ModelDeployment"
 KIND_MODEL_REPLICA = "ModelReplica"
 KIND_MODEL_CACHE = "ModelCache"
+KIND_INFERENCE_QUOTA = "InferenceQuota"
 
 # Labels the scheduler puts on every ModelReplica; keys under GROUP/ are
 # reserved, so users cannot forge them through template metadata.
@@ -25,3 +26,6 @@ REQUIRE_CLUSTERS = "inference-clusters"
 REQUIRE_REPLICAS = "model-replicas"
 REQUIRE_CLUSTER = "inference-cluster"
 REQUIRE_MODEL_CACHE = "model-cache"
+REQUIRE_QUOTAS = "inference-quotas"
+REQUIRE_NAMESPACES = "namespaces"
+REQUIRE_QUOTA_CLUSTERS = "quota-clusters"  # every cluster, when a quota applies

@@ -178,3 +178,16 @@ def cache_errors(spec: Mapping[str, Any]) -> list[str]:
     errors += [f"clusterSelector.matchLabels {m}" for m in _keys(
         ((spec.get("clusterSelector") or {}).get("matchLabels") or {}))]
     return errors
+
+
+def quota_errors(spec: Mapping[str, Any]) -> list[str]:
+    """Rule violations in an InferenceQuota spec."""
+    errors = []
+    if "namespaces" not in spec and "namespaceSelector" not in spec:
+        errors.append("a quota selects namespaces: set namespaces, namespaceSelector or both")
+    names = [lim.get("name") for lim in spec.get("limits") or []]
+    if len(set(names)) != len(names):
+        errors.append("limit names must be unique")
+    errors += [f"namespaceSelector.matchLabels {m}" for m in _keys(
+        ((spec.get("namespaceSelector") or {}).get("matchLabels") or {}))]
+    return errors

@@ -15,26 +15,34 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.contract import caches
+from function.contract import caches, rules
 from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
+    KIND_INFERENCE_QUOTA,
     KIND_MODEL_CACHE,
     KIND_MODEL_REPLICA,
     LABEL_DEPLOYMENT,
     REQUIRE_CLUSTERS,
     REQUIRE_MODEL_CACHE,
+    REQUIRE_NAMESPACES,
+    REQUIRE_QUOTA_CLUSTERS,
+    REQUIRE_QUOTAS,
     REQUIRE_REPLICAS,
 )
+from function.contract.models.inferencequota import InferenceQuota
+from function.contract.quotas import Quota, parse_quota
+from function.contract.records import Malformed
 from function.contract.enums import ReplicaPhase
 from function.contract.models.modeldeployment import ModelDeployment
-from function.contract.validation import dig, pruned, spec_errors
+from function.contract.validation import dig, model_errors, pruned, spec_errors
 from function.runtime import requeue, structs
 from function.runtime.request import Request, desired_ready
-from function.scheduler import output, reasons
+from function.scheduler import output, parsecache, reasons
 from function.scheduler.filters import Deployment
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
+from function.scheduler.quotas import ledger as quota_ledger
 
 MAX_MESSAGE = 4000
 MAX_VERDICTS = 100  # clusters named per unscheduled replica (the XRD's maxItems)
@@ -62,8 +70,16 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         response.require_resources(rsp, REQUIRE_MODEL_CACHE, API_VERSION, KIND_MODEL_CACHE,
                                    match_name=ref.name, namespace=ns)
 
+    _require(rsp, REQUIRE_QUOTAS, KIND_INFERENCE_QUOTA, {})
+    quotas = _quotas(req, rsp)
+
     observed = req.observed(KIND_MODEL_REPLICA)
-    wanted = [REQUIRE_CLUSTERS, REQUIRE_REPLICAS] + ([REQUIRE_MODEL_CACHE] if ref else [])
+    # The quotas are declared with the clusters and replicas, and Crossplane
+    # resolves every requirement of a response together: when those are
+    # resolved, so are the quotas (an empty list: none). What a quota needs
+    # besides is declared once quotas are known, and waited for.
+    wanted = [REQUIRE_CLUSTERS, REQUIRE_REPLICAS] + (
+        [REQUIRE_MODEL_CACHE] if ref else []) + _quota_inputs(rsp, quotas)
     if not all(req.resolved(w) for w in wanted):
         # Not resolved yet: keep everything that exists, decide nothing.
         for key, mr in observed.items():
@@ -82,7 +98,8 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
                      engines=tspec.get("engines") or [], cache=_cache(req, ref, ns))
     result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
                          malformed_clusters=fleet.malformed_clusters, own=fleet.own,
-                         others=fleet.others, reserved=fleet.reserved))
+                         others=fleet.others, reserved=fleet.reserved,
+                         quota=_quota_ledger(req, quotas, ns, fleet)))
 
     converted: dict = {}  # replicas share the deployment's dicts: convert each once
     for p in result.placements:
@@ -96,6 +113,49 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         response.warning(rsp, f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
         kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
     write_status(rsp, md, result, observed, fleet, kept)
+
+
+def _quotas(req: Request, rsp: fnv1.RunFunctionResponse) -> list[Quota]:
+    """Every valid InferenceQuota; an invalid one is skipped with a warning (its
+    own status says why)."""
+    out = []
+    for iq in req.required(REQUIRE_QUOTAS):
+        errors = model_errors(InferenceQuota, iq) or rules.quota_errors(dig(iq, "spec"))
+        if errors:
+            response.warning(rsp, f"InferenceQuota {dig(iq, 'metadata').get('name')} is invalid "
+                             f"and not enforced: {'; '.join(errors)}")
+            continue
+        out.append(parse_quota(iq))
+    return out
+
+
+def _quota_inputs(rsp: fnv1.RunFunctionResponse, quotas: list[Quota]) -> list[str]:
+    """With any quota, every cluster (replicas elsewhere count too) and, for a
+    namespaceSelector, every Namespace's labels: required, and waited for."""
+    if not quotas:
+        return []
+    _require(rsp, REQUIRE_QUOTA_CLUSTERS, KIND_INFERENCE_CLUSTER, {})
+    if any(q.match_labels is not None for q in quotas):
+        rsp.requirements.resources[REQUIRE_NAMESPACES].CopyFrom(fnv1.ResourceSelector(
+            api_version="v1", kind="Namespace", match_labels=fnv1.MatchLabels(labels={})))
+        return [REQUIRE_QUOTA_CLUSTERS, REQUIRE_NAMESPACES]
+    return [REQUIRE_QUOTA_CLUSTERS]
+
+
+def _quota_ledger(req: Request, quotas: list[Quota], ns: str, fleet: Fleet):
+    if not quotas:
+        return None
+    labels = {dig(n, "metadata").get("name"): dict(dig(n, "metadata").get("labels") or {})
+              for n in req.required(REQUIRE_NAMESPACES)}
+    clusters = {}
+    for item in req.required_items(REQUIRE_QUOTA_CLUSTERS):
+        try:
+            c = parsecache.CLUSTERS.get(item)
+            clusters[c.name] = c
+        except Malformed:
+            continue  # reported by the InferenceCluster itself
+    replicas = [(r.namespace, r.claims, r.cluster) for r in [*fleet.own, *fleet.others]]
+    return quota_ledger(quotas, ns, labels, replicas, clusters)
 
 
 def _cache(req: Request, ref: caches.CacheRef | None, ns: str) -> caches.Cache | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from function.contract.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
 from function.contract.capacity import replica_usage
+from function.contract.quotas import Claim, claims
 from function.contract.names import is_dns_label
 from function.contract.records import Malformed, expect, malformed_on_error
 
@@ -35,6 +36,7 @@ class Replica:
     # The composed-resource key it is observed under: set for this
     # deployment's own replicas (fleet.py), "" for the ledger's.
     key: str = field(default="", compare=False)
+    claims: tuple[Claim, ...] = field(default=(), compare=False)  # devices held, for quotas
 
     @property
     def age_key(self) -> tuple[str, str, str]:
@@ -82,4 +84,5 @@ def parse_replica(obj: Mapping[str, Any]) -> Replica:
                    deployment=labels.get(LABEL_DEPLOYMENT, ""),
                    index=int(index) if index is not None and str(index).isdigit() else None,
                    cluster=spec["clusterName"], pools=pools, usage=replica_usage(engines),
-                   created=str(meta.get("creationTimestamp") or ""), manifest=obj)
+                   created=str(meta.get("creationTimestamp") or ""), manifest=obj,
+                   claims=claims(spec))

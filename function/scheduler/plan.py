@@ -35,6 +35,7 @@ from function.scheduler.filters import Deployment, EnginePlacement, capacity, en
 from function.scheduler.ledger import Ledger
 from function.scheduler.matching import Matcher, levels
 from function.scheduler.model import Replica
+from function.scheduler.quotas import QuotaLedger, fit_devices, held_by
 from function.scheduler.scores import Ranking, State
 
 
@@ -49,6 +50,8 @@ class Inputs:
     # Indexes held by this deployment's malformed ModelReplicas (kept as they
     # are): a new replica never takes one, so never their name or key.
     reserved: frozenset[int] = frozenset()
+    # The InferenceQuotas of the deployment's namespace (quotas.py); None: none applies.
+    quota: QuotaLedger | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,8 @@ def plan(inp: Inputs) -> Plan:
             hosted[c.replica.cluster] = hosted.get(c.replica.cluster, 0) + 1
     warm = frozenset(n for n in clusters if dep.cache is not None and dep.cache.ready_on(n))
     ranking = Ranking(clusters, State(hosted, ledger, warm))
+    # A copy: the plan reserves in it, and stays a pure function of its inputs.
+    quota = dataclasses.replace(inp.quota, used=dict(inp.quota.used)) if inp.quota else None
 
     def land(name: str, usage: Mapping[str, int]) -> None:
         ledger.reserve(name, usage)
@@ -152,6 +157,13 @@ def plan(inp: Inputs) -> Plan:
                 if fit is None:
                     verdicts.append((name, reason))
                     continue
+                if quota is not None:
+                    held = fit_devices(dep.engines, fit)
+                    reason = quota.admit(held)
+                    if reason:
+                        verdicts.append((name, reason))
+                        continue
+                    quota.reserve(held)
                 usage: dict[str, int] = {}
                 for e in fit.values():
                     usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
@@ -164,7 +176,12 @@ def plan(inp: Inputs) -> Plan:
         r = c.replica
         ledger.release(r.cluster, r.usage)
         ranking.changed(r.cluster)
+        held = held_by(r, clusters) if quota is not None else []
+        if quota is not None:
+            quota.release(held)  # what it holds now is freed by its move
         outcome = place(r.index)
+        if quota is not None and not isinstance(outcome, Placement) and not c.drained:
+            quota.reserve(held)  # it stays: it keeps holding it
         if isinstance(outcome, Placement):
             result.placements.append(outcome)
             result.notes.append(f"replica {r.index} moved from {r.cluster} to {outcome.cluster}: "

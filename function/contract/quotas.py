@@ -1,0 +1,132 @@
+"""An InferenceQuota as the scheduler and the quota function read it.
+
+A quota caps, per limit, the devices that match the limit's CEL selectors,
+summed over every ModelReplica of the namespaces it selects (by name or by
+namespace labels): a replica holds `count x pods x copies` of the device each
+resolved request got on its pool. The device is the pool's device kind the
+request was resolved to (same DeviceClass, satisfying the request's
+selectors), so a limit reads the same attributes and capacity the
+placement read. Synthetic devices are never claimed and never counted.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from function.contract import devicecel
+from function.contract.capacity import member_pods
+from function.contract.enums import DeviceClaim
+from function.contract.records import Cluster, Device
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str
+    devices: int
+    selectors: tuple[str, ...]  # CEL expressions, ANDed
+
+
+@dataclass(frozen=True)
+class Quota:
+    name: str
+    namespaces: frozenset[str]
+    match_labels: Mapping[str, str] | None  # None: no namespaceSelector
+    limits: tuple[Limit, ...]
+
+    def applies(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        if namespace in self.namespaces:
+            return True
+        return self.match_labels is not None and all(
+            labels.get(k) == v for k, v in self.match_labels.items())
+
+
+def parse_quota(obj: Mapping[str, Any]) -> Quota:
+    """A validated InferenceQuota as a record."""
+    spec = obj.get("spec") or {}
+    selector = spec.get("namespaceSelector")
+    return Quota(
+        name=(obj.get("metadata") or {}).get("name") or "",
+        namespaces=frozenset(spec.get("namespaces") or ()),
+        match_labels=dict((selector or {}).get("matchLabels") or {}) if selector is not None
+        else None,
+        limits=tuple(Limit(lim["name"], int(lim["devices"]),
+                           tuple(s["cel"] for s in lim.get("selectors") or ()))
+                     for lim in spec.get("limits") or ()))
+
+
+# (expression, device key) -> verdict, across reconciles; bounded. Remembered
+# for the reason scheduler/matching.py remembers its own: cel-expr-python
+# keeps what its extension functions return alive, so repeating evaluations
+# every reconcile would grow memory.
+_VERDICTS: OrderedDict[tuple[str, str], bool] = OrderedDict()
+_LIMIT = 50_000
+
+
+def selected(expressions: Iterable[str], device: Device) -> bool:
+    """Whether the device satisfies every expression (an erroring one does not, as in DRA).
+    Raises devicecel.CelError for an expression that does not compile."""
+    for expr in expressions:
+        key = (expr, device.key)
+        verdict = _VERDICTS.get(key)
+        if verdict is None:
+            compiled = devicecel.compile_selector(expr)
+            try:
+                verdict = compiled.matches(devicecel.device_activation(dict(device.spec)))
+            except devicecel.CelError:
+                verdict = False
+            _VERDICTS[key] = verdict
+            if len(_VERDICTS) > _LIMIT:
+                _VERDICTS.popitem(last=False)
+        if not verdict:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Devices a placed replica holds of one resolved request: what a quota counts."""
+
+    pool: str
+    device_class: str
+    selectors: tuple[str, ...]
+    devices: int  # count x pods x copies
+
+
+def claims(spec: Mapping[str, Any]) -> tuple[Claim, ...]:
+    """The claimed (DRA) devices of a ModelReplica's spec, compactly: kept in the
+    scheduler's replica records, which drop the manifest."""
+    out = []
+    for engine in spec.get("engines") or []:
+        copies = int(engine.get("copies") or 1)
+        for member in engine.get("members") or []:
+            pods = member_pods(member) * copies
+            for req in member.get("deviceRequests") or []:
+                if (req.get("claim") or DeviceClaim.DRA) == DeviceClaim.DRA:
+                    out.append(Claim(member.get("nodePoolName") or "",
+                                     req.get("deviceClassName") or "",
+                                     tuple(s["cel"] for s in req.get("selectors") or ()),
+                                     int(req.get("count") or 1) * pods))
+    return tuple(out)
+
+
+def devices(held: Iterable[Claim], cluster: Cluster) -> Iterator[tuple[Device, int]]:
+    """(device kind, how many) of each claim on its cluster: the pool's device kind of
+    the claim's class that satisfies its selectors. A claim whose pool or device kind
+    is gone counts nothing (its cluster no longer says what it holds)."""
+    for claim in held:
+        pool = cluster.pool(claim.pool)
+        if pool is None:
+            continue
+        device = next((d for d in pool.devices if d.claim == DeviceClaim.DRA
+                       and d.device_class == claim.device_class
+                       and selected(claim.selectors, d)), None)
+        if device is not None:
+            yield device, claim.devices
+
+
+def usage(limit: Limit, held: Iterable[tuple[Device, int]]) -> int:
+    """Devices of `held` that count against `limit`."""
+    return sum(n for device, n in held if selected(limit.selectors, device))

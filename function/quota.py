@@ -1,0 +1,107 @@
+"""InferenceQuota status: what the selected namespaces hold against each limit.
+
+The quota composes nothing; the scheduler enforces it when it places a
+replica (scheduler/quotas.py). This function reports, per limit, the devices
+held now by every ModelReplica of the namespaces the quota selects (by name,
+and by namespace labels through the Namespaces it requires), so platform
+teams read use with `kubectl get iq`. A namespace over a limit (the quota was
+lowered, or replicas were placed before it existed) is reported, never
+evicted. A selector that does not compile makes `LimitsValid` False: the
+scheduler then places nothing new in the quota's namespaces until it is fixed.
+"""
+
+from __future__ import annotations
+
+from crossplane.function import resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.contract import devicecel, rules
+from function.contract.api import (
+    API_VERSION,
+    KIND_INFERENCE_CLUSTER,
+    KIND_MODEL_REPLICA,
+    REQUIRE_CLUSTERS,
+    REQUIRE_NAMESPACES,
+    REQUIRE_REPLICAS,
+)
+from function.contract.models.inferencequota import InferenceQuota
+from function.contract.quotas import claims, devices, parse_quota, usage
+from function.contract.records import Malformed, parse_cluster
+from function.contract.validation import dig, metadata_errors, model_errors
+from function.runtime.request import Request, desired_ready
+
+MAX_MESSAGE = 1000
+
+
+def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
+    iq = req.composite
+    errors = metadata_errors(iq, namespaced=False) + model_errors(InferenceQuota, iq) \
+        or rules.quota_errors(dig(iq, "spec"))
+    if errors:
+        response.fatal(rsp, f"InferenceQuota {dig(iq, 'metadata').get('name')} is invalid: "
+                       f"{'; '.join(errors)}")
+        return
+    quota = parse_quota(iq)
+    response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, KIND_MODEL_REPLICA,
+                               match_labels={})
+    response.require_resources(rsp, REQUIRE_CLUSTERS, API_VERSION, KIND_INFERENCE_CLUSTER,
+                               match_labels={})
+    wanted = [REQUIRE_REPLICAS, REQUIRE_CLUSTERS]
+    if quota.match_labels is not None:
+        response.require_resources(rsp, REQUIRE_NAMESPACES, "v1", "Namespace",
+                                   match_labels=dict(quota.match_labels))
+        wanted.append(REQUIRE_NAMESPACES)
+    rsp.desired.composite.ready = desired_ready(True)  # nothing composed: nothing to wait on
+    if not all(req.resolved(w) for w in wanted):
+        return
+
+    bad = []
+    for limit in quota.limits:
+        for expr in limit.selectors:
+            try:
+                devicecel.compile_selector(expr)
+            except devicecel.CelError as exc:
+                bad.append(f"limit {limit.name!r}: invalid CEL selector {expr!r}: {exc}")
+    namespaces = set(quota.namespaces) | {
+        dig(n, "metadata").get("name") for n in req.required(REQUIRE_NAMESPACES)}
+    clusters = {}
+    for ic in req.required(REQUIRE_CLUSTERS):
+        try:
+            c = parse_cluster(ic)
+            clusters[c.name] = c
+        except Malformed:
+            continue  # its replicas' devices cannot be told; the cluster says why itself
+    held = []
+    for mr in req.required(REQUIRE_REPLICAS):
+        spec = dig(mr, "spec")
+        cluster = clusters.get(spec.get("clusterName"))
+        if dig(mr, "metadata").get("namespace") in namespaces and cluster is not None:
+            held += list(devices(claims(spec), cluster))
+
+    entries = []
+    for limit in quota.limits:
+        used = 0 if any(f"limit {limit.name!r}" in b for b in bad) else usage(limit, held)
+        entries.append({"name": limit.name, "used": used, "devices": limit.devices})
+    resource.update(rsp.desired.composite, {"status": {
+        "limits": entries,
+        "summary": ", ".join(f"{e['name']}: {e['used']}/{e['devices']}" for e in entries)[:256],
+    }})
+    over = [e for e in entries if e["used"] > e["devices"]]
+    if bad:
+        response.set_conditions(rsp, resource.Condition(
+            typ="LimitsValid", status="False", reason="InvalidSelector",
+            message=("; ".join(bad) + "; nothing new is placed in the quota's namespaces "
+                     "until it is fixed")[:MAX_MESSAGE]))
+    else:
+        response.set_conditions(rsp, resource.Condition(
+            typ="LimitsValid", status="True", reason="Valid"))
+    if over:
+        response.set_conditions(rsp, resource.Condition(
+            typ="WithinLimits", status="False", reason="OverQuota",
+            message=("; ".join(f"{e['name']}: {e['used']} of {e['devices']} devices"
+                               for e in over)
+                     + "; placed replicas stay, new ones wait for room")[:MAX_MESSAGE]))
+    else:
+        response.set_conditions(rsp, resource.Condition(
+            typ="WithinLimits", status="True", reason="WithinLimits",
+            message=f"{len(namespaces)} namespaces, {len(entries)} limits"))
