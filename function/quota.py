@@ -73,10 +73,16 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
             continue  # its replicas' devices cannot be told; the cluster says why itself
     held = []
     for mr in req.required(REQUIRE_REPLICAS):
-        spec = dig(mr, "spec")
+        spec, meta = dig(mr, "spec"), dig(mr, "metadata")
         cluster = clusters.get(spec.get("clusterName"))
-        if dig(mr, "metadata").get("namespace") in namespaces and cluster is not None:
+        if meta.get("namespace") not in namespaces or cluster is None:
+            continue
+        try:
             held += list(devices(claims(spec), cluster))
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # Skip only the bad object, and say so: its devices go uncounted.
+            response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
+                             f"is malformed and left out of the quota's use: {exc}")
 
     entries = []
     for limit in quota.limits:

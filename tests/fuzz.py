@@ -25,18 +25,25 @@ from function.contract.api import (
     REQUIRE_CLUSTER,
     REQUIRE_CLUSTERS,
     REQUIRE_MODEL_CACHE,
+    REQUIRE_NAMESPACES,
+    REQUIRE_QUOTA_CLUSTERS,
+    REQUIRE_QUOTAS,
     REQUIRE_REPLICAS,
 )
 from function.runtime import fn, structs
 from function.runtime.request import Request
 
 KINDS = os.environ.get("FUZZ_KINDS",
-                       "ModelDeployment,ModelReplica,InferenceCluster,ModelCache").split(",")
+                       "ModelDeployment,ModelReplica,InferenceCluster,ModelCache,"
+                       "InferenceQuota").split(",")
 FLEET = load(EXAMPLES / "fleet")
 CACHES = [d for d in load(EXAMPLES / "caches") if d["kind"] == "ModelCache"]
 DEPLOYMENTS = load(EXAMPLES / "deployments") + [
     d for d in load(EXAMPLES / "caches") if d["kind"] == "ModelDeployment"]
 REPLICAS = load(EXAMPLES / "replicas")
+QUOTAS = load(EXAMPLES / "quotas")
+NAMESPACES = [{"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": "ml-team", "labels": {"org": "research"}}}]
 SECRETS = [{"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "hf-token", "namespace": "ml-team"}}]
 
@@ -139,6 +146,12 @@ def requests(draw) -> fnv1.RunFunctionRequest:
         if draw(st.booleans()):
             required[REQUIRE_CLUSTER] = draw(st.lists(stored(FLEET), max_size=2))
             required[REQUIRE_MODEL_CACHE] = draw(st.lists(stored(CACHES), max_size=1))
+    elif kind == "InferenceQuota":
+        xr = draw(bent(QUOTAS))
+        if draw(st.booleans()):
+            required[REQUIRE_CLUSTERS] = draw(st.lists(stored(FLEET), max_size=4))
+            required[REQUIRE_REPLICAS] = draw(st.lists(stored(REPLICAS), max_size=3))
+            required[REQUIRE_NAMESPACES] = NAMESPACES
     elif kind == "ModelCache":
         xr = draw(bent(CACHES))
         if draw(st.booleans()):

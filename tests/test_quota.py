@@ -81,3 +81,11 @@ def test_a_quota_selecting_no_namespace_is_fatal_with_the_xrds_words():
     [fatal] = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     assert "a quota selects namespaces: set namespaces, namespaceSelector or both" in \
         fatal.message
+
+
+def test_a_malformed_replica_is_left_out_with_a_warning_never_an_exception():
+    bad = held("x", "a", "h100")
+    bad["spec"]["engines"][0]["members"] = 7
+    rsp = run(quota(), [bad, held("y", "a", "h100")])
+    assert composite(rsp)["status"]["limits"][0]["used"] == 8
+    assert any("is malformed and left out of the quota's use" in r.message for r in rsp.results)
