@@ -10,15 +10,15 @@
 #   hack/tools.sh --e2e --env  print NAME=... lines for all of them: the binaries
 #                              CROSSPLANE_CLI CROSSPLANE_CORE CRANE ETCD KUBE_APISERVER
 #                              KUBE_CONTROLLER_MANAGER KUBE_SCHEDULER KUBECTL KWOK
-#                              LWS_MANAGER PROVIDER_KUBERNETES, and the module source
+#                              LWS_MANAGER PROVIDER_KUBERNETES ENVOY_GATEWAY, and the module source
 #                              directories (CRDs, kwok stages) KWOK_SRC LWS_SRC
 #                              PROVIDER_KUBERNETES_SRC GATEWAY_API_SRC
 #                              INFERENCE_EXTENSION_SRC
 #
 # The versions live only in hack/tools/*/go.mod (with go.sum): one module per
 # tool, so a build is reproducible. Each tool is cached in its own directory,
-# $cache/NAME-<hash of its go.mod, go.sum, *.go, packages, link flags and the Go
-# version>, created by renaming a finished temporary directory (atomic).
+# $cache/NAME-<hash of its go.mod, go.sum, *.go, patch.sh, packages, link flags and
+# the Go version>, created by renaming a finished temporary directory (atomic).
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -63,15 +63,17 @@ modsrc() {
 
 # build TOOL LDFLAGS [BIN=]PACKAGE...: build the packages that hack/tools/TOOL
 # pins into $cache/TOOL-<key>/BIN (BIN defaults to the package's last path
-# element) and print that directory.
+# element) and print that directory. When hack/tools/TOOL/patch.sh exists, it is
+# run as `patch.sh DIR`: it writes patched sources under DIR and prints go build
+# flags (one a line) that use them; DIR is removed once the binaries are built.
 build() {
-  local tool=$1 ldflags=$2 src="$here/tools/$1" key dir tmp log spec bin pkg start
+  local tool=$1 ldflags=$2 src="$here/tools/$1" key dir tmp log spec bin pkg start flags
   shift 2
   [ -f "$src/go.mod" ] || die "no hack/tools/$tool/go.mod"
   # The key: every source of the binaries, how they are built, and the Go release.
   key=$( {
     echo "$goversion"; echo "$ldflags"; printf '%s\n' "$@"
-    (cd "$src" && find . -maxdepth 1 -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) |
+    (cd "$src" && find . -maxdepth 1 -type f \( -name go.mod -o -name go.sum -o -name '*.go' -o -name patch.sh \) |
       LC_ALL=C sort | xargs sha256sum)
   } | sha256sum | cut -c1-12)
   dir="$cache/$tool-$key"
@@ -87,17 +89,26 @@ build() {
     log="$tmp/build.log"
     echo "building $tool into $dir; this takes minutes once" >&2
     start=$SECONDS
+    flags=()
+    if [ -f "$src/patch.sh" ]; then
+      if ! bash "$src/patch.sh" "$tmp/patch" >"$tmp/patch.flags" 2>>"$log"; then
+        cat "$log" >&2
+        die "hack/tools/$tool/patch.sh failed (log above)"
+      fi
+      mapfile -t flags <"$tmp/patch.flags"
+    fi
     for spec; do
       bin=$(binname "$spec") pkg=${spec#*=}
       # -mod=mod: go.sum pins every module; the proxy refuses version listing,
       # so never ask it for @latest.
-      if ! (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$tmp/$bin" "$pkg") >>"$log" 2>&1; then
+      if ! (cd "$src" && GOFLAGS=-mod=mod go build -trimpath "${flags[@]}" -ldflags "$ldflags" -o "$tmp/$bin" "$pkg") >>"$log" 2>&1; then
         cat "$log" >&2
         cp -f "$log" "$cache/$tool-$key.failed.log"
         die "building $tool ($pkg) failed (log above; kept in $cache/$tool-$key.failed.log)"
       fi
     done
     echo "built $tool in $((SECONDS - start)) s" >&2
+    rm -rf "$tmp/patch" "$tmp/patch.flags"
     # mv -T fails if another process finished the same tool first: keep theirs.
     if ! mv -T "$tmp" "$dir" 2>/dev/null; then
       have_all "$dir" "$@" || die "could not move $tmp to $dir"
@@ -164,6 +175,13 @@ if $e2e; then
     "-X github.com/crossplane-contrib/provider-kubernetes/internal/version.Version=$v" \
     provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider)
   out+=("PROVIDER_KUBERNETES=$dir/provider-kubernetes")
+
+  # Envoy Gateway's controller (no Envoy data plane): the local control plane's
+  # Gateway implementation. main.go and patch.sh keep every listener on loopback.
+  v=$(modver envoy-gateway github.com/envoyproxy/gateway)
+  dir=$(build envoy-gateway "-X github.com/envoyproxy/gateway/internal/cmd/version.envoyGatewayVersion=$v" \
+    envoy-gateway=.)
+  out+=("ENVOY_GATEWAY=$dir/envoy-gateway")
 
   # Sources the harness reads: kwok's stages (kustomize/stage), LWS's CRDs and
   # webhook manifests (config/), provider-kubernetes' CRDs (package/crds), the

@@ -1,7 +1,8 @@
-"""The local control plane's stand-in for a Gateway controller
-(e2e/controlplane/gateway_standin.py): the statuses it writes are valid for the
-reference CRDs and are what the function's readiness judges accept; a resync of
-unchanged objects writes nothing (no patch loop)."""
+"""The local control plane's stand-in for an InferencePool-aware Gateway implementation
+(e2e/controlplane/gateway_standin.py): it writes InferencePool status and nothing else
+(Envoy Gateway writes GatewayClass, Gateway and HTTPRoute status); what it writes is
+valid for the reference CRDs and is what the function's readiness judge accepts; a
+resync of unchanged objects writes nothing (no patch loop)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,8 @@ def schemas(shared_crds) -> Schemas:
     return Schemas(shared_crds)
 
 
-def gatewayclass(controller=gs.CONTROLLER):
-    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-            "metadata": {"name": "modelplane-gateway-stand-in", "generation": 1},
-            "spec": {"controllerName": controller}}
-
-
 def gateway(name="inference-gateway", ns="gateway-system", addresses=None):
-    spec = {"gatewayClassName": "modelplane-gateway-stand-in",
+    spec = {"gatewayClassName": "eg",
             "listeners": [{"name": "http", "protocol": "HTTP", "port": 80,
                            "allowedRoutes": {"namespaces": {"from": "All"}}}]}
     if addresses:
@@ -60,8 +55,7 @@ def ready(obj) -> bool:
 
 
 def world(**extra):
-    objs = {"gatewayclasses": [gatewayclass()], "gateways": [gateway()],
-            "httproutes": [route()], "inferencepools": []}
+    objs = {"gateways": [gateway()], "httproutes": [route()], "inferencepools": []}
     objs.update(extra)
     return objs
 
@@ -76,61 +70,31 @@ def apply(objects, now=NOW):
     return objects
 
 
-def test_gateway_is_accepted_and_programmed_with_its_addresses(schemas):
-    objs = apply(world(gateways=[gateway(addresses=[{"type": "Hostname", "value": "llm.example.com"}])]))
-    gw = objs["gateways"][0]
-    conds = {c["type"]: c for c in gw["status"]["conditions"]}
-    assert conds["Accepted"]["status"] == conds["Programmed"]["status"] == "True"
-    assert conds["Programmed"]["observedGeneration"] == 2
-    assert gw["status"]["addresses"] == [{"type": "Hostname", "value": "llm.example.com"}]
-    assert gw["status"]["listeners"][0]["attachedRoutes"] == 1
-    assert schemas.errors(gw) == []
-    gc = objs["gatewayclasses"][0]
-    assert gc["status"]["conditions"][0]["type"] == "Accepted"
-    assert schemas.errors(gc) == []
+def test_only_inferencepools_are_written():
+    """Gateways and HTTPRoutes are Envoy Gateway's: the stand-in never writes them, with
+    or without a pool, and never lists GatewayClasses."""
+    backend = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "p"}
+    objs = world(httproutes=[route(backend=backend), route("plain")], inferencepools=[pool()])
+    assert {kind for kind, _, _ in gs.desired(objs, NOW)} == {"inferencepools"}
+    assert gs.desired(world(), NOW) == []
+    assert set(gs.KINDS) == {"gateways", "httproutes", "inferencepools"}
 
 
-def test_a_gateway_without_addresses_reports_loopback():
-    gw = apply(world())["gateways"][0]
-    assert gw["status"]["addresses"] == [{"type": "IPAddress", "value": "127.0.0.1"}]
-
-
-def test_route_to_an_existing_gateway_is_accepted_and_ready(schemas):
-    r = apply(world())["httproutes"][0]
-    [parent] = r["status"]["parents"]
-    assert parent["controllerName"] == gs.CONTROLLER
-    assert parent["parentRef"] == {"name": "inference-gateway", "namespace": "gateway-system"}
-    assert {c["type"]: c["status"] for c in parent["conditions"]} == \
-        {"Accepted": "True", "ResolvedRefs": "True"}
-    assert schemas.errors(r) == []
-    assert ready(r)
-
-
-def test_route_to_a_missing_gateway_gets_no_parent():
-    r = apply(world(httproutes=[route(parents=[("gateway-system", "nope")])]))["httproutes"][0]
-    assert "status" not in r           # none of the stand-in's business: nothing written
-    assert not ready(r)
-    # A parent it wrote earlier goes when the gateway does.
-    accepted = apply(world())["httproutes"][0]
-    gone = apply(world(gateways=[], httproutes=[accepted]))["httproutes"][0]
-    assert gone["status"]["parents"] == []
-
-
-def test_gateways_of_other_classes_are_left_alone():
-    objs = world(gatewayclasses=[gatewayclass("example.com/other")])
-    changed = gs.desired(objs, NOW)
-    assert changed == []
-
-
-def test_other_controllers_parents_are_kept():
-    r = route()
-    other = {"parentRef": {"name": "x"}, "controllerName": "example.com/other",
-             "conditions": [{"type": "Accepted", "status": "False", "reason": "NoMatchingParent",
+def test_other_controllers_pool_parents_are_kept():
+    other = {"parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                           "name": "x", "namespace": "y"},
+             "controllerName": "example.com/other",
+             "conditions": [{"type": "Accepted", "status": "False", "reason": "x",
                              "message": "", "lastTransitionTime": NOW}]}
-    r["status"] = {"parents": [other]}
-    out = apply(world(httproutes=[r]))["httproutes"][0]
+    p = pool()
+    p["status"] = {"parents": [other]}
+    out = apply(world(httproutes=[], inferencepools=[p]))["inferencepools"][0]
     assert out["status"]["parents"][0] == other
     assert out["status"]["parents"][1]["controllerName"] == gs.CONTROLLER
+
+
+def test_no_gateway_on_the_cluster_no_pool_status():
+    assert gs.desired(world(gateways=[], httproutes=[], inferencepools=[pool()]), NOW) == []
 
 
 def test_pool_parents_follow_the_routes_that_reference_it(schemas):
@@ -156,9 +120,9 @@ def test_a_second_resync_writes_nothing_and_keeps_transition_times():
     objs = apply(world(httproutes=[route(backend=backend)], inferencepools=[pool()]))
     assert gs.desired(objs, LATER) == []
     # A spec change (new generation) rewrites observedGeneration, not the transition time.
-    objs["httproutes"][0]["metadata"]["generation"] = 4
+    objs["inferencepools"][0]["metadata"]["generation"] = 4
     [(kind, _, status)] = gs.desired(objs, LATER)
-    assert kind == "httproutes"
+    assert kind == "inferencepools"
     cond = status["parents"][0]["conditions"][0]
     assert cond["observedGeneration"] == 4 and cond["lastTransitionTime"] == NOW
 

@@ -14,8 +14,11 @@ in the state directory, default `.cluster/`):
   LeaderWorkerSet controller. The control-plane cluster is also the workload
   cluster of every InferenceCluster without spec.providerConfigRef; every
   other InferenceCluster gets a cluster of its own.
-* gateway-stand-in: a stand-in for a Gateway controller that only writes
-  Gateway / HTTPRoute / InferencePool status (e2e/controlplane/gateway_standin.py).
+* envoy-gateway:<cluster>: Envoy Gateway's controller, without a data plane, one
+  per cluster that holds a Gateway (e2e/controlplane/envoy_gateway.py): it writes
+  GatewayClass, Gateway and HTTPRoute status.
+* gateway-stand-in: writes InferencePool status only, which no controller that
+  builds here writes (e2e/controlplane/gateway_standin.py).
 * registry: go-containerregistry's `crane registry serve` holding the
   packages, which Crossplane installs the way users do (an ImageConfig
   rewrites xpkg.crossplane.io/ to it).
@@ -42,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from e2e.controlplane import addons, certs, fleet, tools
+from e2e.controlplane import addons, certs, envoy_gateway, fleet, tools
 from e2e.controlplane.procs import Spec, Supervisor, tail
 from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, probe,
                                     scale, wait_for)
@@ -66,7 +69,7 @@ FIELD_MANAGER = "modelplane-e2e"
 
 # Stop order for `down`: consumers first, storage last.
 STOP_ORDER_PREFIXES = ("function", "provider-kubernetes", "crossplane", "gateway-stand-in",
-                       "lws:", "kwok:", "scheduler:", "controller-manager:", "apiserver:",
+                       "envoy-gateway:", "lws:", "kwok:", "scheduler:", "controller-manager:", "apiserver:",
                        "registry", "etcd")
 
 # kube-controller-manager: everything but what needs a cloud or a CNI.
@@ -217,7 +220,7 @@ class ControlPlane:
 
     def _record(self, component: str) -> Mapping[str, Any]:
         aliases = {f"apiserver:{ic}": f"apiserver:{h.name}" for ic, h in self.clusters.items()}
-        for kind in ("controller-manager", "scheduler", "kwok", "lws"):
+        for kind in ("controller-manager", "scheduler", "kwok", "lws", "envoy-gateway"):
             aliases.update({f"{kind}:{ic}": f"{kind}:{h.name}" for ic, h in self.clusters.items()})
         name = aliases.get(component, component)
         rec = (self.state.get("components") or {}).get(name)
@@ -497,7 +500,7 @@ class _Builder:
             self._write_state(plan, complete=False)
             self._start_etcd()
             self._start_clusters(plan)
-            self._start_gateway_standin(plan)
+            self._start_gateways(plan)
             self._start_registry()
             self._write_state(plan, complete=False)
             self._start_crossplane()
@@ -591,7 +594,8 @@ class _Builder:
         self.sa_key, self.sa_pub = certs.make_rsa_keypair(pki, "sa")
         self.webhook_cert = certs.issue(self.ca, pki, "webhook", "webhook", server=True,
                                         dns=["localhost"], ips=["127.0.0.1"])
-        for name, dest in (("lws", "lws-certs"), ("provider-kubernetes", "provider-certs")):
+        for name, dest in (("lws", "lws-certs"), ("provider-kubernetes", "provider-certs"),
+                           ("envoy-gateway", "envoy-gateway-certs")):
             d = self.dir / dest
             d.mkdir(parents=True, exist_ok=True)
             shutil.copy(self.webhook_cert.crt, d / "tls.crt")
@@ -739,35 +743,62 @@ class _Builder:
         wait_for(f"CRDs on {cluster} to be Established", established, timeout,
                  logs=[self.sup.log_path(f"apiserver:{cluster}")])
 
-    # ---- gateway stand-in, registry --------------------------------------------------
+    # ---- Envoy Gateway, the InferencePool stand-in, registry ---------------------------
 
-    def _start_gateway_standin(self, plan: fleet.FleetPlan) -> None:
-        self.say("gateway-stand-in (a stand-in for a Gateway controller: status only)")
+    def _start_gateways(self, plan: fleet.FleetPlan) -> None:
+        """Envoy Gateway's controller per cluster that holds a Gateway, then the
+        stand-in for InferencePool status. Ready when every Gateway is Accepted=True by
+        Envoy Gateway (Programmed needs a data plane: it stays False; see
+        envoy_gateway.not_accepted on the GatewayClass)."""
+        egs = envoy_gateway.clusters_with_gateways(plan)
+        cert_dir = self.dir / "envoy-gateway-certs"
+        for name in egs:
+            self.cp.apply([{"apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": envoy_gateway.NAMESPACE}}], cluster=name)
+            run = self.dir / "envoy-gateway" / name
+            run.mkdir(parents=True, exist_ok=True)
+            cfg = run / "config.yaml"
+            cfg.write_text(yaml.safe_dump(envoy_gateway.config(
+                admin_port=self.port(f"envoy-gateway-admin:{name}")), sort_keys=False))
+            health = self.port(f"envoy-gateway-health:{name}")
+            self.say(f"envoy-gateway:{name} (Envoy Gateway's controller, no data plane); "
+                     f"health :{health}")
+            self._launch(Spec(f"envoy-gateway:{name}", (
+                self.tools["ENVOY_GATEWAY"], "server", f"--config-path={cfg}"),
+                env=envoy_gateway.environment(
+                    kubeconfig=self._kubeconfig_path(name), cert_dir=cert_dir, home=run,
+                    health_port=health, webhook_port=self.port(f"envoy-gateway-webhook:{name}"),
+                    xds_port=self.port(f"envoy-gateway-xds:{name}"))),
+                {"type": "http", "url": f"http://127.0.0.1:{health}/readyz",
+                 "what": "GET /readyz"}, 180)
+        self._wait(f"envoy-gateway:{n}" for n in egs)
+
+        def accepted() -> bool:
+            waiting = []
+            for name in egs:
+                gc = self.cp.kubectl("get", "gatewayclasses.gateway.networking.k8s.io",
+                                     envoy_gateway.GATEWAY_CLASS, "-o", "json", "--ignore-not-found",
+                                     cluster=name).stdout
+                gws = self.cp.get_json("gateways.gateway.networking.k8s.io", "-A",
+                                       cluster=name)["items"]
+                waiting += [f"{name}: {w}" for w in envoy_gateway.not_accepted(
+                    json.loads(gc) if gc.strip() else None, gws)]
+            if waiting:
+                raise ControlPlaneError("; ".join(waiting))
+            return True
+
+        wait_for("Envoy Gateway to accept every Gateway", accepted, 180,
+                 logs=[self.sup.log_path(f"envoy-gateway:{n}") for n in egs],
+                 died=lambda: next(filter(None, (self.cp._died(f"envoy-gateway:{n}")
+                                                 for n in egs)), None))
+
+        self.say("gateway-stand-in (InferencePool status only: nothing here writes it)")
         args = [f"{n}={self._kubeconfig_path(n)}" for n in plan.clusters]
         self._launch(Spec("gateway-stand-in",
                           (sys.executable, "-m", "e2e.controlplane.gateway_standin", *args),
                           env={"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
                           cwd=str(REPO)),
                      {"type": "none"}, 60)
-
-        def programmed() -> bool:
-            for name, c in plan.clusters.items():
-                for m in c.manifests:
-                    if m["kind"] != "Gateway":
-                        continue
-                    gw = self.cp.get_json("gateways.gateway.networking.k8s.io", "-n",
-                                          m["metadata"]["namespace"], m["metadata"]["name"],
-                                          cluster=name)
-                    conds = {x["type"]: x["status"] for x in
-                             (gw.get("status") or {}).get("conditions") or []}
-                    if conds.get("Programmed") != "True":
-                        raise ControlPlaneError(f"Gateway {m['metadata']['name']} on {name} "
-                                                "is not Programmed yet")
-            return True
-
-        wait_for("every Gateway to be Programmed by the gateway stand-in", programmed, 120,
-                 logs=[self.sup.log_path("gateway-stand-in")],
-                 died=lambda: self.cp._died("gateway-stand-in"))
 
     def _start_registry(self) -> None:
         port = self.port("registry")

@@ -34,8 +34,10 @@ API_VERSION = "modelplane.ai/v1alpha1"
 POOL_LABEL = "modelplane.ai/pool"
 CLUSTER_LABEL = "modelplane.ai/cluster"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-GATEWAY_CLASS = "modelplane-gateway-stand-in"
-GATEWAY_CONTROLLER = "modelplane.ai/gateway-stand-in"
+# The GatewayClass a platform team installing Envoy Gateway creates (its quickstart
+# names it `eg`); the local control plane runs Envoy Gateway's controller.
+GATEWAY_CLASS = "eg"
+GATEWAY_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSlice.spec.devices maxItems
 ATTRIBUTE_TYPES = ("string", "int", "bool", "version")
 
@@ -301,7 +303,7 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
         "metadata": {"name": GATEWAY_CLASS},
         "spec": {"controllerName": GATEWAY_CONTROLLER,
-                 "description": "A stand-in for a Gateway controller: status only."},
+                 "description": "Envoy Gateway's controller, without an Envoy data plane."},
     }]
     return [*namespaces.values(), *gateway_class, *gateways.values(), *device_classes,
             *nodes, *slices]

@@ -1,17 +1,16 @@
-"""A stand-in for a Gateway controller: it writes status, and nothing else.
+"""A stand-in for an InferencePool-aware Gateway implementation: InferencePool status only.
 
-No traffic is routed. On every cluster it is given, it watches GatewayClasses,
-Gateways, HTTPRoutes and InferencePools and writes what a Gateway
-implementation would:
+The local control plane's Gateway implementation is Envoy Gateway's controller
+(e2e/controlplane/envoy_gateway.py): it writes GatewayClass, Gateway and HTTPRoute
+status. It does not support InferencePool (Envoy Gateway v1.9 has no InferencePool
+code; that is Envoy AI Gateway's, which the Go module proxy does not serve, and the
+Inference Extension's own endpoint picker writes no pool status), so nothing real
+would ever accept a pool here. This stand-in writes that one status and nothing else,
+and routes no traffic:
 
-* GatewayClass (ours, controllerName modelplane.ai/gateway-stand-in): Accepted=True.
-* Gateway of such a class: Accepted=True, Programmed=True, its spec.addresses
-  (or 127.0.0.1) as status.addresses, and each listener's status.
-* HTTPRoute: for every parentRef naming one of our Gateways that exists, a
-  status.parents[] entry with Accepted=True and ResolvedRefs=True.
-* InferencePool: a status.parents[] entry with Accepted=True and
-  ResolvedRefs=True per Gateway of the routes that reference the pool (or
-  every Gateway of ours on the cluster when no route references it yet).
+* InferencePool: a status.parents[] entry (controllerName modelplane.ai/gateway-stand-in)
+  with Accepted=True and ResolvedRefs=True per existing Gateway of the routes that
+  reference the pool (or every Gateway on the cluster when no route references it yet).
 
 Level-triggered: any watch event schedules a full resync of the cluster, and
 a resync runs at least every RESYNC seconds. Errors (an API server restarting,
@@ -37,15 +36,13 @@ POOL_GROUP = "inference.networking.k8s.io"
 RESYNC = 30.0
 BACKOFF_MAX = 5.0
 
-KINDS = {  # name: (group, version, plural, namespaced)
-    "gatewayclasses": (GW_GROUP, "v1", "gatewayclasses", False),
+KINDS = {  # name: (group, version, plural, namespaced); only inferencepools is written
     "gateways": (GW_GROUP, "v1", "gateways", True),
     "httproutes": (GW_GROUP, "v1", "httproutes", True),
     "inferencepools": (POOL_GROUP, "v1", "inferencepools", True),
 }
 
-SINGULAR = {"gatewayclasses": "GatewayClass", "gateways": "Gateway", "httproutes": "HTTPRoute",
-            "inferencepools": "InferencePool"}
+SINGULAR = {"gateways": "Gateway", "httproutes": "HTTPRoute", "inferencepools": "InferencePool"}
 
 log = logging.getLogger("gateway-stand-in")
 
@@ -88,67 +85,11 @@ def _gen(obj: Mapping[str, Any]) -> int | None:
     return _meta(obj).get("generation")
 
 
-def gatewayclass_status(gc: Mapping[str, Any], now: str) -> dict | None:
-    if (gc.get("spec") or {}).get("controllerName") != CONTROLLER:
-        return None
-    old = (gc.get("status") or {}).get("conditions")
-    status = dict(gc.get("status") or {})
-    status["conditions"] = merge_conditions(old, [condition(
-        "Accepted", "True", "Accepted", "accepted by the local control plane's gateway stand-in",
-        _gen(gc), now)])
-    return status
-
-
 def parent_gateway(ref: Mapping[str, Any], route_namespace: str) -> tuple[str, str] | None:
     """(namespace, name) of the Gateway a parentRef names, or None for other kinds."""
     if (ref.get("group") or GW_GROUP) != GW_GROUP or (ref.get("kind") or "Gateway") != "Gateway":
         return None
     return ref.get("namespace") or route_namespace, ref["name"]
-
-
-def _routes_to(gateway: tuple[str, str], routes: Iterable[Mapping[str, Any]]) -> int:
-    n = 0
-    for r in routes:
-        ns = _meta(r).get("namespace") or ""
-        if any(parent_gateway(p, ns) == gateway for p in (r.get("spec") or {}).get("parentRefs") or []):
-            n += 1
-    return n
-
-
-def gateway_status(gw: Mapping[str, Any], routes: Iterable[Mapping[str, Any]],
-                   now: str) -> dict:
-    spec = gw.get("spec") or {}
-    old = gw.get("status") or {}
-    gen = _gen(gw)
-    key = (_meta(gw).get("namespace"), _meta(gw).get("name"))
-    attached = _routes_to(key, routes)
-    addresses = [{"type": a.get("type") or "IPAddress", "value": a["value"]}
-                 for a in spec.get("addresses") or [] if a.get("value")] or \
-        [{"type": "IPAddress", "value": "127.0.0.1"}]
-    old_listeners = {ls.get("name"): ls for ls in old.get("listeners") or []}
-    listeners = []
-    for ls in spec.get("listeners") or []:
-        proto = ls.get("protocol", "HTTP")
-        kinds = [{"group": GW_GROUP, "kind": "HTTPRoute"}] if proto in ("HTTP", "HTTPS") else []
-        listeners.append({
-            "name": ls["name"], "supportedKinds": kinds, "attachedRoutes": attached,
-            "conditions": merge_conditions(
-                (old_listeners.get(ls["name"]) or {}).get("conditions"),
-                [condition("Accepted", "True", "Accepted", "listener accepted", gen, now),
-                 condition("Programmed", "True", "Programmed", "listener programmed", gen, now),
-                 condition("ResolvedRefs", "True", "ResolvedRefs", "references resolved", gen,
-                           now),
-                 condition("Conflicted", "False", "NoConflicts", "no conflicts", gen, now)]),
-        })
-    status = dict(old)
-    status["addresses"] = addresses
-    status["listeners"] = listeners
-    status["conditions"] = merge_conditions(old.get("conditions"), [
-        condition("Accepted", "True", "Accepted",
-                  "accepted by the local control plane's gateway stand-in", gen, now),
-        condition("Programmed", "True", "Programmed",
-                  "programmed (a stand-in: status only, no traffic is routed)", gen, now)])
-    return status
 
 
 def _parent_entry(ref: Mapping[str, Any], generation: int | None, old: Mapping | None,
@@ -162,35 +103,6 @@ def _parent_entry(ref: Mapping[str, Any], generation: int | None, old: Mapping |
             condition("ResolvedRefs", "True", "ResolvedRefs", "all references resolved",
                       generation, now)]),
     }
-
-
-def _ref_key(ref: Mapping[str, Any], default_ns: str) -> tuple:
-    return (ref.get("group") or GW_GROUP, ref.get("kind") or "Gateway",
-            ref.get("namespace") or default_ns, ref.get("name"), ref.get("sectionName"),
-            ref.get("port"))
-
-
-def route_status(route: Mapping[str, Any], gateways: set[tuple[str, str]],
-                 now: str) -> dict | None:
-    """parents[] for every parentRef naming one of our existing Gateways; entries other
-    controllers wrote are kept. None when the route is none of our business."""
-    ns = _meta(route).get("namespace") or ""
-    old = route.get("status") or {}
-    old_parents = old.get("parents") or []
-    ours_before = {_ref_key(p.get("parentRef") or {}, ns): p for p in old_parents
-                   if p.get("controllerName") == CONTROLLER}
-    parents = [p for p in old_parents if p.get("controllerName") != CONTROLLER]
-    for ref in (route.get("spec") or {}).get("parentRefs") or []:
-        gw = parent_gateway(ref, ns)
-        if gw is None or gw not in gateways:
-            continue
-        parents.append(_parent_entry(ref, _gen(route), ours_before.get(_ref_key(ref, ns)), now,
-                                     "route"))
-    if not ours_before and len(parents) == len(old_parents):
-        return None
-    status = dict(old)
-    status["parents"] = parents
-    return status
 
 
 def _references_pool(route: Mapping[str, Any], pool: Mapping[str, Any]) -> bool:
@@ -233,28 +145,17 @@ def pool_status(pool: Mapping[str, Any], routes: Iterable[Mapping[str, Any]],
 
 
 def desired(objects: Mapping[str, list[dict]], now: str) -> list[tuple[str, dict, dict]]:
-    """Every (kind, object, new status) whose status differs from what it holds."""
-    classes = {_meta(gc).get("name") for gc in objects.get("gatewayclasses", [])
-               if (gc.get("spec") or {}).get("controllerName") == CONTROLLER}
-    ours = [g for g in objects.get("gateways", [])
-            if (g.get("spec") or {}).get("gatewayClassName") in classes]
-    gw_keys = {(_meta(g).get("namespace"), _meta(g).get("name")) for g in ours}
+    """Every (kind, InferencePool, new status) whose status differs from what it holds."""
+    gw_keys = {(_meta(g).get("namespace"), _meta(g).get("name"))
+               for g in objects.get("gateways", [])}
+    if not gw_keys:
+        return []
     routes = objects.get("httproutes", [])
     out = []
-
-    def add(kind: str, obj: dict, status: dict | None) -> None:
-        if status is not None and status != (obj.get("status") or {}):
-            out.append((kind, obj, status))
-
-    for gc in objects.get("gatewayclasses", []):
-        add("gatewayclasses", gc, gatewayclass_status(gc, now))
-    for g in ours:
-        add("gateways", g, gateway_status(g, routes, now))
-    for r in routes:
-        add("httproutes", r, route_status(r, gw_keys, now))
-    if gw_keys:
-        for p in objects.get("inferencepools", []):
-            add("inferencepools", p, pool_status(p, routes, gw_keys, now))
+    for p in objects.get("inferencepools", []):
+        status = pool_status(p, routes, gw_keys, now)
+        if status != (p.get("status") or {}):
+            out.append(("inferencepools", p, status))
     return out
 
 
@@ -372,7 +273,7 @@ def run(clusters: Mapping[str, str], stop: threading.Event | None = None,
                                             name=f"{name}-{kind}", daemon=True))
     for t in threads:
         t.start()
-    log.info("gateway stand-in (status only, no traffic) watching %s", ", ".join(clusters))
+    log.info("gateway stand-in (InferencePool status only, no traffic) watching %s", ", ".join(clusters))
     if on_ready:
         on_ready()
     stop.wait()
@@ -381,9 +282,8 @@ def run(clusters: Mapping[str, str], stop: threading.Event | None = None,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m e2e.controlplane.gateway_standin",
-        description="A stand-in for a Gateway controller: writes Gateway, HTTPRoute and "
-                    "InferencePool status (Accepted/Programmed/ResolvedRefs) and routes "
-                    "nothing.")
+        description="A stand-in for an InferencePool-aware Gateway implementation: writes "
+                    "InferencePool status (Accepted/ResolvedRefs) and routes nothing.")
     parser.add_argument("clusters", nargs="+", metavar="NAME=KUBECONFIG")
     args = parser.parse_args(argv)
     clusters = {}
@@ -407,5 +307,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["desired", "gateway_status", "route_status", "pool_status", "gatewayclass_status",
-           "merge_conditions", "main", "run"]
+__all__ = ["desired", "pool_status", "merge_conditions", "main", "run"]

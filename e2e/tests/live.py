@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from e2e.controlplane import envoy_gateway, gateway_standin
 from e2e.controlplane.core import ControlPlane, ControlPlaneError
 from e2e.controlplane.waits import wait_for
 from function.composer.naming import LABEL_ENGINE, LABEL_REPLICA
@@ -114,6 +115,37 @@ def serving_pods(cp: ControlPlane, mr: Mapping[str, Any]) -> list[dict]:
     handle = cp.cluster(mr["spec"]["clusterName"])
     return items(cp, "pods", mr["metadata"]["namespace"],
                  f"{LABEL_REPLICA}={mr['metadata']['name']}", cluster=handle)
+
+
+def routes_accepted_by_envoy_gateway(cp: ControlPlane, mr: Mapping[str, Any]) -> list[str]:
+    """Problems with the replica's HTTPRoutes on its cluster, as the Gateway controller
+    reports them: each route has a status.parents[] entry written by Envoy Gateway
+    (its controllerName) with Accepted=True, and none written by the harness's
+    InferencePool stand-in. Empty when all is well."""
+    handle = cp.cluster(mr["spec"]["clusterName"])
+    name = mr["metadata"]["name"]
+    routes = items(cp, "httproutes.gateway.networking.k8s.io", mr["metadata"]["namespace"],
+                   f"{LABEL_REPLICA}={name}", cluster=handle)
+    if not routes:
+        return [f"no HTTPRoute of {name} on {handle.name}"]
+    problems = []
+    for r in routes:
+        parents = (r.get("status") or {}).get("parents") or []
+        by = [p.get("controllerName") for p in parents]
+        ours = [p for p in parents if p.get("controllerName") == envoy_gateway.CONTROLLER]
+        if not ours:
+            problems.append(f"HTTPRoute {r['metadata']['name']} on {handle.name}: no parent "
+                            f"status from {envoy_gateway.CONTROLLER} (parents by {by})")
+        for p in ours:
+            accepted = next((c for c in p.get("conditions") or [] if c.get("type") == "Accepted"),
+                            {})
+            if accepted.get("status") != "True":
+                problems.append(f"HTTPRoute {r['metadata']['name']} on {handle.name}: "
+                                f"Accepted={accepted.get('status')} {accepted.get('reason')}: "
+                                f"{accepted.get('message')}")
+        if gateway_standin.CONTROLLER in by:
+            problems.append(f"HTTPRoute {r['metadata']['name']}: the stand-in wrote its status")
+    return problems
 
 
 def claims_on_their_pool(cp: ControlPlane, mr: Mapping[str, Any]) -> list[str]:

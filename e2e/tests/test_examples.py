@@ -1,6 +1,7 @@
 """Every example deployment on the example fleet, live: the replicas land where
 `preview` (the offline render) says, the real kube-scheduler allocates their
-claims on the chosen pools, and the deployment becomes Ready."""
+claims on the chosen pools, Envoy Gateway accepts their HTTPRoutes, and the
+deployment becomes Ready."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from builders import load_one
 from conftest import FLEET, REPO, measure_memory
 from live import (MD, SERVING, Stopwatch, apply_docs, claims_on_their_pool, delete_and_wait,
-                  ensure_namespace, get, is_true, placement, replicas_of, wait, wait_condition)
+                  ensure_namespace, get, is_true, placement, replicas_of,
+                  routes_accepted_by_envoy_gateway, wait, wait_condition)
 
 from e2e.controlplane.core import ControlPlane
 from function.tools import localrender, preview
@@ -67,6 +69,8 @@ def test_an_example_serves_where_preview_places_it(cp: ControlPlane, predict, ti
             assert is_true(mr, "Ready") and is_true(mr, "WorkloadsReady") and is_true(mr, "Routed")
             assert mr["status"]["endpoint"].endswith(f"/{ns}/{mr['metadata']['name']}")
             assert claims_on_their_pool(cp, mr) == []
+            # Routed is Envoy Gateway's word, not the harness's stand-in's.
+            assert routes_accepted_by_envoy_gateway(cp, mr) == []
     finally:
         delete_and_wait(cp, ns, name)
 

@@ -1,0 +1,120 @@
+"""Envoy Gateway's controller as the local control plane's Gateway implementation.
+
+Upstream's controller (cmd/envoy-gateway, pinned in hack/tools/envoy-gateway and
+built by hack/tools.sh --e2e) runs as a local process against one API server,
+without an Envoy data plane: its EnvoyGateway config names the Custom provider with
+Kubernetes resources and no infrastructure, so it reconciles GatewayClasses,
+Gateways and HTTPRoutes and writes their status, and creates no proxy. One process
+per API server that holds a Gateway (a controller watches one API server; each
+remote cluster of the fleet has its own Gateway and receives its replicas'
+HTTPRoutes).
+
+Every listener is on loopback: the admin server by the config, the health probe,
+the topology-injector webhook and the xDS server (whose address upstream hard-codes)
+through the environment hack/tools/envoy-gateway/main.go and patch.sh read; EG's own
+Prometheus endpoint and controller-runtime's metrics server are off. Its HOME is its
+run directory, so nothing it might cache lands outside the state directory.
+
+What it does not do: write InferencePool status (Envoy Gateway v1.9 has no
+InferencePool support; that takes Envoy AI Gateway, which the module proxy does not
+serve), and program anything (no data plane, so a Gateway stays Programmed=False).
+
+Pure helpers here; core.py starts the processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from e2e.controlplane import fleet
+
+CONTROLLER = fleet.GATEWAY_CONTROLLER
+GATEWAY_CLASS = fleet.GATEWAY_CLASS
+NAMESPACE = "envoy-gateway-system"  # EG's controller namespace (ENVOY_GATEWAY_NAMESPACE)
+
+
+def config(admin_port: int) -> dict:
+    """The EnvoyGateway configuration file (gateway.envoyproxy.io/v1alpha1)."""
+    return {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "EnvoyGateway",
+        "gateway": {"controllerName": CONTROLLER},
+        # Kubernetes resources, no infrastructure: no Envoy proxy is created.
+        "provider": {"type": "Custom", "custom": {"resource": {
+            "type": "Kubernetes", "kubernetes": {"leaderElection": {"disable": True}}}}},
+        "admin": {"address": {"host": "127.0.0.1", "port": admin_port}},
+        # EG's own metrics server listens on 0.0.0.0:19001 with no host setting.
+        "telemetry": {"metrics": {"prometheus": {"disable": True}}},
+        "logging": {"level": {"default": "info"}},
+    }
+
+
+def environment(*, kubeconfig: Path, cert_dir: Path, home: Path, health_port: int,
+                webhook_port: int, xds_port: int) -> dict[str, str]:
+    """What the wrapper (main.go) and the patched xDS runner (patch.sh) read."""
+    return {
+        "KUBECONFIG": str(kubeconfig),
+        "ENVOY_GATEWAY_NAMESPACE": NAMESPACE,
+        "HOME": str(home),
+        "EG_HEALTH_PROBE_ADDR": f"127.0.0.1:{health_port}",
+        "EG_CR_METRICS_ADDR": "0",
+        "EG_WEBHOOK_PORT": str(webhook_port),
+        "EG_WEBHOOK_CERT_DIR": str(cert_dir),
+        "EG_XDS_PORT": str(xds_port),
+        "EG_XDS_CERT_DIR": str(cert_dir),
+    }
+
+
+def clusters_with_gateways(plan: fleet.FleetPlan) -> list[str]:
+    """The clusters (API servers) that hold a Gateway: one controller each."""
+    return [name for name, c in plan.clusters.items()
+            if any(m["kind"] == "Gateway" for m in c.manifests)]
+
+
+def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []
+            if isinstance(c, Mapping)}
+
+
+def _said(cond: Mapping[str, Any] | None) -> str:
+    if cond is None:
+        return "no Accepted condition yet"
+    return f"Accepted={cond.get('status')} {cond.get('reason') or ''}: {cond.get('message') or ''}"
+
+
+def not_accepted(gatewayclass: Mapping[str, Any] | None,
+                 gateways: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What keeps the controller from being up and in charge: the GatewayClass
+    missing or naming another controller, or a Gateway not Accepted=True (for its
+    current generation). Empty when every Gateway is accepted.
+
+    Programmed is not asked for: without a data plane it stays False. Nor is the
+    GatewayClass's own Accepted: Envoy Gateway v1.9.1 sometimes overwrites it at
+    start-up with the status it read before its first write (Accepted=Unknown,
+    Pending) until the next event, while it accepts the class's Gateways (which it
+    does only for a class it accepted)."""
+    if gatewayclass is None:
+        return [f"GatewayClass {GATEWAY_CLASS} does not exist"]
+    controller = (gatewayclass.get("spec") or {}).get("controllerName")
+    if controller != CONTROLLER:
+        return [f"GatewayClass {GATEWAY_CLASS} names controller {controller}, not {CONTROLLER}"]
+    out = []
+    for gw in gateways:
+        meta = gw.get("metadata") or {}
+        if (gw.get("spec") or {}).get("gatewayClassName") != GATEWAY_CLASS:
+            continue
+        name = f"{meta.get('namespace')}/{meta.get('name')}"
+        cond = _conditions(gw).get("Accepted")
+        gen = meta.get("generation")
+        if cond is None or cond.get("status") != "True":
+            out.append(f"Gateway {name}: {_said(cond)}")
+        elif gen is not None and cond.get("observedGeneration") not in (None, gen):
+            out.append(f"Gateway {name}: Accepted for generation "
+                       f"{cond.get('observedGeneration')}, not {gen}")
+    return out
+
+
+__all__ = ["CONTROLLER", "GATEWAY_CLASS", "NAMESPACE", "config", "environment",
+           "clusters_with_gateways", "not_accepted"]
