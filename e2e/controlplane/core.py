@@ -257,6 +257,13 @@ class ControlPlane:
             self.ensure_package_runtime()
         if spec.name == "registry":
             self.push_packages()
+        # Envoy Gateway v1.9.1's cache went stale across its API server's restart (it
+        # kept writing a deleted HTTPRoute's status, "not found", and never the new
+        # one's); restarted, it wrote it at once. Restart it with its API server.
+        eg = "envoy-gateway:" + spec.name.removeprefix("apiserver:")
+        if spec.name.startswith("apiserver:") and eg in self.components() \
+                and self.sup.alive(eg):
+            self.restart(eg, timeout=timeout)
 
     def restart(self, component: str, timeout: float | None = None) -> None:
         self.stop(component)
