@@ -130,7 +130,8 @@ def test_every_generated_object_validates(plan, schemas):
 
 def test_every_kind_is_generated_in_apply_order(plan):
     kinds = [m["kind"] for m in plan.clusters["eu-west-1"].manifests]
-    order = ["Namespace", "GatewayClass", "Gateway", "DeviceClass", "Node", "ResourceSlice"]
+    order = ["Namespace", "GatewayClass", "Gateway", "DeviceClass", "StorageClass",
+             "PersistentVolume", "Node", "ResourceSlice"]
     assert sorted(set(kinds), key=order.index) == order
     assert kinds == sorted(kinds, key=order.index)   # namespaces first, slices after nodes
 
@@ -370,3 +371,19 @@ def test_any_fleet_generates_valid_objects_and_publishes_exactly_the_dra_devices
                     got[s["spec"]["driver"]] += len(s["spec"]["devices"])
             assert got == want
     assert len(of_kind(manifests, "Node")) == sum(p["nodes"] for p in pools)
+
+
+def test_a_cluster_with_storage_gets_its_class_and_volumes_a_cache_can_bind(plan):
+    manifests = plan.clusters["eu-west-1"].manifests
+    [cls] = [m for m in manifests if m["kind"] == "StorageClass"]
+    assert cls["metadata"]["name"] == "filestore-rwx"
+    assert cls["volumeBindingMode"] == "Immediate"  # the PV controller binds at once
+    volumes = [m for m in manifests if m["kind"] == "PersistentVolume"]
+    assert len(volumes) == fleet.PERSISTENT_VOLUMES
+    assert {(v["spec"]["storageClassName"], tuple(v["spec"]["accessModes"])) for v in volumes} \
+        == {("filestore-rwx", ("ReadWriteMany",))}
+
+
+def test_a_cluster_without_storage_gets_none(plan):
+    kinds = {m["kind"] for m in plan.clusters["us-central-batch"].manifests}
+    assert not kinds & {"StorageClass", "PersistentVolume"}

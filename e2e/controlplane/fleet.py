@@ -14,7 +14,11 @@ made:
 * per node and DRA driver, a ResourceSlice (resource.k8s.io/v1) with `count`
   devices of every `claim: DRA` entry (Synthetic entries steer placement only
   and are not published), typed attributes and capacity as declared;
-* one DeviceClass per deviceClassName selecting its driver(s).
+* one DeviceClass per deviceClassName selecting its driver(s);
+* for `spec.storage`, its StorageClass (no provisioner) and PERSISTENT_VOLUMES
+  ReadWriteMany hostPath PersistentVolumes of it that the real PV controller
+  binds a ModelCache's claims to (kwok pods mount nothing, so the path is
+  never touched).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 GATEWAY_CLASS = "eg"
 GATEWAY_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSlice.spec.devices maxItems
+PERSISTENT_VOLUMES = 8       # per StorageClass: one per ModelCache staged there at a time
+VOLUME_SIZE = "2Ti"
 ATTRIBUTE_TYPES = ("string", "int", "bool", "version")
 
 # What a fake node offers besides its devices: room for every pod placed on it.
@@ -221,9 +227,12 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
     classes: dict[str, set[str]] = {}
     nodes: list[dict] = []
     slices: list[dict] = []
+    storage: set[str] = set()
     for ic in inference_clusters:
         ic_name = _name(ic)
         spec = ic.get("spec") or {}
+        if (spec.get("storage") or {}).get("storageClassName"):
+            storage.add(spec["storage"]["storageClassName"])
         gw = spec.get("gateway") or {}
         if gw.get("name") and gw.get("namespace"):
             ns = gw["namespace"]
@@ -306,7 +315,24 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
                  "description": "Envoy Gateway's controller, without an Envoy data plane."},
     }]
     return [*namespaces.values(), *gateway_class, *gateways.values(), *device_classes,
-            *nodes, *slices]
+            *storage_manifests(sorted(storage)), *nodes, *slices]
+
+
+def storage_manifests(classes: Sequence[str]) -> list[dict]:
+    """Each StorageClass, and volumes of it for the PV controller to bind claims to."""
+    out: list[dict] = []
+    for cls in classes:
+        out.append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                    "metadata": {"name": cls}, "provisioner": "kubernetes.io/no-provisioner",
+                    "volumeBindingMode": "Immediate", "reclaimPolicy": "Retain"})
+        out += [{"apiVersion": "v1", "kind": "PersistentVolume",
+                 "metadata": {"name": dns_label(cls, str(i))},
+                 "spec": {"storageClassName": cls, "accessModes": ["ReadWriteMany"],
+                          "capacity": {"storage": VOLUME_SIZE},
+                          "persistentVolumeReclaimPolicy": "Retain",
+                          "hostPath": {"path": f"/var/lib/modelplane-e2e/{cls}-{i}"}}}
+                for i in range(PERSISTENT_VOLUMES)]
+    return out
 
 
 def provider_config_objects(provider_config: str, kubeconfig_yaml: str,
