@@ -13,7 +13,7 @@ import copy
 
 import pytest
 from builders import load_one
-from conftest import REPO, measure_memory
+from conftest import REPO, TIMINGS, measure_memory
 from live import (MD, SERVING, Stopwatch, apply_docs, condition, ensure_namespace, get, is_true,
                   items, replicas_of, wait, wait_condition)
 
@@ -41,7 +41,7 @@ def secret() -> dict:
 
 
 @pytest.fixture(scope="module")
-def staged(cp: ControlPlane, timings):
+def staged(cp: ControlPlane):
     """The example cache, Eager, staged on its whole footprint."""
     ensure_namespace(cp, NS)
     apply_docs(cp, [secret()])
@@ -49,7 +49,7 @@ def staged(cp: ControlPlane, timings):
     apply_docs(cp, [in_namespace(CACHE)])
     try:
         mc = wait_condition(cp, MC, CACHE["metadata"]["name"], NS, "Staged", HYDRATED)
-        timings["ModelCache: apply to Staged on 2 clusters (s)"] = clock.seconds()
+        TIMINGS["ModelCache: apply to Staged on 2 clusters (s)"] = clock.seconds()
         measure_memory(cp)
         yield mc
     finally:

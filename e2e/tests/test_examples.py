@@ -28,7 +28,7 @@ def predict():
     tools = localrender.find_tools()
     with localrender.serve_locally() as address, tempfile.TemporaryDirectory() as tmp:
         def run(path: Path):
-            stage1, _ = preview.render_all(tools, address, FLEET, path, None, Path(tmp))
+            stage1, _, _ = preview.render_all(tools, address, FLEET, path, None, Path(tmp))
             md = next(d for d in stage1 if d["kind"] == "ModelDeployment")
             placed = sorted(placement(d) for d in stage1 if d["kind"] == "ModelReplica")
             return md, placed
