@@ -75,29 +75,20 @@ def test_schema_bounds_are_checked_too(path):
     assert errors, f"{path.name} passes the function's checks"
 
 
-CACHES = sorted((ROOT / "tests" / "invalid").glob("mc-*.yaml"))
+# The kinds whose rules are checked whole: (schema model, rule checks) by file prefix.
+WHOLE = {"mc": (ModelCache, rules.cache_errors), "iq": (InferenceQuota, rules.quota_errors)}
+WHOLE_CASES = sorted(p for prefix in WHOLE for p in (ROOT / "tests" / "invalid").glob(f"{prefix}-*.yaml"))
 
 
-@pytest.mark.parametrize("path", CACHES, ids=lambda p: p.stem)
-def test_the_cache_function_refuses_every_invalid_model_cache_as_the_xrd_words_it(path):
+@pytest.mark.parametrize("path", WHOLE_CASES, ids=lambda p: p.stem)
+def test_the_function_refuses_every_invalid_cache_and_quota_as_the_xrd_words_it(path):
+    model, check = WHOLE[path.stem.split("-", 1)[0]]
     doc = yaml.safe_load(path.read_text().split("\n", 2)[2])
-    errors = validation.model_errors(ModelCache, doc) or rules.cache_errors(doc["spec"])
+    errors = validation.model_errors(model, doc) or check(doc["spec"])
     assert errors, f"{path.name} passes the function's checks"
     wording = expect(path)
     if not wording.startswith("spec."):  # a CEL rule's message: the same sentence
         assert any(wording in e for e in errors), (wording, errors)
-
-
-QUOTAS = sorted((ROOT / "tests" / "invalid").glob("iq-*.yaml"))
-
-
-@pytest.mark.parametrize("path", QUOTAS, ids=lambda p: p.stem)
-def test_the_quota_function_refuses_every_invalid_quota_as_the_xrd_words_it(path):
-    doc = yaml.safe_load(path.read_text().split("\n", 2)[2])
-    errors = validation.model_errors(InferenceQuota, doc) or rules.quota_errors(doc["spec"])
-    assert errors, f"{path.name} passes the function's checks"
-    if not expect(path).startswith("spec."):
-        assert any(expect(path) in e for e in errors), errors
 
 
 def _messages(node) -> list[str]:
