@@ -26,7 +26,7 @@ from function.contract.api import (
 )
 from function.contract.models.inferencequota import InferenceQuota
 from function.contract.quotas import claims, devices, parse_quota, usage
-from function.contract.records import Malformed, parse_cluster
+from function.contract.records import parse_clusters
 from function.contract.validation import dig, metadata_errors, model_errors
 from function.runtime.request import Request, desired_ready
 
@@ -64,13 +64,8 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
                 bad.append(f"limit {limit.name!r}: invalid CEL selector {expr!r}: {exc}")
     namespaces = set(quota.namespaces) | {
         dig(n, "metadata").get("name") for n in req.required(REQUIRE_NAMESPACES)}
-    clusters = {}
-    for ic in req.required(REQUIRE_CLUSTERS):
-        try:
-            c = parse_cluster(ic)
-            clusters[c.name] = c
-        except Malformed:
-            continue  # its replicas' devices cannot be told; the cluster says why itself
+    # A malformed cluster's replicas cannot be told apart: the cluster says why itself.
+    clusters, _ = parse_clusters(req.required(REQUIRE_CLUSTERS))
     held = []
     for mr in req.required(REQUIRE_REPLICAS):
         spec, meta = dig(mr, "spec"), dig(mr, "metadata")

@@ -16,7 +16,7 @@ from typing import Any
 
 from function.contract.enums import CachePhase, Hydration
 from function.contract.names import tagged_label
-from function.contract.records import Cluster
+from function.contract.records import Cluster, selects
 
 # Where the cache mounts unless modelCacheRef.mountPath says otherwise
 # (Modelplane's path), and the variable that tells the engine the same.
@@ -77,7 +77,7 @@ class Cache:
         if not self.exists:
             return f"{{has}} no ModelCache {self.name} (it does not exist in namespace " \
                    f"{self.namespace})"
-        if not all(cluster.labels.get(k) == v for k, v in self.match_labels.items()):
+        if not selects(self.match_labels, cluster.labels):
             return f"{{is}} outside ModelCache {self.name}'s clusterSelector"
         if not cluster.storage_class:
             return f"{{has}} no storage for ModelCache {self.name} (spec.storage)"

@@ -19,7 +19,7 @@ from typing import Any
 from function.contract import devicecel
 from function.contract.capacity import member_pods
 from function.contract.enums import DeviceClaim
-from function.contract.records import Cluster, Device
+from function.contract.records import Cluster, Device, selects
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,7 @@ class Quota:
     def applies(self, namespace: str, labels: Mapping[str, str]) -> bool:
         if namespace in self.namespaces:
             return True
-        return self.match_labels is not None and all(
-            labels.get(k) == v for k, v in self.match_labels.items())
+        return self.match_labels is not None and selects(self.match_labels, labels)
 
 
 def parse_quota(obj: Mapping[str, Any]) -> Quota:

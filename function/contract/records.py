@@ -118,6 +118,25 @@ class Cluster:
         return self.provider_config is not None
 
 
+def selects(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    """Whether a matchLabels selector selects an object with `labels` (every pair
+    present and equal; an empty selector selects everything)."""
+    return all(labels.get(k) == v for k, v in match_labels.items())
+
+
+def parse_clusters(objs: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Cluster], dict[str, str]]:
+    """InferenceClusters by name, and why each malformed one was skipped (by name)."""
+    clusters, unreadable = {}, {}
+    for obj in objs:
+        try:
+            c = parse_cluster(obj)
+            clusters[c.name] = c
+        except Malformed as exc:
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+            unreadable[str(meta.get("name"))] = str(exc)
+    return clusters, unreadable
+
+
 def expect(value: Any, kind: type | tuple[type, ...], what: str, optional: bool = True) -> None:
     """Raise Malformed unless value has the type the API schema gives it.
 

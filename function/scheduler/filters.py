@@ -23,7 +23,7 @@ from typing import Any
 from function.contract.caches import Cache
 from function.contract.capacity import member_pods
 from function.contract.enums import TaintEffect, TolerationOperator
-from function.contract.records import Cluster, Pool, Taint
+from function.contract.records import Cluster, Pool, Taint, selects
 from function.scheduler.ledger import Ledger
 from function.scheduler.matching import EngineFit, Matcher
 
@@ -59,7 +59,7 @@ def stays(_: Deployment, __: Cluster) -> None:
 
 
 def _selected(dep: Deployment, cluster: Cluster) -> bool:
-    return all(cluster.labels.get(k) == v for k, v in dep.match_labels.items())
+    return selects(dep.match_labels, cluster.labels)
 
 
 def cluster_labels(dep: Deployment, cluster: Cluster, _: Matcher) -> str | None:

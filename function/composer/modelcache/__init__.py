@@ -56,7 +56,7 @@ from function.contract.caches import cache_ref, claim_name
 from function.contract.enums import CachePhase, Hydration, ModelSource
 from function.contract.models.modelcache import ModelCache
 from function.contract.names import tagged_label
-from function.contract.records import Cluster, Malformed, parse_cluster
+from function.contract.records import Cluster, parse_clusters, selects
 from function.contract.validation import dig, metadata_errors, model_errors, pruned
 from function.runtime import requeue
 from function.runtime.request import Request, desired_ready
@@ -109,18 +109,11 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         keep.keep_observed(rsp, observed)
         return
 
-    clusters, unreadable = {}, {}
-    for ic in req.required(REQUIRE_CLUSTERS):
-        try:
-            c = parse_cluster(ic)
-            clusters[c.name] = c
-        except Malformed as exc:
-            unreadable[str(dig(ic, "metadata").get("name"))] = str(exc)
+    clusters, unreadable = parse_clusters(req.required(REQUIRE_CLUSTERS))
     in_use = sorted({dig(mr, "spec").get("clusterName") for mr in req.required(REQUIRE_REPLICAS)
                      if (ref := cache_ref(dig(mr, "spec"))) and ref.name == name} - {None})
     selector = (spec.get("clusterSelector") or {}).get("matchLabels") or {}
-    selected = [c for _, c in sorted(clusters.items())
-                if all(c.labels.get(k) == v for k, v in selector.items())]
+    selected = [c for _, c in sorted(clusters.items()) if selects(selector, c.labels)]
     footprint = [c for c in selected if c.storage_class]
     no_storage = [c.name for c in selected if not c.storage_class]
     staging = {c.name: c for c in footprint
