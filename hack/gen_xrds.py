@@ -575,10 +575,32 @@ def inference_cluster() -> dict:
            "ModelCache, so replicas that use one are not placed here.",
             required=["storageClassName"]),
         "nodePools": array(pool, 32, "Node pools, keyed by name.", map_keys=["name"]),
+        "inventory": obj({
+            "source": string(0, "Observed (default): count the nodes the cluster reports as "
+                             "Ready and schedulable, never more than declared, falling back "
+                             "to the declared nodes while no fresh observation exists. "
+                             "Declared: count `nodePools[].nodes` as written.",
+                             enum=("InventorySource", ["Observed", "Declared"]),
+                             default="Observed"),
+            "staleAfterSeconds": integer(30, 86400, "An observation older than this no longer "
+                                         "counts: the declared nodes do, and the "
+                                         "CapacityObserved condition says why.", default=300),
+        }, "Where the nodes the scheduler counts come from. The control-plane cluster is "
+           "read directly; a remote cluster runs the inventory reporter (composed onto it "
+           "through the providerConfigRef), whose report is read back."),
     }, "A workload cluster: its node pools and the devices each node offers.")
     pool_status = obj({
         "name": string(63, "The pool's name."),
-        "nodes": integer(0, 100000, "Nodes the pool publishes."),
+        "nodes": integer(0, 100000, "Nodes the scheduler counts: the observed schedulable "
+                         "nodes while the observation is fresh (never more than declared), "
+                         "else the declared nodes."),
+        "declaredNodes": integer(0, 100000, "spec.nodePools[].nodes."),
+        "readyNodes": integer(0, 100000, "Observed: the pool's nodes whose Ready condition is "
+                              "True."),
+        "schedulableNodes": integer(0, 100000, "Observed: Ready nodes that are not cordoned "
+                                    "and carry no NoSchedule or NoExecute taint beyond the "
+                                    "pool's own."),
+        "observedAt": string(64, "When the observation was made (RFC 3339)."),
         "usedNodes": integer(0, 10000000, "Nodes held by ModelReplicas placed on the pool."),
         "freeNodes": integer(0, 100000, "Nodes left for new replicas."),
     }, "Capacity of one pool.")
@@ -590,6 +612,7 @@ def inference_cluster() -> dict:
     return xrd("InferenceCluster", "inferenceclusters", "Cluster", spec, status, ["ic"], [
         col("Nodes", "integer", ".status.nodes"),
         col("Free", "integer", ".status.freeNodes"),
+        col("Observed", "string", ".status.conditions[?(@.type=='CapacityObserved')].status"),
         col("Gateway", "string", ".spec.gateway.address"),
     ], description="A workload cluster, written by the platform team.")
 

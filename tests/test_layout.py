@@ -40,7 +40,7 @@ def imported_parts(path: pathlib.Path) -> set[str]:
 
 def test_the_top_of_function_holds_the_handlers_and_the_role_folders():
     top = {p.name for p in FUNCTION.iterdir() if p.name != "__pycache__"}
-    assert top == {"__init__.py", "__version__.py", "cluster.py", "composer", "contract",
+    assert top == {"__init__.py", "__version__.py", "cluster", "composer", "contract",
                    "quota.py", "runtime", "scheduler", "tools"}
 
 

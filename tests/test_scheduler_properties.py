@@ -102,7 +102,26 @@ def clusters(draw, names=st.lists(st.sampled_from("abcdef"), min_size=1, max_siz
             labels={"tier": draw(st.sampled_from(["prod", "prod", "batch"]))},
             taints=[draw(st.sampled_from(TAINTS))] if sometimes(draw, 4) else [],
             ready=None if not sometimes(draw, 6) else draw(st.booleans())))
+        if sometimes(draw, 3):  # the cluster observed its nodes: fewer, or more, than declared
+            status = out[-1].setdefault("status", {})
+            status.setdefault("conditions", []).append(
+                {"type": "CapacityObserved", "status": draw(st.sampled_from(["True", "False"]))})
+            status["nodePools"] = [{"name": p["name"],
+                                    "schedulableNodes": draw(st.integers(0, p["nodes"] + 2))}
+                                   for p in out[-1]["spec"]["nodePools"]]
     return out
+
+
+def counted_nodes(ic: dict) -> dict[str, int]:
+    """Per pool, the nodes the scheduler may fill: the observed schedulable nodes
+    while the cluster's observation counts, never more than declared."""
+    status = ic.get("status") or {}
+    observed = any(c.get("type") == "CapacityObserved" and c.get("status") == "True"
+                   for c in status.get("conditions") or [])
+    seen = {p["name"]: p["schedulableNodes"] for p in status.get("nodePools") or []} \
+        if observed else {}
+    return {p["name"]: min(p["nodes"], seen.get(p["name"], p["nodes"]))
+            for p in ic["spec"]["nodePools"]}
 
 
 @st.composite
@@ -181,7 +200,7 @@ def shrink_pools(fleet: list[dict], rnd: random.Random) -> list[dict]:
 
 def evolve(fleet: list[dict], rnd: random.Random) -> list[dict]:
     """The fleet changes under the scheduler: pools shrink, a cluster goes or
-    gets tainted or unready, a pool's devices change."""
+    gets tainted or unready, a pool's devices change, its observed nodes drop."""
     fleet = copy.deepcopy(fleet)
     for c in fleet:
         roll = rnd.random()
@@ -195,6 +214,11 @@ def evolve(fleet: list[dict], rnd: random.Random) -> list[dict]:
         elif roll < 0.5 and c["spec"]["nodePools"]:
             p = rnd.choice(c["spec"]["nodePools"])
             p["devices"] = [device("d0", rnd.choice(sorted(PRODUCTS)), count=8)]
+        elif roll < 0.6:  # nodes cordoned or NotReady under the running replicas
+            c["status"] = {"conditions": [{"type": "CapacityObserved", "status": "True"}],
+                           "nodePools": [{"name": p["name"],
+                                          "schedulableNodes": rnd.randint(0, p["nodes"])}
+                                         for p in c["spec"]["nodePools"]]}
     return shrink_pools(fleet, rnd)
 
 
@@ -233,15 +257,16 @@ def _kept(rsp: fnv1.RunFunctionResponse, mr: dict) -> bool:
 
 def check_no_overcommit(rsp: fnv1.RunFunctionResponse, world: World,
                         before: dict[tuple[str, str], int]) -> None:
-    """Our output never adds nodes to a pool beyond what it has.
+    """Our output never adds nodes to a pool beyond what it has: its observed
+    schedulable nodes when they count, else its declared ones.
 
     Where our usage of a pool grew, other deployments' replicas plus ours fit
     in its nodes. (Where it did not grow, an overcommit is someone else's to
     repair: a younger replica of another deployment, or one of ours that had
     nowhere to go and was kept as it was.)
     """
-    nodes = {(c["metadata"]["name"], p["name"]): p["nodes"]
-             for c in world.clusters for p in c["spec"]["nodePools"]}
+    nodes = {(c["metadata"]["name"], name): n
+             for c in world.clusters for name, n in counted_nodes(c).items()}
     ours = usage_by_pool(mrs(rsp).values())
     theirs = usage_by_pool(world.others)
     for where, n in nodes.items():

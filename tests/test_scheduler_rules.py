@@ -1024,8 +1024,10 @@ def test_the_inference_cluster_reports_nodes_used_by_the_placed_replicas():
     rsp = fn.run_function(request(ic, required={REQUIRE_REPLICAS: replicas}))
     from builders import composite
     pools = to_plain(composite(rsp))["status"]["nodePools"]
-    assert pools == [{"name": "h100", "nodes": 8, "usedNodes": 6, "freeNodes": 2},
-                     {"name": "l4", "nodes": 2, "usedNodes": 1, "freeNodes": 1}]
+    assert pools == [{"name": "h100", "nodes": 8, "declaredNodes": 8, "usedNodes": 6,
+                      "freeNodes": 2},
+                     {"name": "l4", "nodes": 2, "declaredNodes": 2, "usedNodes": 1,
+                      "freeNodes": 1}]
     assert cluster_fn.REQUIRE_REPLICAS == REQUIRE_REPLICAS
 
 

@@ -22,6 +22,8 @@ import yaml
 KWOK_STAGES = (
     "kustomize/stage/node/fast/node-initialize.yaml",
     "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    # Only nodes labelled node-not-ready.stage.kwok.x-k8s.io=true: e2e makes a node NotReady.
+    "kustomize/stage/node/chaos/node-not-ready.yaml",
     "kustomize/stage/pod/fast/pod-ready.yaml",
     "kustomize/stage/pod/fast/pod-complete.yaml",
 )

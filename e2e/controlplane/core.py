@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from e2e.controlplane import addons, certs, envoy_gateway, fleet, tools
+from e2e.controlplane import addons, certs, envoy_gateway, fleet, inventory, tools
 from e2e.controlplane.procs import Spec, Supervisor, tail
 from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, probe,
                                     scale, wait_for)
@@ -68,7 +68,8 @@ KWOK_NODE_SELECTOR = f"{fleet.KWOK_ANNOTATION}=fake"
 FIELD_MANAGER = "modelplane-e2e"
 
 # Stop order for `down`: consumers first, storage last.
-STOP_ORDER_PREFIXES = ("function", "provider-kubernetes", "crossplane", "gateway-stand-in",
+STOP_ORDER_PREFIXES = ("inventory:", "function", "provider-kubernetes", "crossplane",
+                       "gateway-stand-in",
                        "envoy-gateway:", "lws:", "kwok:", "scheduler:", "controller-manager:", "apiserver:",
                        "registry", "etcd")
 
@@ -518,6 +519,7 @@ class _Builder:
             self._install(plan)
             self._write_state(plan, complete=False)
             self._apply_fleet(plan)
+            self._start_inventory_reporters(plan)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         self._write_state(plan, complete=True)
@@ -1116,6 +1118,37 @@ class _Builder:
         wait_for("every InferenceCluster to report its status (composed by the function)",
                  reported, 600, logs=[self.sup.log_path("crossplane"),
                                       self.sup.log_path("function")])
+
+
+    def _start_inventory_reporters(self, plan: fleet.FleetPlan) -> None:
+        """Each remote cluster's inventory reporter (e2e/controlplane/inventory.py),
+        once the InferenceCluster function has composed it there; ready when its
+        first report exists on the cluster."""
+        cp = self.cp
+        assert cp is not None
+        binary = REPO / ".venv" / "bin" / "function-model-serving"
+        remotes = [n for n, c in plan.clusters.items() if c.remote]
+        for name in remotes:
+            def composed(name=name) -> dict:
+                return json.loads(cp.kubectl(*inventory.deployment_args(), cluster=name).stdout)
+            dep = wait_for(f"the inventory reporter composed onto {name}", composed, 300,
+                           logs=[self.sup.log_path("provider-kubernetes"),
+                                 self.sup.log_path("function")])
+            token = cp.kubectl(*inventory.token_request_args(), cluster=name).stdout.strip()
+            kubeconfig = self.dir / "clusters" / name / "inventory-reporter.kubeconfig"
+            kubeconfig.write_text(inventory.token_kubeconfig(self._kubeconfig_path(name), token))
+            kubeconfig.chmod(0o600)
+            self.say(f"{inventory.component(name)}: the composed reporter, as a local process "
+                     "with its ServiceAccount's token")
+            self._launch(Spec(inventory.component(name),
+                              inventory.argv(binary, dep, kubeconfig), cwd=str(REPO)),
+                         {"type": "none"}, 60)
+        for name in remotes:
+            wait_for(f"the first inventory report on {name}",
+                     lambda name=name: json.loads(
+                         cp.kubectl(*inventory.report_args(), cluster=name).stdout),
+                     120, logs=[self.sup.log_path(inventory.component(name))],
+                     died=lambda name=name: cp._died(inventory.component(name)))
 
 
 class _Fatal(Exception):

@@ -29,3 +29,4 @@ REQUIRE_MODEL_CACHE = "model-cache"
 REQUIRE_QUOTAS = "inference-quotas"
 REQUIRE_NAMESPACES = "namespaces"
 REQUIRE_QUOTA_CLUSTERS = "quota-clusters"  # every cluster, when a quota applies
+REQUIRE_NODES = "nodes"  # the control-plane cluster's Nodes of one pool: "nodes/<pool>"

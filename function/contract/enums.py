@@ -15,7 +15,12 @@ what the rest of the function uses.
 
 from __future__ import annotations
 
-from function.contract.models.inferencecluster import DeviceClaim, ProviderConfigKind, TaintEffect
+from function.contract.models.inferencecluster import (
+    DeviceClaim,
+    InventorySource,
+    ProviderConfigKind,
+    TaintEffect,
+)
 from function.contract.models.modelcache import CachePhase, Hydration, ModelSource
 from function.contract.models.modeldeployment import TolerationOperator
 from function.contract.models.modelreplica import (
@@ -31,7 +36,7 @@ from function.contract.models.modelreplica import (
 )
 
 __all__ = [
-    "CachePhase", "DeviceClaim", "Hydration", "ModelSource", "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector",
+    "CachePhase", "DeviceClaim", "Hydration", "InventorySource", "ModelSource", "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector",
     "MemberRole", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
     "ServingMode", "TaintEffect", "TolerationOperator",
 ]

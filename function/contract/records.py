@@ -27,6 +27,7 @@ a micro-benchmark; M and L were 12-14% slower end to end).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -237,11 +238,33 @@ def parse_cluster(obj: Mapping[str, Any],
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     pools = tuple(parse_pools() if parse_pools is not None
                   else (parse_pool(p) for p in spec.get("nodePools") or []))
+    observed = _schedulable(obj)
+    if observed:
+        pools = tuple(dataclasses.replace(p, nodes=min(p.nodes, observed[p.name]))
+                      if observed.get(p.name, p.nodes) < p.nodes else p for p in pools)
     return Cluster(name=meta["name"], labels=dict(meta.get("labels") or {}),
                    taints=_taints(spec.get("taints")), ready=_ready(obj), pools=pools,
                    provider_config=_provider_config(spec.get("providerConfigRef")),
                    gateway=_gateway(spec.get("gateway")),
                    storage_class=_text(spec.get("storage"), "storageClassName"))
+
+
+def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:
+    """Observed schedulable nodes per pool, from the cluster's own status, when
+    its CapacityObserved condition says the observation counts (the cluster
+    function judges freshness: cluster/observe.py). A pool's declared nodes
+    stay the ceiling; without a counted observation they are what counts."""
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    if not any(isinstance(c, Mapping) and c.get("type") == "CapacityObserved"
+               and c.get("status") == "True" for c in status.get("conditions") or []):
+        return {}
+    out = {}
+    for p in status.get("nodePools") or []:
+        n = p.get("schedulableNodes") if isinstance(p, Mapping) else None
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0 \
+                and isinstance(p.get("name"), str):
+            out[p["name"]] = n
+    return out
 
 
 def _ready(obj: Mapping[str, Any]) -> bool:

@@ -58,5 +58,23 @@ def preview(**kwargs) -> None:
     sys.exit(run_preview(**kwargs))
 
 
+@cli.command()
+@click.option("--kubeconfig", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Reach the cluster through this kubeconfig (default: in-cluster config).")
+@click.option("--namespace", default="modelplane-system", show_default=True,
+              help="Where the report ConfigMap (modelplane-inventory) is written.")
+@click.option("--interval", default=30.0, show_default=True, type=click.FloatRange(1, 3600),
+              help="Seconds between reports.")
+@click.option("--once", is_flag=True, help="Report once and exit (non-zero on failure).")
+def inventory(kubeconfig, namespace, interval, once) -> None:
+    """Report this cluster's nodes per pool to the fleet (runs on each workload cluster)."""
+    import logging
+
+    from function.tools.inventory import run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    sys.exit(run(kubeconfig, namespace, interval, once))
+
+
 if __name__ == "__main__":
     cli()

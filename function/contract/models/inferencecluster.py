@@ -36,6 +36,29 @@ class Gateway(BaseModel):
     ]
 
 
+class InventorySource(StrEnum):
+    OBSERVED = "Observed"
+    DECLARED = "Declared"
+
+
+class Inventory(BaseModel):
+    source: Annotated[
+        InventorySource | None,
+        Field(
+            description="Observed (default): count the nodes the cluster reports as Ready and schedulable, never more than declared, falling back to the declared nodes while no fresh observation exists. Declared: count `nodePools[].nodes` as written.",
+            title="InventorySource",
+        ),
+    ] = "Observed"
+    staleAfterSeconds: Annotated[
+        StrictInt | None,
+        Field(
+            description="An observation older than this no longer counts: the declared nodes do, and the CapacityObserved condition says why.",
+            ge=30,
+            le=86400,
+        ),
+    ] = 300
+
+
 class Attributes(BaseModel):
     bool: Annotated[StrictBool | None, Field(description="A boolean value.")] = None
     int: Annotated[
@@ -239,6 +262,12 @@ class Spec(BaseModel):
         Gateway | None,
         Field(description="The cluster-edge Gateway that HTTPRoutes attach to."),
     ] = None
+    inventory: Annotated[
+        Inventory | None,
+        Field(
+            description="Where the nodes the scheduler counts come from. The control-plane cluster is read directly; a remote cluster runs the inventory reporter (composed onto it through the providerConfigRef), whose report is read back."
+        ),
+    ] = None
     nodePools: Annotated[
         list[NodePool] | None,
         Field(description="Node pools, keyed by name.", max_length=32),
@@ -261,6 +290,9 @@ class Spec(BaseModel):
 
 
 class NodePool1(BaseModel):
+    declaredNodes: Annotated[
+        StrictInt | None, Field(description="spec.nodePools[].nodes.", ge=0, le=100000)
+    ] = None
     freeNodes: Annotated[
         StrictInt | None,
         Field(description="Nodes left for new replicas.", ge=0, le=100000),
@@ -270,7 +302,31 @@ class NodePool1(BaseModel):
     ] = None
     nodes: Annotated[
         StrictInt | None,
-        Field(description="Nodes the pool publishes.", ge=0, le=100000),
+        Field(
+            description="Nodes the scheduler counts: the observed schedulable nodes while the observation is fresh (never more than declared), else the declared nodes.",
+            ge=0,
+            le=100000,
+        ),
+    ] = None
+    observedAt: Annotated[
+        StrictStr | None,
+        Field(description="When the observation was made (RFC 3339).", max_length=64),
+    ] = None
+    readyNodes: Annotated[
+        StrictInt | None,
+        Field(
+            description="Observed: the pool's nodes whose Ready condition is True.",
+            ge=0,
+            le=100000,
+        ),
+    ] = None
+    schedulableNodes: Annotated[
+        StrictInt | None,
+        Field(
+            description="Observed: Ready nodes that are not cordoned and carry no NoSchedule or NoExecute taint beyond the pool's own.",
+            ge=0,
+            le=100000,
+        ),
     ] = None
     usedNodes: Annotated[
         StrictInt | None,

@@ -1,0 +1,185 @@
+"""Capacity that is real and shared fairly, on the real control plane.
+
+Observed nodes: the control-plane cluster's InferenceCluster reads its Nodes
+directly; each remote cluster's comes from the inventory reporter composed
+onto it (run by the harness with the composed ServiceAccount's token). A
+cordoned node (kubectl cordon) and a NotReady node (kwok's own node-not-ready
+chaos stage) leave the count, and the scheduler places by what is left.
+
+Quota: an InferenceQuota caps one namespace while another namespace takes
+the rest of the same devices.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from builders import load_one
+from conftest import REPO
+from live import (IC, MD, SETTLE, Stopwatch, apply_docs, condition, delete_and_wait,
+                  ensure_namespace, get, is_true, replicas_of, wait)
+
+from e2e.controlplane import fleet
+from e2e.controlplane.core import ControlPlane
+from function.contract.inventory import REPORT_NAME, REPORT_NAMESPACE
+
+NS = "capacity-team"
+OBSERVED = 2 * SETTLE  # a cluster's status follows its nodes within its poll interval
+NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"  # kwok's chaos stage (addons.KWOK_STAGES)
+SINGLE_GPU = load_one(REPO / "examples" / "deployments" / "single-gpu.yaml")
+
+
+def pool_status(cp: ControlPlane, ic: str, pool: str) -> dict:
+    obj = get(cp, IC, ic) or {}
+    for p in (obj.get("status") or {}).get("nodePools") or []:
+        if p.get("name") == pool:
+            return {**p, "observed": condition(obj, "CapacityObserved")}
+    return {}
+
+
+def wait_pool(cp: ControlPlane, ic: str, pool: str, timeout: float = OBSERVED, **want) -> dict:
+    def check():
+        got = pool_status(cp, ic, pool)
+        if got.get("observed", {}).get("status") != "True" or \
+                any(got.get(k) != v for k, v in want.items()):
+            raise AssertionError(f"{ic}/{pool}: {got}")
+        return got
+    return wait(f"InferenceCluster {ic} pool {pool} to report {want}", check, timeout)
+
+
+def deployment(name: str, ns: str, replicas: int, region: dict[str, str]) -> dict:
+    """The single-GPU example (one L4, one node per replica) in `ns`, on clusters
+    with the `region` labels."""
+    md = copy.deepcopy(SINGLE_GPU)
+    md["metadata"].update(name=name, namespace=ns)
+    md["spec"]["replicas"] = replicas
+    md["spec"]["template"]["spec"]["clusterSelector"] = {"matchLabels": dict(region)}
+    env = md["spec"]["template"]["spec"]["engines"][0]["members"][0]["template"]["spec"][
+        "containers"][0]
+    env.pop("env", None)  # no Secret in this namespace
+    return md
+
+
+def scheduled(cp: ControlPlane, ns: str, name: str, want: int) -> dict:
+    def check():
+        md = get(cp, MD, name, ns) or {}
+        got = ((md.get("status") or {}).get("replicas") or {}).get("scheduled")
+        if got != want or len(replicas_of(cp, ns, name)) != want:
+            raise AssertionError(f"scheduled {got}: {(md.get('status') or {}).get('unscheduled')}")
+        return md
+    return wait(f"ModelDeployment {ns}/{name} to have {want} replicas scheduled", check, SETTLE)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def namespace(cp: ControlPlane):
+    ensure_namespace(cp, NS)
+
+
+def test_every_cluster_reports_the_nodes_it_has(cp: ControlPlane, timings):
+    clock = Stopwatch()
+    for ic in fleet.load_fleet(REPO / "examples" / "fleet"):
+        name = ic["metadata"]["name"]
+        for p in ic["spec"]["nodePools"]:
+            got = wait_pool(cp, name, p["name"], nodes=p["nodes"], readyNodes=p["nodes"],
+                            schedulableNodes=p["nodes"], declaredNodes=p["nodes"])
+            assert got["observedAt"]
+    timings["capacity: every cluster observed (s)"] = clock.seconds()
+    # The remote clusters' reports are what the reporter wrote there.
+    for name in ("eu-west-1", "us-central-batch"):
+        cm = get(cp, "configmaps", REPORT_NAME, REPORT_NAMESPACE, cluster=cp.cluster(name))
+        assert cm is not None and "inventory.json" in cm["data"], name
+
+
+def test_cordoned_nodes_leave_the_count_and_the_scheduler_places_by_what_is_left(
+        cp: ControlPlane, timings):
+    cluster, pool = "us-east-1", "l4"  # the control-plane cluster: its Nodes are read directly
+    nodes = [fleet.node_name(cluster, pool, i) for i in range(4)]
+    md = deployment("cordon-probe", NS, 4, {"topology.kubernetes.io/region": cluster})
+    try:
+        clock = Stopwatch()
+        for n in nodes[:3]:
+            cp.kubectl("cordon", n, cluster=cp.cluster(cluster))
+        got = wait_pool(cp, cluster, pool, nodes=1, schedulableNodes=1, readyNodes=4)
+        assert got["declaredNodes"] == 4
+        timings["capacity: cordon to observed on the control-plane cluster (s)"] = clock.seconds()
+        apply_docs(cp, [md])
+        status = scheduled(cp, NS, "cordon-probe", 1)["status"]
+        reasons = {u["reason"] for u in status["unscheduled"]}
+        assert all(f'too few free nodes on pool "{pool}"' in r for r in reasons), reasons
+        assert not is_true(get(cp, MD, "cordon-probe", NS), "ReplicasScheduled")
+        for n in nodes[:3]:
+            cp.kubectl("uncordon", n, cluster=cp.cluster(cluster))
+        wait_pool(cp, cluster, pool, nodes=4, schedulableNodes=4)
+        scheduled(cp, NS, "cordon-probe", 4)
+    finally:
+        for n in nodes:
+            cp.kubectl("uncordon", n, cluster=cp.cluster(cluster), check=False)
+        delete_and_wait(cp, NS, "cordon-probe")
+
+
+def test_a_not_ready_node_on_a_remote_cluster_leaves_the_count(cp: ControlPlane, timings):
+    cluster, pool = "eu-west-1", "l4-4x"  # remote: counted from the reporter's report
+    handle = cp.cluster(cluster)
+    node = fleet.node_name(cluster, pool, 0)
+    md = deployment("not-ready-probe", NS, 2, {"region": "eu-west"})
+    try:
+        clock = Stopwatch()
+        cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}=true", cluster=handle)
+        wait(f"node {node} NotReady", lambda: condition(
+            get(cp, "nodes", node, cluster=handle), "Ready").get("status") == "False", 60)
+        got = wait_pool(cp, cluster, pool, nodes=1, readyNodes=1, schedulableNodes=1)
+        timings["capacity: NotReady to observed through the reporter (s)"] = clock.seconds()
+        assert got["declaredNodes"] == 2
+        apply_docs(cp, [md])
+        scheduled(cp, NS, "not-ready-probe", 1)
+        cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}-", cluster=handle)
+        wait_pool(cp, cluster, pool, nodes=2, readyNodes=2)
+        scheduled(cp, NS, "not-ready-probe", 2)
+    finally:
+        cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}-", cluster=handle, check=False)
+        delete_and_wait(cp, NS, "not-ready-probe")
+        wait_pool(cp, cluster, pool, nodes=2, readyNodes=2)
+
+
+# --- Fair share ------------------------------------------------------------------------
+
+CAPPED, OTHER = "quota-capped", "quota-other"
+L4_NODES = 6  # us-east-1 l4 (4) and eu-west-1 l4-4x (2): one replica of single-gpu each
+
+
+def quota() -> dict:
+    return {"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceQuota",
+            "metadata": {"name": "e2e-l4"},
+            "spec": {"namespaces": [CAPPED], "limits": [{
+                "name": "l4", "devices": 2, "selectors": [
+                    {"cel": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA-L4"'}]}]}}
+
+
+def test_a_quota_caps_one_namespace_while_another_fills_the_rest(cp: ControlPlane):
+    for ns in (CAPPED, OTHER):
+        ensure_namespace(cp, ns)
+    prod = {"tier": "prod"}
+    try:
+        apply_docs(cp, [quota()])
+        apply_docs(cp, [deployment("capped", CAPPED, 4, prod)])
+        status = scheduled(cp, CAPPED, "capped", 2)["status"]
+        reasons = [u["reason"] for u in status["unscheduled"]]
+        assert len(reasons) == 2 and all(
+            "under quota e2e-l4/l4 (2 of 2 devices in use" in r for r in reasons), reasons
+        # The other namespace is not capped: it takes every L4 node left.
+        apply_docs(cp, [deployment("uncapped", OTHER, L4_NODES - 2, prod)])
+        scheduled(cp, OTHER, "uncapped", L4_NODES - 2)
+
+        def used():
+            q = get(cp, "inferencequotas.modelplane.ai", "e2e-l4") or {}
+            limits = {l["name"]: l for l in (q.get("status") or {}).get("limits") or []}
+            got = limits.get("l4") or {}
+            if (got.get("used"), got.get("devices")) != (2, 2):
+                raise AssertionError(q.get("status"))
+            return True
+        wait("InferenceQuota e2e-l4 to report 2 of 2 used", used, SETTLE)
+    finally:
+        delete_and_wait(cp, CAPPED, "capped")
+        delete_and_wait(cp, OTHER, "uncapped")
+        cp.kubectl("delete", "inferencequotas.modelplane.ai", "e2e-l4", "--ignore-not-found")

@@ -1,0 +1,166 @@
+"""InferenceCluster status: per-pool capacity, observed and used.
+
+The function reports `status.nodePools[]` so platform teams can read their
+fleet with `kubectl get ic`, and the scheduler counts what it reports:
+
+* the nodes each pool has now (observe.py): observed Ready and schedulable
+  nodes, never more than declared, while the observation counts, else the
+  declared `nodes`, with the CapacityObserved condition saying which and why.
+  A remote cluster is observed through the inventory reporter composed onto
+  it (reporter.py); the control-plane cluster's Nodes are read directly;
+* the nodes the ModelReplicas placed on each pool hold, and what is free.
+
+It marks the cluster not ready when the provider-kubernetes
+ClusterProviderConfig it names does not exist, which keeps the scheduler
+from placing new replicas on a cluster nothing can reach.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from crossplane.function import resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.cluster import observe, reporter
+from function.contract.api import (
+    API_VERSION,
+    KIND_MODEL_REPLICA,
+    LABEL_CLUSTER,
+    LABEL_POOL,
+    REQUIRE_NODES,
+    REQUIRE_REPLICAS,
+)
+from function.contract.capacity import replica_usage
+from function.contract.enums import InventorySource, ProviderConfigKind
+from function.contract.models.inferencecluster import InferenceCluster
+from function.contract.records import Malformed, parse_cluster, parse_pool
+from function.contract.validation import dig, metadata_errors, model_errors
+from function.runtime import requeue
+from function.runtime.request import Request, desired_ready
+
+PROVIDER_CONFIG = "provider-config"
+PROVIDER_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+STALE_AFTER_DEFAULT = 300
+DEFAULT_TTL_SECONDS = 60  # the SDK's response TTL: how often Crossplane calls again
+
+
+def now() -> datetime.datetime:
+    """The clock (tests set it): only staleness reads it."""
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
+    ic = req.composite
+    errors = metadata_errors(ic, namespaced=False) + model_errors(InferenceCluster, ic)
+    if not errors:
+        try:
+            cluster = parse_cluster(ic)
+            pools = [parse_pool(p) for p in dig(ic, "spec").get("nodePools") or []]
+        except Malformed as exc:
+            errors = [str(exc)]
+    if errors:
+        response.fatal(rsp, f"InferenceCluster {dig(ic, 'metadata').get('name')} is "
+                       f"invalid: {'; '.join(errors)}")
+        return
+    name = cluster.name
+    spec = ic.get("spec") or {}
+    inventory = spec.get("inventory") or {}
+    observed = inventory.get("source", InventorySource.OBSERVED) == InventorySource.OBSERVED
+    stale_after = int(inventory.get("staleAfterSeconds") or STALE_AFTER_DEFAULT)
+
+    # Ask for the replicas placed here (every namespace), the provider config
+    # and, for the control-plane cluster, its Nodes per pool. Requirements are
+    # declared on every call so they stay stable.
+    response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, KIND_MODEL_REPLICA,
+                               match_labels={LABEL_CLUSTER: name})
+    ref = spec.get("providerConfigRef") or {}
+    kind = ref.get("kind") or ProviderConfigKind.CLUSTER_PROVIDER_CONFIG.value
+    if ref.get("name"):
+        response.require_resources(rsp, PROVIDER_CONFIG, PROVIDER_API_VERSION, kind,
+                                   match_name=ref["name"])
+    if observed and not cluster.remote:
+        for pool in pools:
+            response.require_resources(rsp, f"{REQUIRE_NODES}/{pool.name}", "v1", "Node",
+                                       match_labels={LABEL_POOL: pool.name})
+    if observed and cluster.remote and kind == ProviderConfigKind.CLUSTER_PROVIDER_CONFIG:
+        for key, obj in reporter.objects(cluster).items():
+            resource.update(rsp.desired.resources[key], obj)
+            # The reporter's health shows in CapacityObserved, never in the
+            # cluster's readiness: an unready cluster takes no new replicas.
+            rsp.desired.resources[key].ready = fnv1.READY_TRUE
+    if not req.resolved(REQUIRE_REPLICAS):
+        return  # Crossplane calls again with the requirements resolved.
+
+    clock = now()
+    if not observed:
+        observation = None
+    elif not cluster.remote:
+        wanted = [f"{REQUIRE_NODES}/{p.name}" for p in pools]
+        if all(req.resolved(w) for w in wanted):
+            nodes = [n for w in wanted for n in req.required(w)]
+            observation = observe.local(nodes, pools, ic.get("status") or {}, clock)
+        else:
+            observation = "the cluster's Nodes are not read yet"
+    elif kind != ProviderConfigKind.CLUSTER_PROVIDER_CONFIG:
+        observation = ("the inventory reporter needs a ClusterProviderConfig; a namespaced "
+                       "ProviderConfig cannot be reached from the cluster-scoped "
+                       "InferenceCluster's Objects")
+    else:
+        observation = observe.remote(req.observed().get(reporter.REPORT))
+    verdict = observe.judge(pools, observation, clock, stale_after, live=not cluster.remote)
+
+    used: dict[str, int] = {}
+    for mr in req.required(REQUIRE_REPLICAS):
+        mr_spec = dig(mr, "spec")
+        if mr_spec.get("clusterName") != name:
+            continue  # a forged label; the spec is what places a replica
+        try:
+            usage = replica_usage(mr_spec.get("engines") or [])
+        except (TypeError, ValueError, AttributeError) as exc:
+            # Skip only the bad object, and say so: its nodes go uncounted.
+            meta = dig(mr, "metadata")
+            response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
+                             f"is malformed and left out of the pool usage: {exc}")
+            continue
+        for pool, nodes in usage.items():
+            used[pool] = used.get(pool, 0) + nodes
+
+    status_pools = []
+    for count in verdict.pools:
+        in_use = used.get(count.name, 0)
+        entry = {"name": count.name, "nodes": count.counted, "declaredNodes": count.declared,
+                 "usedNodes": in_use, "freeNodes": max(0, count.counted - in_use)}
+        if count.ready is not None:
+            entry.update(readyNodes=count.ready, schedulableNodes=count.schedulable,
+                         observedAt=verdict.observed_at)
+        status_pools.append(entry)
+        if in_use > count.counted:
+            response.warning(rsp, f"pool {count.name!r} is overcommitted: {in_use} nodes "
+                             f"used of {count.counted}; the schedulers re-place the youngest "
+                             "replicas")
+    resource.update(rsp.desired.composite, {"status": {
+        "nodes": sum(p["nodes"] for p in status_pools),
+        "freeNodes": sum(p["freeNodes"] for p in status_pools),
+        "nodePools": status_pools,
+    }})
+    response.set_conditions(rsp, resource.Condition(
+        typ=observe.CONDITION, status=verdict.status, reason=verdict.reason,
+        message=verdict.message))
+    if observed and cluster.remote and stale_after < 2 * DEFAULT_TTL_SECONDS:
+        # Look again before a report can go stale unnoticed for long.
+        rsp.meta.ttl.FromTimedelta(datetime.timedelta(seconds=stale_after // 2))
+
+    reachable = not ref.get("name") or not req.resolved(PROVIDER_CONFIG) \
+        or bool(req.required(PROVIDER_CONFIG))
+    rsp.desired.composite.ready = desired_ready(reachable)
+    if not reachable:
+        requeue.soon(rsp)  # Crossplane does not watch the config for us
+        response.set_conditions(rsp, resource.Condition(
+            typ="Reachable", status="False", reason="ProviderConfigMissing",
+            message=f"{kind} {ref['name']!r} does not exist; create it so "
+                    "provider-kubernetes can reach this cluster"))
+    else:
+        response.set_conditions(rsp, resource.Condition(
+            typ="Reachable", status="True", reason="ProviderConfigFound" if ref.get("name")
+            else "LocalCluster"))

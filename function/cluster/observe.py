@@ -1,0 +1,122 @@
+"""Which nodes of each pool exist now, and whether that observation counts.
+
+An InferenceCluster's `nodePools[].nodes` is what a person typed; the nodes
+the scheduler counts should be the ones a pod can land on now. The function
+observes them two ways (contract/inventory.py reduces both alike):
+
+* the control-plane cluster (no providerConfigRef): its Nodes, read directly
+  through Crossplane's required resources, one requirement per pool label.
+  A live read on every reconcile, so never stale; its `observedAt` is when the
+  counts last changed, kept from the previous status while they hold (a time
+  that moved on every reconcile would rewrite the status every time).
+* a remote cluster: the inventory reporter's report (reporter.py composes
+  it), read back through an observe-only Object. Its `observedAt` is the
+  reporter's heartbeat: older than `spec.inventory.staleAfterSeconds`, the
+  report no longer counts.
+
+`judge` says, per pool, what the scheduler counts: the observed schedulable
+nodes, never more than declared, while the observation counts; otherwise the
+declared nodes, with the CapacityObserved condition saying why. The
+scheduler reads that verdict back from the cluster's status
+(records.parse_cluster), so the clock is read here only, and the scheduler
+stays a pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from function.contract import inventory
+from function.contract.inventory import NodeGroup, Observation
+from function.contract.records import Malformed, Pool
+
+CONDITION = "CapacityObserved"
+
+
+@dataclass(frozen=True)
+class PoolCount:
+    name: str
+    declared: int
+    counted: int                  # what the scheduler counts
+    ready: int | None = None      # observed; None: no observation of the pool
+    schedulable: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    pools: tuple[PoolCount, ...]
+    observed_at: str   # "" without an observation
+    status: str        # the condition's: "True" when the observation counts
+    reason: str
+    message: str
+
+
+def local(nodes: Sequence[Mapping[str, Any]], pools: Sequence[Pool],
+          previous: Mapping[str, Any], now: datetime.datetime) -> Observation:
+    """The control-plane cluster's own Nodes, observed now; `observedAt` stays
+    as the previous status had it while every pool's counts are unchanged."""
+    observation = Observation(inventory.summarize(nodes), inventory.rfc3339(now))
+    before = {p.get("name"): p for p in previous.get("nodePools") or []
+              if isinstance(p, Mapping)}
+    since = next((p.get("observedAt") for p in before.values()), None)
+    unchanged = inventory.parse_time(since) is not None and all(
+        (before.get(p.name) or {}).get(k) == v
+        for p in pools
+        for k, v in zip(("readyNodes", "schedulableNodes"),
+                        inventory.count(observation.pools.get(p.name, ()), p.taints)))
+    return Observation(observation.pools, since) if unchanged else observation
+
+
+def remote(report_object: Mapping[str, Any] | None) -> Observation | str:
+    """The reporter's report from the observed Object, or why there is none."""
+    if report_object is None:
+        return "the inventory reporter's report is not observed yet"
+    manifest = ((report_object.get("status") or {}).get("atProvider") or {}).get("manifest")
+    data = manifest.get("data") if isinstance(manifest, Mapping) else None
+    if not isinstance(data, Mapping) or inventory.REPORT_KEY not in data:
+        return (f"the inventory reporter has not reported yet (no ConfigMap "
+                f"{inventory.REPORT_NAMESPACE}/{inventory.REPORT_NAME} on the cluster)")
+    try:
+        return inventory.parse(data[inventory.REPORT_KEY])
+    except Malformed as exc:
+        return f"the inventory report is unreadable: {exc}"
+
+
+def judge(pools: Sequence[Pool], observation: Observation | str | None,
+          now: datetime.datetime, stale_after: int, live: bool) -> Verdict:
+    """What to count per pool. `observation` is None when the cluster's nodes
+    are declared only, a string saying why when nothing was observed; `live`
+    when it was read now (never stale)."""
+    if observation is None:
+        return _declared(pools, "", "Declared", "spec.inventory.source is Declared: "
+                         "counting nodePools[].nodes as written")
+    if isinstance(observation, str):
+        return _declared(pools, "", "NotObserved", f"{observation}; counting the declared nodes")
+    counts = [(p, *inventory.count(observation.pools.get(p.name, ()), p.taints)) for p in pools]
+    at = inventory.parse_time(observation.observed_at)
+    age = (now - at).total_seconds() if at is not None else float("inf")
+    if not live and age > stale_after:
+        return Verdict(tuple(PoolCount(p.name, p.nodes, p.nodes, r, s) for p, r, s in counts),
+                       observation.observed_at, "False", "Stale",
+                       f"the inventory report is from {observation.observed_at}, older than "
+                       f"{stale_after}s (spec.inventory.staleAfterSeconds); counting the "
+                       "declared nodes until the reporter reports again")
+    short = [f"{p.name} {s}/{p.nodes}" for p, _, s in counts if s < p.nodes]
+    message = ("every pool has its declared nodes schedulable" if not short else
+               "schedulable of declared: " + ", ".join(short))
+    return Verdict(tuple(PoolCount(p.name, p.nodes, min(p.nodes, s), r, s) for p, r, s in counts),
+                   observation.observed_at, "True", "Observed", message)
+
+
+def _declared(pools: Sequence[Pool], observed_at: str, reason: str, message: str) -> Verdict:
+    return Verdict(tuple(PoolCount(p.name, p.nodes, p.nodes) for p in pools), observed_at,
+                   "False", reason, message)
+
+
+def unobserved(groups: Mapping[str, tuple[NodeGroup, ...]], pools: Sequence[Pool]) -> list[str]:
+    """Pools the cluster's nodes name that the InferenceCluster does not declare."""
+    declared = {p.name for p in pools}
+    return sorted(name for name in groups if name not in declared)

@@ -1,0 +1,155 @@
+"""What a cluster's nodes say about its pools: the inventory report.
+
+Two readers observe a cluster's Nodes: the InferenceCluster function reads the
+control-plane cluster's directly (Crossplane's required resources), and the
+inventory reporter (`function-model-serving inventory`, composed onto each
+remote cluster) lists its cluster's and writes a report the function reads
+back. Both reduce the Nodes to the same report with `summarize`, so a node
+counts the same wherever it runs.
+
+The report groups a pool's nodes by what decides whether a replica's pods can
+land on them: Ready, cordoned, and the NoSchedule/NoExecute taints they carry.
+It does not judge them, because only the InferenceCluster knows the pool's own
+taints, which its pods tolerate: `count` does that with the pool in hand. A
+report holds one group per distinct state, not one entry per node, so it stays
+small (a ConfigMap holds at most 1 MiB) on a cluster of thousands of nodes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from function.contract.api import LABEL_POOL
+from function.contract.enums import TaintEffect
+from function.contract.records import Malformed, Taint
+
+VERSION = 1
+# Where the reporter writes its report on the workload cluster.
+REPORT_NAMESPACE = "modelplane-system"
+REPORT_NAME = "modelplane-inventory"
+REPORT_KEY = "inventory.json"
+# Taints that keep pods off a node (PreferNoSchedule is advice, as kube-scheduler reads it).
+_REPELLING = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes of one pool in one state."""
+
+    ready: bool
+    unschedulable: bool        # cordoned (spec.unschedulable)
+    taints: tuple[str, ...]    # NoSchedule/NoExecute taints, as `Taint.__str__`, sorted
+    nodes: int
+
+
+@dataclass(frozen=True)
+class Observation:
+    pools: Mapping[str, tuple[NodeGroup, ...]]  # pool name -> its nodes, grouped
+    observed_at: str                            # RFC 3339, UTC
+
+
+def summarize(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[NodeGroup, ...]]:
+    """Nodes grouped by pool (label modelplane.ai/pool) and state; nodes without
+    the label belong to no pool and are left out."""
+    counts: dict[str, dict[tuple[bool, bool, tuple[str, ...]], int]] = {}
+    for node in nodes:
+        pool = ((node.get("metadata") or {}).get("labels") or {}).get(LABEL_POOL)
+        if not isinstance(pool, str) or not pool:
+            continue
+        spec, status = node.get("spec") or {}, node.get("status") or {}
+        state = (_ready(status), bool(spec.get("unschedulable")), _repelling(spec.get("taints")))
+        groups = counts.setdefault(pool, {})
+        groups[state] = groups.get(state, 0) + 1
+    return {pool: tuple(NodeGroup(r, u, t, n) for (r, u, t), n in sorted(groups.items()))
+            for pool, groups in sorted(counts.items())}
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in status.get("conditions") or [] if isinstance(c, Mapping))
+
+
+def _repelling(taints: Any) -> tuple[str, ...]:
+    out = set()
+    for t in taints or []:
+        if isinstance(t, Mapping) and t.get("effect") in _REPELLING and t.get("key"):
+            out.add(str(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"]))))
+    return tuple(sorted(out))
+
+
+def count(groups: Iterable[NodeGroup], pool_taints: Iterable[Taint]) -> tuple[int, int]:
+    """(ready, schedulable) nodes of a pool: schedulable is Ready, not cordoned,
+    and repelling no pod of the pool (every taint is one of the pool's own,
+    which its pods tolerate)."""
+    own = {str(t) for t in pool_taints}
+    ready = schedulable = 0
+    for g in groups:
+        if g.ready:
+            ready += g.nodes
+            if not g.unschedulable and own.issuperset(g.taints):
+                schedulable += g.nodes
+    return ready, schedulable
+
+
+def render(pools: Mapping[str, tuple[NodeGroup, ...]], observed_at: datetime.datetime) -> str:
+    """The report as the reporter writes it: canonical JSON."""
+    return json.dumps({
+        "version": VERSION,
+        "observedAt": rfc3339(observed_at),
+        "pools": {pool: [{"ready": g.ready, "unschedulable": g.unschedulable,
+                          "taints": list(g.taints), "nodes": g.nodes} for g in groups]
+                  for pool, groups in sorted(pools.items())},
+    }, sort_keys=True, separators=(",", ":"))
+
+
+def parse(text: Any) -> Observation:
+    """A report read back; raises Malformed saying what is wrong with it."""
+    if not isinstance(text, str):
+        raise Malformed(f"the report is {type(text).__name__}, not a string")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise Malformed(f"the report is not JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("version") != VERSION:
+        raise Malformed(f"the report is not version {VERSION} of the inventory report")
+    observed_at = doc.get("observedAt")
+    if parse_time(observed_at) is None:
+        raise Malformed(f"the report's observedAt {str(observed_at)[:40]!r} is not RFC 3339")
+    pools = doc.get("pools")
+    if not isinstance(pools, dict):
+        raise Malformed("the report's pools is not an object")
+    out = {}
+    for pool, groups in pools.items():
+        if not isinstance(groups, list):
+            raise Malformed(f"the report's pool {pool[:63]!r} is not a list")
+        out[pool] = tuple(_group(pool, g) for g in groups)
+    return Observation(out, observed_at)
+
+
+def _group(pool: str, g: Any) -> NodeGroup:
+    if not isinstance(g, dict) or not isinstance(g.get("ready"), bool) \
+            or not isinstance(g.get("unschedulable"), bool) \
+            or not isinstance(g.get("nodes"), int) or isinstance(g.get("nodes"), bool) \
+            or g["nodes"] < 0 or not isinstance(g.get("taints"), list) \
+            or not all(isinstance(t, str) for t in g["taints"]):
+        raise Malformed(f"a node group of pool {pool[:63]!r} in the report is malformed")
+    return NodeGroup(g["ready"], g["unschedulable"], tuple(g["taints"]), g["nodes"])
+
+
+def rfc3339(t: datetime.datetime) -> str:
+    return t.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> datetime.datetime | None:
+    """An RFC 3339 time as Kubernetes writes it, or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else None

@@ -1,0 +1,100 @@
+"""The inventory reporter: a workload cluster's Nodes, reported where the fleet can read them.
+
+The control plane cannot list a remote cluster's Nodes through Crossplane:
+provider-kubernetes observes one named object per `Object`, never a list. So
+each remote cluster runs this small loop (the InferenceCluster function
+composes it there as a Deployment of the project's own image, with a
+ServiceAccount that may only list Nodes and write one ConfigMap): every
+`interval` it lists the Nodes that carry modelplane.ai/pool, reduces them to
+the inventory report (contract/inventory.py, the same reduction the function
+applies to the control-plane cluster's own Nodes) and writes it to the
+ConfigMap modelplane-system/modelplane-inventory. The InferenceCluster reads
+it back through an observe-only provider-kubernetes Object; the report's
+`observedAt` is its heartbeat, so a reporter that stops is noticed as a stale
+report, and the cluster falls back to its declared nodes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from function.contract.api import LABEL_POOL
+from function.contract.inventory import REPORT_KEY, REPORT_NAME, NodeGroup, render, summarize
+
+log = logging.getLogger("inventory")
+PAGE = 500  # Nodes per list call: a large cluster is listed in pages
+
+
+def list_nodes(core: Any) -> list[dict[str, Any]]:
+    """Every Node with the pool label, as the API returns them (plain JSON)."""
+    nodes: list[dict[str, Any]] = []
+    token = None
+    while True:
+        rsp = core.list_node(label_selector=LABEL_POOL, limit=PAGE, _continue=token,
+                             _preload_content=False)
+        page = json.loads(rsp.data)
+        nodes.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return nodes
+
+
+def write(core: Any, namespace: str, report: str) -> None:
+    """Create or replace the report ConfigMap."""
+    from kubernetes.client.exceptions import ApiException
+
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": REPORT_NAME, "namespace": namespace,
+                         "labels": {"app.kubernetes.io/name": REPORT_NAME}},
+            "data": {REPORT_KEY: report}}
+    try:
+        core.replace_namespaced_config_map(REPORT_NAME, namespace, body)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        core.create_namespaced_config_map(namespace, body)
+
+
+def report_once(core: Any, namespace: str,
+                now: Callable[[], datetime.datetime]) -> dict[str, tuple[NodeGroup, ...]]:
+    pools = summarize(list_nodes(core))
+    write(core, namespace, render(pools, now()))
+    return pools
+
+
+def run(kubeconfig: str | None, namespace: str, interval: float, once: bool) -> int:
+    from kubernetes import client, config
+
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig)
+    else:
+        config.load_incluster_config()
+    core = client.CoreV1Api()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    failures = 0
+    while not stop.is_set():
+        try:
+            pools = report_once(core, namespace,
+                                lambda: datetime.datetime.now(datetime.timezone.utc))
+            failures = 0
+            log.info("reported %d pools: %s", len(pools),
+                     ", ".join(f"{p}={sum(g.nodes for g in gs)}" for p, gs in pools.items()))
+            if once:
+                return 0
+        except Exception as exc:  # noqa: BLE001 - a reporter keeps reporting
+            failures += 1
+            log.warning("report failed (%d in a row): %s", failures, exc)
+            if once:
+                return 1
+        # Back off on repeated failures, never beyond four intervals: a report
+        # older than the cluster's staleAfterSeconds stops counting anyway.
+        stop.wait(interval * min(4, 1 + failures))
+    return 0
