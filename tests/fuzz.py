@@ -11,6 +11,7 @@ either Fatal with a message or a desired state whose every object validates.
 from __future__ import annotations
 
 import copy
+import datetime
 import os
 from typing import Any
 
@@ -20,12 +21,16 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import strategies as st
 from schemas import Schemas
 
+import function.cluster as cluster_fn
+from function.cluster.reporter import REPORT
 from function.composer.modelcache import REQUIRE_SECRET
+from function.contract import inventory
 from function.contract.api import (
     REQUIRE_CLUSTER,
     REQUIRE_CLUSTERS,
     REQUIRE_MODEL_CACHE,
     REQUIRE_NAMESPACES,
+    REQUIRE_NODES,
     REQUIRE_QUOTA_CLUSTERS,
     REQUIRE_QUOTAS,
     REQUIRE_REPLICAS,
@@ -44,6 +49,17 @@ REPLICAS = load(EXAMPLES / "replicas")
 QUOTAS = load(EXAMPLES / "quotas")
 NAMESPACES = [{"apiVersion": "v1", "kind": "Namespace",
                "metadata": {"name": "ml-team", "labels": {"org": "research"}}}]
+CLOCK = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.timezone.utc)
+NODES = [{"apiVersion": "v1", "kind": "Node",
+          "metadata": {"name": "n0", "labels": {"modelplane.ai/pool": pool}},
+          "spec": {"unschedulable": cordoned, "taints": [
+              {"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+          "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+         for pool in ("l4", "h100-8x", "cpu") for cordoned in (False, True)]
+REPORTS = [{"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+            "metadata": {"name": "r", "namespace": "crossplane-system"},
+            "status": {"atProvider": {"manifest": {"data": {"inventory.json": inventory.render(
+                inventory.summarize(NODES), CLOCK)}}}}}]
 SECRETS = [{"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "hf-token", "namespace": "ml-team"}}]
 
@@ -162,6 +178,15 @@ def requests(draw) -> fnv1.RunFunctionRequest:
         xr = draw(bent(FLEET))
         if draw(st.booleans()):
             required[REQUIRE_REPLICAS] = draw(st.lists(stored(REPLICAS), max_size=3))
+        # What the cluster observed: its Nodes (the control-plane cluster) and
+        # the inventory reporter's report (a remote one), bent like the rest.
+        pools = [p.get("name") for p in ((xr.get("spec") or {}) if isinstance(
+            xr.get("spec"), dict) else {}).get("nodePools") or [] if isinstance(p, dict)]
+        for pool in pools[:3]:
+            if isinstance(pool, str) and draw(st.booleans()):
+                required[f"{REQUIRE_NODES}/{pool}"] = draw(st.lists(bent(NODES), max_size=3))
+        if draw(st.booleans()):
+            observed[REPORT] = draw(bent(REPORTS))
     if draw(st.integers(0, 9)):  # mostly keep the identity, so handlers are reached
         xr.setdefault("apiVersion", "modelplane.ai/v1alpha1")
         xr.setdefault("kind", kind)
@@ -189,10 +214,16 @@ def check(req: fnv1.RunFunctionRequest) -> str:
     """The fuzz property. Returns 'fatal' or 'desired' for counting."""
     global _schemas
     _schemas = _schemas or Schemas()
-    rsp = fn.run_function(req)
-    # The server reads requests from their bytes (the scheduler's with its
-    # required resources left serialized): it must answer exactly the same.
-    from_bytes = fn.run_serialized(req.SerializeToString())
+    # The one clock (an InferenceCluster's staleness) stands still, so both
+    # answers below are compared for the same input.
+    real_now, cluster_fn.now = cluster_fn.now, lambda: CLOCK
+    try:
+        rsp = fn.run_function(req)
+        # The server reads requests from their bytes (the scheduler's with its
+        # required resources left serialized): it must answer exactly the same.
+        from_bytes = fn.run_serialized(req.SerializeToString())
+    finally:
+        cluster_fn.now = real_now
     assert from_bytes.SerializeToString(deterministic=True) == \
         rsp.SerializeToString(deterministic=True), "run_serialized differs from run_function"
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]

@@ -99,7 +99,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         wanted = [f"{REQUIRE_NODES}/{p.name}" for p in pools]
         if all(req.resolved(w) for w in wanted):
             nodes = [n for w in wanted for n in req.required(w)]
-            observation = observe.local(nodes, pools, ic.get("status") or {}, clock)
+            observation = observe.local(nodes, pools, dig(ic, "status"), clock)
         else:
             observation = "the cluster's Nodes are not read yet"
     elif kind != ProviderConfigKind.CLUSTER_PROVIDER_CONFIG:

@@ -32,6 +32,7 @@ from typing import Any
 from function.contract import inventory
 from function.contract.inventory import NodeGroup, Observation
 from function.contract.records import Malformed, Pool
+from function.contract.validation import dig
 
 CONDITION = "CapacityObserved"
 
@@ -59,8 +60,9 @@ def local(nodes: Sequence[Mapping[str, Any]], pools: Sequence[Pool],
     """The control-plane cluster's own Nodes, observed now; `observedAt` stays
     as the previous status had it while every pool's counts are unchanged."""
     observation = Observation(inventory.summarize(nodes), inventory.rfc3339(now))
-    before = {p.get("name"): p for p in previous.get("nodePools") or []
-              if isinstance(p, Mapping)}
+    pools_before = previous.get("nodePools") if isinstance(previous, Mapping) else None
+    before = {p.get("name"): p for p in pools_before or () if isinstance(p, Mapping)} \
+        if isinstance(pools_before, list) else {}
     since = next((p.get("observedAt") for p in before.values()), None)
     unchanged = inventory.parse_time(since) is not None and all(
         (before.get(p.name) or {}).get(k) == v
@@ -74,9 +76,8 @@ def remote(report_object: Mapping[str, Any] | None) -> Observation | str:
     """The reporter's report from the observed Object, or why there is none."""
     if report_object is None:
         return "the inventory reporter's report is not observed yet"
-    manifest = ((report_object.get("status") or {}).get("atProvider") or {}).get("manifest")
-    data = manifest.get("data") if isinstance(manifest, Mapping) else None
-    if not isinstance(data, Mapping) or inventory.REPORT_KEY not in data:
+    data = dig(report_object, "status", "atProvider", "manifest", "data")
+    if inventory.REPORT_KEY not in data:
         return (f"the inventory reporter has not reported yet (no ConfigMap "
                 f"{inventory.REPORT_NAMESPACE}/{inventory.REPORT_NAME} on the cluster)")
     try:

@@ -57,25 +57,34 @@ def summarize(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[NodeGroup, 
     the label belong to no pool and are left out."""
     counts: dict[str, dict[tuple[bool, bool, tuple[str, ...]], int]] = {}
     for node in nodes:
-        pool = ((node.get("metadata") or {}).get("labels") or {}).get(LABEL_POOL)
+        pool = _field(_field(node, "metadata"), "labels").get(LABEL_POOL)
         if not isinstance(pool, str) or not pool:
             continue
-        spec, status = node.get("spec") or {}, node.get("status") or {}
-        state = (_ready(status), bool(spec.get("unschedulable")), _repelling(spec.get("taints")))
+        spec, status = _field(node, "spec"), _field(node, "status")
+        state = (_ready(status), spec.get("unschedulable") is True,
+                 _repelling(spec.get("taints")))
         groups = counts.setdefault(pool, {})
         groups[state] = groups.get(state, 0) + 1
     return {pool: tuple(NodeGroup(r, u, t, n) for (r, u, t), n in sorted(groups.items()))
             for pool, groups in sorted(counts.items())}
 
 
+def _field(obj: Any, name: str) -> Mapping[str, Any]:
+    """obj[name] when both are mappings, else {}: Nodes arrive unvalidated."""
+    value = obj.get(name) if isinstance(obj, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
+
+
 def _ready(status: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in status.get("conditions") or [] if isinstance(c, Mapping))
+    conditions = status.get("conditions")
+    return isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions)
 
 
 def _repelling(taints: Any) -> tuple[str, ...]:
     out = set()
-    for t in taints or []:
+    for t in taints if isinstance(taints, list) else ():
         if isinstance(t, Mapping) and t.get("effect") in _REPELLING and t.get("key"):
             out.add(str(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"]))))
     return tuple(sorted(out))
