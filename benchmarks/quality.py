@@ -32,7 +32,7 @@ from function.contract.records import parse_cluster
 from function.runtime import fn
 
 # The strategies measured, in column order; the last is the headline.
-STRATEGIES: tuple[str, ...] = ("Spread",)
+STRATEGIES: tuple[str, ...] = ("Spread", "Pack")
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from function.contract.models.inferencecluster import DeviceClaim, ProviderConfigKind, TaintEffect
 from function.contract.models.modelcache import CachePhase, Hydration, ModelSource
-from function.contract.models.modeldeployment import TolerationOperator
+from function.contract.models.modeldeployment import PlacementStrategy, TolerationOperator
 from function.contract.models.modelreplica import (
     EngineContainerName,
     EnginePhase,
@@ -32,6 +32,6 @@ from function.contract.models.modelreplica import (
 
 __all__ = [
     "CachePhase", "DeviceClaim", "Hydration", "ModelSource", "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector",
-    "MemberRole", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
+    "MemberRole", "PlacementStrategy", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
     "ServingMode", "TaintEffect", "TolerationOperator",
 ]

@@ -15,9 +15,12 @@ policy:
               replicas on it are re-placed; the oldest keep their place.
 4. place    - displaced replicas (same index) and then new ones (lowest free
               index) go one at a time to the best-ranked cluster (scores.py:
-              the fewest of this deployment's replicas, then where its
-              ModelCache is Ready, ties by name) that
-              every filter step admits and whose free nodes (ledger.py) fit.
+              by placement.strategy, Spread the fewest of this deployment's
+              replicas, Pack the fewest free nodes on the pools it can use;
+              then where its ModelCache is Ready; ties by name) that
+              every filter step admits and whose free nodes (ledger.py) fit,
+              each engine on a pool of it (filters.capacity: Spread in the
+              listed order, Pack the fullest that fits).
 
 Never destructive: a displaced replica is removed only once it has a new
 place, except a NoExecute drain, which the platform team asked for.
@@ -29,6 +32,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from function.contract.enums import PlacementStrategy
 from function.contract.records import Cluster
 from function.scheduler import filters, reasons
 from function.scheduler.filters import Deployment, EnginePlacement, capacity, engine_cost
@@ -134,7 +138,12 @@ def plan(inp: Inputs) -> Plan:
         if not c.displaced:
             hosted[c.replica.cluster] = hosted.get(c.replica.cluster, 0) + 1
     warm = frozenset(n for n in clusters if dep.cache is not None and dep.cache.ready_on(n))
-    ranking = Ranking(clusters, State(hosted, ledger, warm))
+    usable = {}
+    if dep.strategy == PlacementStrategy.PACK:  # what the pack score counts (scores.py)
+        usable = {name: tuple(p for p in c.pools if any(
+            matcher.engine_fit(e, p) is not None for e in dep.engines))
+            for name, c in clusters.items() if not static[name]}
+    ranking = Ranking(clusters, State(hosted, ledger, warm, usable), dep.strategy)
     # A copy: the plan reserves in it, and stays a pure function of its inputs.
     quota = dataclasses.replace(inp.quota, used=dict(inp.quota.used)) if inp.quota else None
 
