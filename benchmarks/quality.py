@@ -9,7 +9,10 @@ replicas placed with the reference solver's optimum for the same set
 (benchmarks/solver.py), and checks that no pool ended overcommitted.
 
 Prints a row per case, a row per trap, the overcommits, and last the ratio
-over the whole corpus. A measurement, not a test: nothing here asserts a
+over the whole corpus. Beside the optimum, the "in order" optimum: the most a
+scheduler serving deployments first come, first served could place knowing
+what comes next (solver.solve_in_order); the part of a strategy's loss that it
+shares is the arrival order's, not the strategy's. A measurement, not a test: nothing here asserts a
 target (benchmarks/README.md records a run against the targets).
 """
 
@@ -88,10 +91,14 @@ def overcommits(clusters: Sequence[dict], ledger: Sequence[dict]) -> list[str]:
             if u > nodes.get((c, p), 0)]
 
 
-def optimum(case: corpus.Case, time_limit: float) -> solver.Optimum:
+def optimum(case: corpus.Case, time_limit: float,
+            in_order: bool = False) -> solver.Optimum:
+    """The most replicas the case's deployments can place (in_order: first come,
+    first served, solver.solve_in_order)."""
     clusters = [parse_cluster(c) for c in case.clusters]
     demands = [solver.demand(md, clusters) for md in case.deployments]
-    return solver.solve(solver.free_nodes(clusters, case.held), demands, time_limit)
+    solve = solver.solve_in_order if in_order else solver.solve
+    return solve(solver.free_nodes(clusters, case.held), demands, time_limit)
 
 
 def measure(cases: Sequence[corpus.Case], strategies: Sequence[str],
@@ -102,6 +109,7 @@ def measure(cases: Sequence[corpus.Case], strategies: Sequence[str],
         row = {"case": case.name, "trap": case.trap,
                "asked": sum(int(md["spec"]["replicas"]) for md in case.deployments),
                "optimal": best.placed, "bound": best.bound, "solver": best.status,
+               "in_order": optimum(case, time_limit, in_order=True).placed,
                "overcommits": []}
         for s in strategies:
             r = replay(case, s)
@@ -121,9 +129,11 @@ def pct(x: float) -> str:
 
 def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
     lines = ["per case (replicas placed; % of the solver's optimum)"]
-    cols = ["case", "asked", "optimal"] + [c for s in strategies for c in (s, f"{s} %")]
+    cols = ["case", "asked", "optimal", "in order"] + [c for s in strategies
+                                                       for c in (s, f"{s} %")]
     cells = [[r["case"], str(r["asked"]),
-              str(r["optimal"]) + ("" if r["bound"] == r["optimal"] else f" (<= {r['bound']})")]
+              str(r["optimal"]) + ("" if r["bound"] == r["optimal"] else f" (<= {r['bound']})"),
+              str(r["in_order"])]
              + [c for s in strategies for c in (str(r[s]), pct(ratio(r[s], r["optimal"])))]
              for r in rows]
     lines += _table(cols, cells)
@@ -147,7 +157,11 @@ def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
               + (f" (not proven: {', '.join(unproven)}; the ratio uses the best found)"
                  if unproven else ""),
               f"overcommits: {len(over)}" + (" (" + "; ".join(over[:10]) + ")" if over else "")]
-    opt = sum(r["optimal"] for r in rows)
+    opt, first_come = sum(r["optimal"] for r in rows), sum(r["in_order"] for r in rows)
+    lines.append(f"in order (first come, first served, knowing what comes next): {first_come}/"
+                 f"{opt} of the optimum; " + ", ".join(
+                     f"{s} {pct(ratio(sum(r[s] for r in rows), first_come))} of it"
+                     for s in strategies))
     for s in strategies:
         got = sum(r[s] for r in rows)
         worst = min(rows, key=lambda r: ratio(r[s], r["optimal"]))

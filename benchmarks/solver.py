@@ -108,7 +108,10 @@ def free_nodes(clusters: Sequence[Cluster], held: Sequence[Mapping]) -> dict[tup
 
 
 def solve(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],
-          time_limit: float = 30.0) -> Optimum:
+          time_limit: float = 30.0, *, count: frozenset[str] | None = None,
+          floors: Mapping[str, int] | None = None) -> Optimum:
+    """The most replicas of the deployments in `count` (None: all) that can be
+    placed while every deployment in `floors` keeps at least that many."""
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", time_limit)
@@ -124,7 +127,8 @@ def solve(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],
     h.addVars(len(cols), [0.0] * len(cols), [float(replicas[d]) for d, _, _ in cols])
     h.changeColsIntegrality(len(cols), list(range(len(cols))),
                             [highspy.HighsVarType.kInteger] * len(cols))
-    h.changeColsCost(len(cols), list(range(len(cols))), [1.0] * len(cols))
+    h.changeColsCost(len(cols), list(range(len(cols))),
+                     [1.0 if count is None or d in count else 0.0 for d, _, _ in cols])
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
 
     by_pool: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -137,7 +141,7 @@ def solve(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],
         h.addRow(0.0, float(free.get(key, 0)), len(entries), [j for j, _ in entries],
                  [float(n) for _, n in entries])
     for d, js in sorted(by_dep.items()):
-        h.addRow(0.0, float(replicas[d]), len(js), js, [1.0] * len(js))
+        h.addRow(float((floors or {}).get(d, 0)), float(replicas[d]), len(js), js, [1.0] * len(js))
 
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
@@ -147,7 +151,7 @@ def solve(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],
     per: dict[str, int] = {d.name: 0 for d in demands}
     for (d, _, _), n in zip(cols, counts):
         per[d] += n
-    placed = sum(per.values())
+    placed = sum(n for d, n in per.items() if count is None or d in count)
     info = h.getInfo()
     bound = placed if status == "Optimal" else int(info.mip_dual_bound + 1e-6)
     return Optimum(placed, max(bound, placed), per, status)
@@ -166,3 +170,25 @@ def _check(cols, counts, free, replicas) -> None:
     over = [k for k, v in used.items() if v > free.get(k, 0)]
     if over or any(per[d] > replicas[d] for d in per):
         raise AssertionError(f"solver solution is not a placement: over on {over}")
+
+
+def solve_in_order(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],
+                   time_limit: float = 30.0) -> Optimum:
+    """The best a scheduler that serves deployments first come, first served can
+    do, knowing what comes next: the most replicas of the first deployment,
+    then, keeping those, the most of the second, and so on (lexicographic).
+
+    The count optimum (`solve`) may leave an earlier deployment short to place
+    more of a later one; no scheduler that places every replica that fits when
+    it arrives can. The gap between the two is the arrival order's, not the
+    placement choices'.
+    """
+    floors: dict[str, int] = {}
+    statuses = []
+    for d in demands:
+        best = solve(free, demands, time_limit, count=frozenset({d.name}), floors=floors)
+        floors[d.name] = best.placed
+        statuses.append(best.status)
+    proven = all(s in ("Optimal", "no placement possible") for s in statuses)
+    total = sum(floors.values())
+    return Optimum(total, total, floors, "Optimal" if proven else "not proven")

@@ -64,6 +64,15 @@ def test_the_solver_puts_a_gang_on_one_pool_never_across_two():
     assert best(clusters, [across]).placed == 0
 
 
+def test_first_come_first_served_keeps_the_earlier_deployment_the_count_optimum_drops():
+    clusters = [corpus.cluster("a", corpus.pool("h100", 4))]
+    deployments = [gang(1, workers=3, name="d00-gang"), small(4, name="d01-small")]
+    assert best(clusters, deployments).per_deployment == {"d00-gang": 0, "d01-small": 4}
+    case = corpus.Case("hand", "hand", clusters, [], deployments)
+    in_order = quality.optimum(case, 10, in_order=True)
+    assert in_order.per_deployment == {"d00-gang": 1, "d01-small": 0}
+
+
 def test_the_replay_loses_what_spreading_costs_on_the_same_problem():
     case = corpus.Case("hand", "hand", two_clusters_of_four(), [], [small(2), gang(2, workers=3)])
     replay = quality.replay(case, None)
