@@ -30,7 +30,7 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	@touch $@
 
 tools:
@@ -62,6 +62,12 @@ LOAD_SECONDS ?= 600
 .PHONY: load
 load: venv
 	$(PY) -m benchmarks.load --seconds $(LOAD_SECONDS) --clients 16
+
+# The real scheduler's placements against an exact solver's optimum (HiGHS), on a
+# seeded corpus of fragmentation traps; the last line is Pack's ratio to optimal.
+.PHONY: placement-quality
+placement-quality: venv
+	$(PY) -m benchmarks.quality
 
 # Scheduler and composer against their protobuf floor, fleets S/M/L.
 .PHONY: bench

@@ -6,7 +6,9 @@ For each fleet size (benchmarks/fleetgen.py) it measures, in one run:
   - the floor: decoding the serialized request and encoding the response,
     nothing else,
   - the first run and peak RSS of a fresh process (caches empty),
-and prints the ratio to the floor. Then the composer on each example replica
+  - RunFunction under churn: each reconcile's request with 1% of its required
+    resources changed since the one before (benchmarks/churn.py),
+and prints the ratios to the floor. Then the composer on each example replica
 (in process) and the server's composer throughput with concurrent clients.
 The numbers are measurements, not assertions: targets are checked by
 reading the table (benchmarks/README.md records a run).
@@ -29,7 +31,7 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from benchmarks import fleetgen, load
+from benchmarks import churn, fleetgen, load
 from function.composer import cache as composer_cache
 from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
 from function.runtime import fn
@@ -37,7 +39,10 @@ from function.tools import localrender
 
 
 def scheduler_request(size: str) -> fnv1.RunFunctionRequest:
-    md, clusters, live = fleetgen.generate(size)
+    return build_request(*fleetgen.generate(size))
+
+
+def build_request(md: dict, clusters: list[dict], live: list[dict]) -> fnv1.RunFunctionRequest:
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.CopyFrom(resource.dict_to_struct(md))
     for name, objs in ((REQUIRE_CLUSTERS, clusters), (REQUIRE_REPLICAS, live)):
@@ -73,6 +78,22 @@ def in_process(data: bytes, runs: int) -> tuple[list[float], list[float], bytes]
         fnv1.RunFunctionRequest.FromString(data)
         return rsp_msg.SerializeToString()
     return timed(full, runs), timed(floor, runs), rsp
+
+
+def churned(variants: list[bytes]) -> tuple[list[float], list[float]]:
+    """(RunFunction samples, floor samples), one per request of `variants`, in
+    order: each reconcile meets the fleet changed since the one before."""
+    full, floor = [], []
+    for data in variants:
+        t = time.perf_counter()
+        rsp = fn.run_serialized(data).SerializeToString()
+        full.append(time.perf_counter() - t)
+        msg = fnv1.RunFunctionResponse.FromString(rsp)
+        t = time.perf_counter()
+        fnv1.RunFunctionRequest.FromString(data)
+        msg.SerializeToString()
+        floor.append(time.perf_counter() - t)
+    return full, floor
 
 
 def over_grpc(address: str, req: fnv1.RunFunctionRequest, runs: int) -> list[float]:
@@ -137,29 +158,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="S,M,L")
     ap.add_argument("--runs", type=int, default=0, help="runs per measurement (0: by size)")
     ap.add_argument("--throughput-seconds", type=float, default=10)
+    ap.add_argument("--churn", type=float, default=1.0,
+                    help="percent of required resources new between churned reconciles")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     results = {"machine": f"{platform.machine()} {platform.processor() or ''} "
                           f"{len(__import__('os').sched_getaffinity(0))} cores, "
-                          f"Python {platform.python_version()}", "scheduler": [], "composer": []}
+                          f"Python {platform.python_version()}", "scheduler": [], "composer": [],
+               "churn_percent": args.churn}
     with localrender.local_server() as (address, _):
         for size in args.sizes.split(","):
             runs = args.runs or {"S": 50, "M": 20, "L": 7}[size]
-            req = scheduler_request(size)
+            md, clusters, live = fleetgen.generate(size)
+            req = build_request(md, clusters, live)
             data = req.SerializeToString()
             full, floor, rsp = in_process(data, runs)
+            # Built before timing; the caches are warm from the runs above.
+            c_full, c_floor = churned(churn.requests(req, clusters, live, runs,
+                                                     args.churn / 100))
             remote = over_grpc(address, req, runs)
             p50, p95 = percentiles(full)
             f50, f95 = percentiles(floor)
             g50, g95 = percentiles(remote)
             first, rss = fresh_process(data)
+            c50, c95 = percentiles(c_full)
+            cf50, _ = percentiles(c_floor)
             results["scheduler"].append({
                 "size": size, "request_mb": round(len(data) / 1e6, 2),
                 "response_kb": round(len(rsp) / 1e3, 1),
                 "p50_ms": round(p50, 1), "p95_ms": round(p95, 1),
                 "grpc_p50_ms": round(g50, 1), "grpc_p95_ms": round(g95, 1),
                 "floor_p50_ms": round(f50, 2), "ratio_to_floor": round(p50 / f50, 1),
-                "first_run_ms": round(first, 1), "peak_rss_mib": round(rss, 1)})
+                "first_run_ms": round(first, 1), "peak_rss_mib": round(rss, 1),
+                "churn_p50_ms": round(c50, 1), "churn_p95_ms": round(c95, 1),
+                "churn_floor_p50_ms": round(cf50, 2), "churn_ratio": round(c50 / cf50, 1),
+                "first_run_ratio": round(first / f50, 1)})
     results["composer"] = composer_rows(args.runs or 200)
     tp = load.run(seconds=args.throughput_seconds, clients=16, kinds="compose", warmup=2,
                   slack_kib=1 << 30)
@@ -177,6 +210,11 @@ def render(r: dict) -> str:
     cols = ["size", "request_mb", "response_kb", "p50_ms", "p95_ms", "grpc_p50_ms",
             "grpc_p95_ms", "floor_p50_ms", "ratio_to_floor", "first_run_ms", "peak_rss_mib"]
     lines += _table(cols, r["scheduler"])
+    lines += ["", f"scheduler under churn ({r.get('churn_percent', 1.0):g}% of required resources "
+                  "new per reconcile) and a fresh process's first reconcile, against the floor"]
+    lines += _table(["size", "churn_p50_ms", "churn_p95_ms", "churn_floor_p50_ms", "churn_ratio",
+                     "first_run_ms", "floor_p50_ms", "first_run_ratio", "peak_rss_mib"],
+                    r["scheduler"])
     lines += ["", "composer (ModelReplica RunFunction, in process)"]
     lines += _table(["what", "p50_ms", "p95_ms", "afresh_p50_ms", "afresh_p95_ms", "floor_p50_ms",
                      "ratio"], r["composer"])

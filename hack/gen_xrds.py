@@ -617,6 +617,17 @@ def inference_cluster() -> dict:
     ], description="A workload cluster, written by the platform team.")
 
 
+PLACEMENT = obj({
+    "strategy": string(0, "How new replicas choose among the clusters that fit them. Spread "
+                       "(the default): the cluster hosting fewest of this deployment's "
+                       "replicas, so losing one cluster costs least. Pack: the cluster, and "
+                       "within it the pool, with the fewest free nodes that still fit, which "
+                       "keeps large free blocks for multi-node gangs. Replicas already placed "
+                       "never move for it.", enum=("PlacementStrategy", ["Spread", "Pack"]),
+                       default="Spread"),
+}, "How the scheduler places replicas across the fleet.")
+
+
 def model_deployment() -> dict:
     template_spec = obj({
         "clusterSelector": obj({
@@ -626,6 +637,7 @@ def model_deployment() -> dict:
         "tolerations": array(TOLERATION, 16, "Tolerations of InferenceCluster taints."),
         "serving": SERVING,
         "modelCacheRef": MODEL_CACHE_REF,
+        "placement": PLACEMENT,
         "engines": engines(False),
     }, "What every replica runs.", required=["engines"], rules=ENGINE_RULES)
     spec = obj({

@@ -159,12 +159,16 @@ def deployments(draw, name: str = "llama") -> dict:
     else:
         engs = [draw(engines("prefill", "Prefill")), draw(engines("decode", "Decode"))]
         mode = "PrefillDecode"
-    return deployment(
+    md = deployment(
         name, *engs, replicas=0 if sometimes(draw, 12) else draw(st.integers(1, 6)), mode=mode,
         selector={"tier": "prod"} if sometimes(draw, 4) else None,
         tolerations=draw(st.sampled_from([
             [], [], [{"key": "dedicated", "operator": "Exists"}],
             [{"operator": "Exists", "effect": "NoExecute"}]])))
+    strategy = draw(st.sampled_from([None, "Spread", "Pack"]))  # every property, both strategies
+    if strategy:
+        md["spec"]["template"]["spec"]["placement"] = {"strategy": strategy}
+    return md
 
 
 @st.composite

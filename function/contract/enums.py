@@ -22,7 +22,7 @@ from function.contract.models.inferencecluster import (
     TaintEffect,
 )
 from function.contract.models.modelcache import CachePhase, Hydration, ModelSource
-from function.contract.models.modeldeployment import TolerationOperator
+from function.contract.models.modeldeployment import PlacementStrategy, TolerationOperator
 from function.contract.models.modelreplica import (
     EngineContainerName,
     EnginePhase,
@@ -36,7 +36,8 @@ from function.contract.models.modelreplica import (
 )
 
 __all__ = [
-    "CachePhase", "DeviceClaim", "Hydration", "InventorySource", "ModelSource", "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector",
-    "MemberRole", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
+    "CachePhase", "DeviceClaim", "Hydration", "InventorySource", "ModelSource",
+    "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector", "MemberRole",
+    "PlacementStrategy", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
     "ServingMode", "TaintEffect", "TolerationOperator",
 ]

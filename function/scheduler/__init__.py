@@ -33,7 +33,7 @@ from function.contract.api import (
 from function.contract.models.inferencequota import InferenceQuota
 from function.contract.quotas import Quota, parse_quota
 from function.contract.records import Malformed
-from function.contract.enums import ReplicaPhase
+from function.contract.enums import PlacementStrategy, ReplicaPhase
 from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.validation import dig, model_errors, pruned, spec_errors
 from function.runtime import requeue, structs
@@ -95,7 +95,9 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         response.warning(rsp, warning)
 
     dep = Deployment(match_labels=selector or {}, tolerations=tspec.get("tolerations") or [],
-                     engines=tspec.get("engines") or [], cache=_cache(req, ref, ns))
+                     engines=tspec.get("engines") or [], cache=_cache(req, ref, ns),
+                     strategy=PlacementStrategy((tspec.get("placement") or {}).get("strategy")
+                                                or PlacementStrategy.SPREAD))
     result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
                          malformed_clusters=fleet.malformed_clusters, own=fleet.own,
                          others=fleet.others, reserved=fleet.reserved,

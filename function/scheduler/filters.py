@@ -22,7 +22,7 @@ from typing import Any
 
 from function.contract.caches import Cache
 from function.contract.capacity import member_pods
-from function.contract.enums import TaintEffect, TolerationOperator
+from function.contract.enums import PlacementStrategy, TaintEffect, TolerationOperator
 from function.contract.records import Cluster, Pool, Taint, selects
 from function.scheduler.ledger import Ledger
 from function.scheduler.matching import EngineFit, Matcher
@@ -36,6 +36,7 @@ class Deployment:
     tolerations: Sequence[Mapping[str, Any]]
     engines: Sequence[Mapping[str, Any]]
     cache: Cache | None = None  # the ModelCache its replicas mount (modelCacheRef)
+    strategy: PlacementStrategy = PlacementStrategy.SPREAD  # placement.strategy
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,9 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
 
     A trial ledger keeps two engines of the replica from double-booking a
     pool; a backtracking search over pool choices finds a placement whenever
-    one exists. Pools are tried in the order the platform team listed them.
+    one exists. Pools are tried in the order the platform team listed them;
+    under Pack, fewest free nodes first (that order breaking ties), so an
+    engine takes the fullest pool it fits and leaves larger blocks whole.
     An engine is never split across pools.
     """
     options = []
@@ -177,6 +180,8 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
             fit = matcher.engine_fit(engine, pool, level)
             if fit is not None:
                 opts.append(EnginePlacement(pool, fit, engine_cost(engine, fit)))
+        if dep.strategy == PlacementStrategy.PACK:
+            opts.sort(key=lambda o: ledger.free(cluster.name, o.pool))  # stable: listed order
         options.append(opts)
     trial: dict[str, int] = {}
     chosen: dict[str, EnginePlacement] = {}

@@ -15,9 +15,12 @@ policy:
               replicas on it are re-placed; the oldest keep their place.
 4. place    - displaced replicas (same index) and then new ones (lowest free
               index) go one at a time to the best-ranked cluster (scores.py:
-              the fewest of this deployment's replicas, then where its
-              ModelCache is Ready, ties by name) that
-              every filter step admits and whose free nodes (ledger.py) fit.
+              by placement.strategy, Spread the fewest of this deployment's
+              replicas, Pack the fewest free nodes on the pools it can use;
+              then where its ModelCache is Ready; ties by name) that
+              every filter step admits and whose free nodes (ledger.py) fit,
+              each engine on a pool of it (filters.capacity: Spread in the
+              listed order, Pack the fullest that fits).
 
 Never destructive: a displaced replica is removed only once it has a new
 place, except a NoExecute drain, which the platform team asked for.
@@ -29,6 +32,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from function.contract.enums import PlacementStrategy
 from function.contract.records import Cluster
 from function.scheduler import filters, reasons
 from function.scheduler.filters import Deployment, EnginePlacement, capacity, engine_cost
@@ -134,14 +138,27 @@ def plan(inp: Inputs) -> Plan:
         if not c.displaced:
             hosted[c.replica.cluster] = hosted.get(c.replica.cluster, 0) + 1
     warm = frozenset(n for n in clusters if dep.cache is not None and dep.cache.ready_on(n))
-    ranking = Ranking(clusters, State(hosted, ledger, warm))
+    usable = _usable(dep, clusters, static, matcher) \
+        if dep.strategy == PlacementStrategy.PACK else {}
+    ranking = Ranking(clusters, State(hosted, ledger, warm, usable), dep.strategy)
     # A copy: the plan reserves in it, and stays a pure function of its inputs.
     quota = dataclasses.replace(inp.quota, used=dict(inp.quota.used)) if inp.quota else None
+
+    # (cluster, level) -> why capacity refused this deployment's replica there.
+    # Its replicas are alike, so the verdict holds until that cluster's ledger
+    # changes, which `changed` hears of: without it, Pack's walk (fullest
+    # first) re-ran capacity on every full cluster for every replica (L: 3x).
+    unfit: dict[tuple[str, int], str] = {}
+
+    def changed(name: str) -> None:
+        ranking.changed(name)
+        for level in range(levels(dep.engines)):
+            unfit.pop((name, level), None)
 
     def land(name: str, usage: Mapping[str, int]) -> None:
         ledger.reserve(name, usage)
         hosted[name] = hosted.get(name, 0) + 1
-        ranking.changed(name)
+        changed(name)
 
     def place(index: int) -> Placement | reasons.Shortfall:
         # firstAvailable: the first alternative that fits anywhere in the
@@ -153,8 +170,12 @@ def plan(inp: Inputs) -> Plan:
                 if static[name]:
                     verdicts.append((name, static[name]))
                     continue
+                if (name, level) in unfit:
+                    verdicts.append((name, unfit[(name, level)]))
+                    continue
                 fit, reason = capacity(dep, clusters[name], matcher, ledger, level=level)
                 if fit is None:
+                    unfit[(name, level)] = reason
                     verdicts.append((name, reason))
                     continue
                 if quota is not None:
@@ -175,7 +196,7 @@ def plan(inp: Inputs) -> Plan:
     for c in sorted((c for c in candidates if c.displaced), key=lambda c: c.replica.index):
         r = c.replica
         ledger.release(r.cluster, r.usage)
-        ranking.changed(r.cluster)
+        changed(r.cluster)
         held = held_by(r, clusters) if quota is not None else []
         if quota is not None:
             quota.release(held)  # what it holds now is freed by its move
@@ -213,6 +234,22 @@ def plan(inp: Inputs) -> Plan:
         taken.add(index)
     result.placements.sort(key=lambda p: p.index)
     return result
+
+
+def _usable(dep: Deployment, clusters: Mapping[str, Cluster], static: Mapping[str, str | None],
+            matcher: Matcher) -> dict[str, tuple]:
+    """What the pack score counts (scores.py): each admitted cluster's pools
+    one of the engines fits a node of, worked out once per pool shape."""
+    fits: dict[str, bool] = {}
+
+    def fit(pool) -> bool:
+        ok = fits.get(pool.shape)
+        if ok is None:
+            ok = fits[pool.shape] = any(matcher.engine_fit(e, pool) is not None
+                                        for e in dep.engines)
+        return ok
+    return {name: tuple(p for p in c.pools if fit(p))
+            for name, c in clusters.items() if not static[name]}
 
 
 def _dedupe(own: Sequence[Replica]) -> list[Replica]:

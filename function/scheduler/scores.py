@@ -10,15 +10,25 @@ A score reads the cluster and the plan's `State` of that cluster (this
 deployment's replicas on it, its free nodes). The plan re-ranks a cluster
 whenever a replica lands on it or leaves it, so a score must depend on
 nothing else (not on other clusters' state).
+
+A score may belong to one placement strategy (the deployment's
+`placement.strategy`); the ranking uses the scores of its strategy and those
+of none. In SCORES order, the key of a cluster is:
+
+  Spread (default): spread, warm_cache, name
+  Pack:             pack, pack_cluster, warm_cache, name
+
+so a strategy decides first and the cache only breaks its ties.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from function.contract.records import Cluster
+from function.contract.enums import PlacementStrategy
+from function.contract.records import Cluster, Pool
 from function.scheduler.ledger import Ledger
 
 
@@ -29,12 +39,15 @@ class State:
     hosted: Mapping[str, int]  # cluster -> this deployment's replicas on it
     ledger: Ledger
     warm: frozenset[str] = frozenset()  # clusters where the deployment's ModelCache is Ready
+    # Pack only: cluster -> its pools one of the deployment's engines fits a node of.
+    usable: Mapping[str, tuple[Pool, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Score:
     name: str
     rank: Callable[[Cluster, State], int]  # higher is better
+    strategy: PlacementStrategy | None = None  # the strategy it ranks for; None: every one
 
 
 def spread(cluster: Cluster, state: State) -> int:
@@ -42,16 +55,35 @@ def spread(cluster: Cluster, state: State) -> int:
     return -state.hosted.get(cluster.name, 0)
 
 
+def pack(cluster: Cluster, state: State) -> int:
+    """Fewest free nodes first, counting only the pools the deployment can use
+    (most allocated, as kube-scheduler's MostAllocated): replicas fill the
+    fullest cluster that still fits them and leave the emptiest clusters'
+    large free blocks to multi-node gangs. A cluster that cannot fit the
+    replica is passed over by the plan's walk, however it ranks."""
+    ledger, name = state.ledger, cluster.name
+    return -sum(max(0, ledger.free(name, p)) for p in state.usable.get(name, ()))
+
+
+def pack_cluster(cluster: Cluster, state: State) -> int:
+    """Pack's tie-break: fewest free nodes on all the cluster's pools, so a
+    cluster already partly used fills up before an untouched one is opened."""
+    ledger, name = state.ledger, cluster.name
+    return -sum(max(0, ledger.free(name, p)) for p in cluster.pools)
+
+
 def warm_cache(cluster: Cluster, state: State) -> int:
     """Where the deployment's ModelCache is Ready, a new replica starts without
-    waiting for its weights. Ranked after spread: a warm cluster wins among
-    those hosting equally few of the deployment's replicas, so caching never
-    piles a deployment onto one cluster."""
+    waiting for its weights. Ranked after the strategy's scores: under Spread
+    a warm cluster wins among those hosting equally few of the deployment's
+    replicas, so caching never piles a deployment onto one cluster."""
     return int(cluster.name in state.warm)
 
 
 SCORES: tuple[Score, ...] = (
-    Score("spread", spread),
+    Score("spread", spread, PlacementStrategy.SPREAD),
+    Score("pack", pack, PlacementStrategy.PACK),
+    Score("pack_cluster", pack_cluster, PlacementStrategy.PACK),
     Score("warm_cache", warm_cache),
 )
 
@@ -60,13 +92,15 @@ class Ranking:
     """Cluster names best first, kept sorted as the plan changes one cluster
     at a time (cheaper than re-sorting a 1000-cluster fleet per replica)."""
 
-    def __init__(self, clusters: Mapping[str, Cluster], state: State) -> None:
+    def __init__(self, clusters: Mapping[str, Cluster], state: State,
+                 strategy: PlacementStrategy = PlacementStrategy.SPREAD) -> None:
         self._clusters, self._state = clusters, state
+        self._scores = tuple(s for s in SCORES if s.strategy in (None, strategy))
         self._keys = {name: self._key(c) for name, c in clusters.items()}
         self._order = sorted(clusters, key=self._keys.__getitem__)
 
     def _key(self, cluster: Cluster) -> tuple:
-        return tuple(-score.rank(cluster, self._state) for score in SCORES) + (cluster.name,)
+        return tuple(-score.rank(cluster, self._state) for score in self._scores) + (cluster.name,)
 
     def __iter__(self):
         return iter(self._order)

@@ -477,6 +477,21 @@ class ModelCacheRef(BaseModel):
     ]
 
 
+class PlacementStrategy(StrEnum):
+    SPREAD = "Spread"
+    PACK = "Pack"
+
+
+class Placement(BaseModel):
+    strategy: Annotated[
+        PlacementStrategy | None,
+        Field(
+            description="How new replicas choose among the clusters that fit them. Spread (the default): the cluster hosting fewest of this deployment's replicas, so losing one cluster costs least. Pack: the cluster, and within it the pool, with the fewest free nodes that still fit, which keeps large free blocks for multi-node gangs. Replicas already placed never move for it.",
+            title="PlacementStrategy",
+        ),
+    ] = "Spread"
+
+
 class Hostname(RootModel[StrictStr]):
     root: Annotated[
         StrictStr,
@@ -599,6 +614,10 @@ class Spec1(BaseModel):
             description="Model weights staged once per cluster by a ModelCache: replicas are placed only where the cache can live, prefer clusters where it is Ready, and start their engines once it is Ready on their cluster."
         ),
     ] = None
+    placement: Annotated[
+        Placement | None,
+        Field(description="How the scheduler places replicas across the fleet."),
+    ] = None
     serving: Annotated[
         Serving | None, Field(description="How the replica is served.")
     ] = None
@@ -640,7 +659,7 @@ PoolsAdditionalProperty = TypeAliasType(
 )
 
 
-class Placement(BaseModel):
+class Placement1(BaseModel):
     alternatives: Annotated[
         dict[str, AlternativesAdditionalProperty] | None,
         Field(
@@ -723,7 +742,7 @@ class Status(BaseModel):
         ),
     ] = None
     placements: Annotated[
-        list[Placement] | None,
+        list[Placement1] | None,
         Field(description="One entry per placed replica.", max_length=1000),
     ] = None
     replicas: Annotated[Replicas | None, Field(description="Replica counts.")] = None

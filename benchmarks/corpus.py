@@ -1,0 +1,261 @@
+"""A seeded corpus of placement problems with fragmentation traps.
+
+Each case is a small fleet (InferenceClusters), the ModelReplicas other
+deployments already hold on it, and ModelDeployments in arrival order, as an
+ML team would apply them. `make placement-quality` replays the deployments
+through the real scheduler and compares the replicas it placed with an exact
+solver's optimum for the same set (benchmarks/quality.py).
+
+The traps are the shapes where placing one replica at a time goes wrong:
+
+- small-before-gang: many one-node replicas arrive before multi-node gangs;
+  spread one per cluster, they leave no cluster a block the gang fits in.
+- alternatives: one-node replicas with firstAvailable alternatives (L4, then
+  H100) outnumber the L4 nodes, so the overflow lands on the H100 pools a
+  later H100 gang needs.
+- multi-engine: replicas of two engines (an H100 prefill gang and L4 decode
+  copies) after small L4 and H100 deployments.
+- nearly-full: a fleet already 70-90% held by other deployments, scattered,
+  then a random mix of deployments asking for more than is left.
+- mixed: random fleets and random mixes of every engine kind, moderately full.
+
+Capacity is counted in whole nodes (function/contract/capacity.py), so a
+one-GPU replica takes a node as an eight-GPU one does. Everything comes from
+`random.Random(f"{seed}-{trap}-{i}")`: the same seed gives the same corpus.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from function.contract.api import API_VERSION, LABEL_CLUSTER, LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
+
+GPU = "gpu.nvidia.com"
+NAMESPACE = "ml-team"
+PRODUCTS = {"h100": "NVIDIA-H100-80GB", "a100": "NVIDIA-A100-80GB", "l4": "NVIDIA-L4"}
+TRAPS = ("small-before-gang", "alternatives", "multi-engine", "nearly-full", "mixed")
+
+
+@dataclass
+class Case:
+    name: str
+    trap: str
+    clusters: list[dict]
+    held: list[dict]                   # other deployments' ModelReplicas, there before
+    deployments: list[dict] = field(default_factory=list)  # in arrival order
+
+
+# --- the fleet ---------------------------------------------------------------
+
+def pool(kind: str, nodes: int) -> dict:
+    """A pool of `kind` nodes: H100 and A100 nodes have 8 GPUs and 8 RDMA NICs, L4 nodes 4 GPUs."""
+    gpus = 4 if kind == "l4" else 8
+    devices = [{"name": "gpu", "claim": "DRA", "driver": GPU, "deviceClassName": GPU,
+                "count": gpus, "attributes": {"productName": {"string": PRODUCTS[kind]}}}]
+    if kind != "l4":
+        devices.append({"name": "nic", "claim": "DRA", "driver": "dra.net",
+                        "deviceClassName": "dranet", "count": 8,
+                        "attributes": {"rdma": {"bool": True}}})
+    return {"name": kind, "nodes": nodes, "devices": devices}
+
+
+def cluster(name: str, *pools: dict) -> dict:
+    return {"apiVersion": API_VERSION, "kind": "InferenceCluster",
+            "metadata": {"name": name, "labels": {"tier": "prod"}},
+            "spec": {"gateway": {"name": "gw", "namespace": "gateway-system",
+                                 "address": f"https://{name}.example.com"},
+                     "nodePools": [p for p in pools if p["nodes"] > 0]}}
+
+
+def held_replica(n: int, cluster_name: str, pool_name: str, nodes: int) -> dict:
+    """Another deployment's ModelReplica holding `nodes` nodes of a pool (one
+    Standalone engine with `nodes` copies, which costs exactly that)."""
+    dep = f"other-{n:03d}"
+    return {"apiVersion": API_VERSION, "kind": "ModelReplica",
+            "metadata": {"name": f"{dep}-{cluster_name}-0", "namespace": "other-team",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {LABEL_DEPLOYMENT: dep, LABEL_CLUSTER: cluster_name,
+                                    LABEL_REPLICA_INDEX: "0"}},
+            "spec": {"clusterName": cluster_name, "engines": [{
+                "name": "vllm", "copies": nodes, "members": [{
+                    "role": "Standalone", "nodePoolName": pool_name,
+                    "nodeSelector": {"devices": [{"name": "gpu", "count": 1}]},
+                    "deviceRequests": [{"name": "gpu", "claim": "DRA", "count": 1,
+                                        "deviceClassName": GPU}],
+                    "template": {"spec": {"containers": [{"name": "engine",
+                                                          "image": "vllm/vllm-openai:v0.11.0"}]}}}]}]}}
+
+
+# --- the deployments ---------------------------------------------------------
+
+def product_in(*kinds: str) -> dict:
+    names = ", ".join(f'"{PRODUCTS[k]}"' for k in kinds)
+    return {"cel": f'device.attributes["{GPU}"].productName in [{names}]'}
+
+
+RDMA = {"name": "rdma", "count": 8, "selectors": [{"cel": 'device.attributes["dra.net"].rdma == true'}]}
+
+
+def gpus(count: int, *kinds: str) -> dict:
+    return {"name": "gpu", "count": count, "selectors": [product_in(*kinds)]}
+
+
+def alternatives(*options: tuple[str, int]) -> dict:
+    """A request with firstAvailable alternatives, (kind, count) in priority order."""
+    return {"name": "gpu", "firstAvailable": [
+        {"name": kind, "count": count, "selectors": [product_in(kind)]} for kind, count in options]}
+
+
+def _template(role: str) -> dict:
+    return {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0",
+                                     "args": ["serve", role.lower()]}]}}
+
+
+def standalone(name: str, request: dict, copies: int = 1) -> dict:
+    return {"name": name, "copies": copies, "members": [
+        {"role": "Standalone", "nodeSelector": {"devices": [request]},
+         "template": _template("Standalone")}]}
+
+
+def gang(name: str, workers: int, *kinds: str) -> dict:
+    """A Leader and `workers` Worker nodes, each pod on a node of 8 GPUs and 8 RDMA NICs."""
+    devices = [gpus(8, *kinds), RDMA]
+    return {"name": name, "copies": 1, "members": [
+        {"role": "Leader", "nodeSelector": {"devices": devices}, "template": _template("Leader")},
+        {"role": "Worker", "worker": {"nodes": workers}, "nodeSelector": {"devices": devices},
+         "template": _template("Worker")}]}
+
+
+def deployment(name: str, replicas: int, *engines: dict) -> dict:
+    return {"apiVersion": API_VERSION, "kind": "ModelDeployment",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"replicas": replicas, "template": {"spec": {"engines": list(engines)}}}}
+
+
+def _name(i: int, what: str) -> str:
+    return f"d{i:02d}-{what}"
+
+
+# --- the traps ---------------------------------------------------------------
+
+def small_before_gang(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    n = rng.randint(4, 10)
+    size = rng.choice([4, 8])
+    clusters = [cluster(f"c{i:02d}", pool("h100", size)) for i in range(n)]
+    deps = []
+    smalls = rng.randint(1, 3)
+    for i in range(smalls):
+        deps.append(deployment(_name(i, "small"), rng.randint(n // 2, n),
+                               standalone("vllm", gpus(rng.choice([1, 2, 8]), "h100"))))
+    # Larger than half a pool: two never share one, and one small replica on a
+    # pool can be enough to keep it out.
+    workers = rng.randint(size // 2, size - 1)
+    deps.append(deployment(_name(smalls, "gang"), n, gang("vllm", workers, "h100")))
+    return clusters, [], deps
+
+
+def alternatives_trap(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    n = rng.randint(3, 8)
+    size = rng.choice([4, 8])
+    clusters = [cluster(f"c{i:02d}", pool("l4", rng.randint(1, 3)), pool("h100", size))
+                for i in range(n)]
+    l4_nodes = sum(c["spec"]["nodePools"][0]["nodes"] for c in clusters)
+    deps = [deployment(_name(0, "fungible"), l4_nodes + rng.randint(n // 2, n),
+                       standalone("vllm", alternatives(("l4", 1), ("h100", 1)))),
+            deployment(_name(1, "gang"), n, gang("vllm", rng.randint(size // 2, size - 1), "h100"))]
+    return clusters, [], deps
+
+
+def multi_engine(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    n = rng.randint(3, 6)
+    clusters = [cluster(f"c{i:02d}", pool("h100", rng.choice([4, 6])),
+                        pool("l4", rng.choice([2, 4]))) for i in range(n)]
+    deps = [deployment(_name(0, "l4"), rng.randint(n // 2, n), standalone("vllm", gpus(1, "l4"))),
+            deployment(_name(1, "h100"), rng.randint(n // 2, n), standalone("vllm", gpus(8, "h100"))),
+            deployment(_name(2, "pd"), n, gang("prefill", rng.randint(1, 2), "h100"),
+                       standalone("decode", gpus(1, "l4"), copies=2))]
+    return clusters, [], deps
+
+
+def _random_engines(rng: random.Random, kinds: list[str]) -> list[dict]:
+    shape = rng.choice(["small", "small", "fungible", "gang", "gang", "pd"])
+    if shape == "small":
+        return [standalone("vllm", gpus(rng.choice([1, 4]), rng.choice(kinds)),
+                           copies=rng.choice([1, 1, 2]))]
+    if shape == "fungible":
+        a, b = rng.sample(kinds, 2) if len(kinds) > 1 else (kinds[0], kinds[0])
+        return [standalone("vllm", alternatives((a, 1), (b, 1)))]
+    big = [k for k in kinds if k != "l4"] or ["h100"]
+    if shape == "gang":
+        return [gang("vllm", rng.randint(1, 3), *rng.sample(big, rng.randint(1, len(big))))]
+    return [gang("prefill", 1, rng.choice(big)), standalone("decode", gpus(1, rng.choice(kinds)))]
+
+
+def _random_fleet(rng: random.Random, n: int) -> list[dict]:
+    return [cluster(f"c{i:02d}", *[pool(k, rng.randint(2, 8))
+                                   for k in sorted(rng.sample(list(PRODUCTS), rng.randint(1, 3)))])
+            for i in range(n)]
+
+
+def _hold(rng: random.Random, clusters: list[dict], fraction: float) -> list[dict]:
+    """Other deployments' replicas scattered over the fleet, holding about
+    `fraction` of every pool in chunks of one to three nodes."""
+    held = []
+    for c in clusters:
+        for p in c["spec"]["nodePools"]:
+            left = round(p["nodes"] * fraction)
+            while left > 0:
+                take = min(left, rng.randint(1, 3))
+                held.append(held_replica(len(held), c["metadata"]["name"], p["name"], take))
+                left -= take
+    return held
+
+
+def _random_deployments(rng: random.Random, clusters: list[dict], count: int,
+                        budget: int) -> list[dict]:
+    kinds = sorted({p["name"] for c in clusters for p in c["spec"]["nodePools"]})
+    deps = []
+    for i in range(count):
+        engines = _random_engines(rng, kinds)
+        deps.append(deployment(_name(i, "mix"), max(1, rng.randint(1, max(1, budget // count))),
+                               *engines))
+    return deps
+
+
+def nearly_full(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    clusters = _random_fleet(rng, rng.randint(8, 16))
+    held = _hold(rng, clusters, rng.uniform(0.7, 0.9))
+    free = sum(p["nodes"] for c in clusters for p in c["spec"]["nodePools"]) - sum(
+        e["copies"] for r in held for e in r["spec"]["engines"])
+    return clusters, held, _random_deployments(rng, clusters, rng.randint(3, 6), free)
+
+
+def mixed(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    clusters = _random_fleet(rng, rng.randint(4, 8))
+    held = _hold(rng, clusters, rng.uniform(0.0, 0.5))
+    total = sum(p["nodes"] for c in clusters for p in c["spec"]["nodePools"])
+    return clusters, held, _random_deployments(rng, clusters, rng.randint(4, 8), total // 2)
+
+
+GENERATORS = {"small-before-gang": small_before_gang, "alternatives": alternatives_trap,
+              "multi-engine": multi_engine, "nearly-full": nearly_full, "mixed": mixed}
+
+
+def generate(seed: int = 19, per_trap: int = 12) -> list[Case]:
+    """`per_trap` cases of every trap, the same for the same seed."""
+    cases = []
+    for trap in TRAPS:
+        for i in range(per_trap):
+            rng = random.Random(f"{seed}-{trap}-{i}")
+            clusters, held, deps = GENERATORS[trap](rng)
+            cases.append(Case(f"{trap}-{i}", trap, clusters, held, deps))
+    return cases
+
+
+def with_strategy(md: dict, strategy: str | None) -> dict:
+    """The deployment asking for `strategy` (None: as written, the default)."""
+    if strategy is None:
+        return md
+    spec = dict(md["spec"]["template"]["spec"], placement={"strategy": strategy})
+    return {**md, "spec": {**md["spec"], "template": {**md["spec"]["template"], "spec": spec}}}

@@ -1,0 +1,202 @@
+"""`make placement-quality`: the real scheduler's placements against the optimum.
+
+For every case of the seeded corpus (benchmarks/corpus.py) it replays the
+deployments in arrival order through RunFunction, as Crossplane calls it:
+each deployment's first reconcile sees the fleet and every ModelReplica
+placed before it (other deployments' and the corpus's earlier ones), and the
+ModelReplicas it composes join the ledger for the next. It then compares the
+replicas placed with the reference solver's optimum for the same set
+(benchmarks/solver.py), and checks that no pool ended overcommitted.
+
+Prints a row per case, a row per trap, the overcommits, and last the ratio
+over the whole corpus. Beside the optimum, the "in order" optimum: the most a
+scheduler serving deployments first come, first served could place knowing
+what comes next (solver.solve_in_order); the part of a strategy's loss that it
+shares is the arrival order's, not the strategy's. A measurement, not a test: nothing here asserts a
+target (benchmarks/README.md records a run against the targets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from benchmarks import corpus, solver
+from function.contract.api import KIND_MODEL_REPLICA, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.capacity import replica_usage
+from function.contract.records import parse_cluster
+from function.runtime import fn
+
+# The strategies measured, in column order; the last is the headline.
+STRATEGIES: tuple[str, ...] = ("Spread", "Pack")
+
+
+@dataclass
+class Replay:
+    placed: dict[str, int] = field(default_factory=dict)  # deployment -> replicas placed
+    overcommitted: list[str] = field(default_factory=list)  # "cluster/pool: used > nodes"
+
+
+def reconcile(md: dict, clusters: Sequence[dict], ledger: Sequence[dict]) -> list[dict]:
+    """One first reconcile of `md`: the ModelReplicas it composes."""
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(resource.dict_to_struct(md))
+    for name, objs in ((REQUIRE_CLUSTERS, clusters), (REQUIRE_REPLICAS, ledger)):
+        items = req.required_resources[name].items
+        for obj in objs:
+            items.add().resource.CopyFrom(resource.dict_to_struct(obj))
+    rsp = fn.run_serialized(req.SerializeToString())
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    if fatal:
+        # A corpus deployment the function refuses is a bug in the corpus: say so loudly.
+        raise SystemExit(f"RunFunction refused {md['metadata']['name']}: {fatal[0]}")
+    out = []
+    for r in rsp.desired.resources.values():
+        obj = resource.struct_to_dict(r.resource)
+        if obj.get("kind") == KIND_MODEL_REPLICA:
+            out.append(obj)
+    return sorted(out, key=lambda o: o["metadata"]["name"])
+
+
+def replay(case: corpus.Case, strategy: str | None) -> Replay:
+    ledger = list(case.held)
+    result = Replay()
+    for n, md in enumerate(case.deployments):
+        placed = reconcile(corpus.with_strategy(md, strategy), case.clusters, ledger)
+        for i, mr in enumerate(placed):
+            # Stamped as the API server would: later arrivals are younger.
+            mr["metadata"]["creationTimestamp"] = f"2026-02-01T{n:02d}:00:{i % 60:02d}Z"
+        ledger += placed
+        result.placed[md["metadata"]["name"]] = len(placed)
+    result.overcommitted = overcommits(case.clusters, ledger)
+    return result
+
+
+def overcommits(clusters: Sequence[dict], ledger: Sequence[dict]) -> list[str]:
+    nodes = {(c["metadata"]["name"], p["name"]): p["nodes"]
+             for c in clusters for p in c["spec"]["nodePools"]}
+    used: dict[tuple[str, str], int] = {}
+    for r in ledger:
+        for pool_name, n in replica_usage(r["spec"]["engines"]).items():
+            key = (r["spec"]["clusterName"], pool_name)
+            used[key] = used.get(key, 0) + n
+    return [f"{c}/{p}: {u} > {nodes.get((c, p), 0)}" for (c, p), u in sorted(used.items())
+            if u > nodes.get((c, p), 0)]
+
+
+def optimum(case: corpus.Case, time_limit: float,
+            in_order: bool = False) -> solver.Optimum:
+    """The most replicas the case's deployments can place (in_order: first come,
+    first served, solver.solve_in_order)."""
+    clusters = [parse_cluster(c) for c in case.clusters]
+    demands = [solver.demand(md, clusters) for md in case.deployments]
+    solve = solver.solve_in_order if in_order else solver.solve
+    return solve(solver.free_nodes(clusters, case.held), demands, time_limit)
+
+
+def measure(cases: Sequence[corpus.Case], strategies: Sequence[str],
+            time_limit: float = 30.0) -> list[dict]:
+    rows = []
+    for case in cases:
+        best = optimum(case, time_limit)
+        row = {"case": case.name, "trap": case.trap,
+               "asked": sum(int(md["spec"]["replicas"]) for md in case.deployments),
+               "optimal": best.placed, "bound": best.bound, "solver": best.status,
+               "in_order": optimum(case, time_limit, in_order=True).placed,
+               "overcommits": []}
+        for s in strategies:
+            r = replay(case, s)
+            row[s] = sum(r.placed.values())
+            row["overcommits"] += [f"{s}: {o}" for o in r.overcommitted]
+        rows.append(row)
+    return rows
+
+
+def ratio(placed: int, optimal: int) -> float:
+    return 1.0 if optimal == 0 else placed / optimal
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
+    lines = ["per case (replicas placed; % of the solver's optimum)"]
+    cols = ["case", "asked", "optimal", "in order"] + [c for s in strategies
+                                                       for c in (s, f"{s} %")]
+    cells = [[r["case"], str(r["asked"]),
+              str(r["optimal"]) + ("" if r["bound"] == r["optimal"] else f" (<= {r['bound']})"),
+              str(r["in_order"])]
+             + [c for s in strategies for c in (str(r[s]), pct(ratio(r[s], r["optimal"])))]
+             for r in rows]
+    lines += _table(cols, cells)
+    lines += ["", "per trap (sums over its cases; worst case)"]
+    cols = ["trap", "cases", "optimal"] + [c for s in strategies
+                                           for c in (s, f"{s} %", f"{s} worst", f"{s} loss")]
+    cells = []
+    for trap in dict.fromkeys(r["trap"] for r in rows):
+        group = [r for r in rows if r["trap"] == trap]
+        opt = sum(r["optimal"] for r in group)
+        cell = [trap, str(len(group)), str(opt)]
+        for s in strategies:
+            got = sum(r[s] for r in group)
+            worst = min(ratio(r[s], r["optimal"]) for r in group)
+            cell += [str(got), pct(ratio(got, opt)), pct(worst), str(opt - got)]
+        cells.append(cell)
+    lines += _table(cols, cells)
+    unproven = [r["case"] for r in rows if r["bound"] != r["optimal"]]
+    over = [o for r in rows for o in r["overcommits"]]
+    lines += ["", f"solver: {len(rows) - len(unproven)}/{len(rows)} optima proven"
+              + (f" (not proven: {', '.join(unproven)}; the ratio uses the best found)"
+                 if unproven else ""),
+              f"overcommits: {len(over)}" + (" (" + "; ".join(over[:10]) + ")" if over else "")]
+    opt, first_come = sum(r["optimal"] for r in rows), sum(r["in_order"] for r in rows)
+    lines.append(f"in order (first come, first served, knowing what comes next): {first_come}/"
+                 f"{opt} of the optimum; " + ", ".join(
+                     f"{s} {pct(ratio(sum(r[s] for r in rows), first_come))} of it"
+                     for s in strategies))
+    for s in strategies:
+        got = sum(r[s] for r in rows)
+        worst = min(rows, key=lambda r: ratio(r[s], r["optimal"]))
+        lines.append(f"{s}: {got}/{opt} replicas of the optimum over {len(rows)} cases = "
+                     f"{pct(ratio(got, opt))} (worst case {worst['case']} "
+                     f"{pct(ratio(worst[s], worst['optimal']))})")
+    return "\n".join(lines)
+
+
+def _table(cols: Sequence[str], cells: Sequence[Sequence[str]]) -> list[str]:
+    rows = [list(cols)] + [list(c) for c in cells]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+    return ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
+            for r in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="placement quality against an exact solver")
+    ap.add_argument("--seed", type=int, default=19)
+    ap.add_argument("--per-trap", type=int, default=12)
+    ap.add_argument("--time-limit", type=float, default=30.0, help="solver seconds per case")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    cases = corpus.generate(args.seed, args.per_trap)
+    rows = measure(cases, STRATEGIES, args.time_limit)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"corpus: seed {args.seed}, {len(cases)} cases, "
+          f"{sum(len(c.deployments) for c in cases)} deployments "
+          f"({time.perf_counter() - started:.1f} s)\n")
+    print(render(rows, STRATEGIES))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

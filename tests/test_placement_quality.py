@@ -1,0 +1,129 @@
+"""`make placement-quality`: the reference solver is exact on problems small enough
+to solve by hand, the corpus is the same for the same seed, and the harness
+replays deployments through the real scheduler and reports every column.
+The corpus's ratios are measurements (benchmarks/README.md), never asserted here."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+import sys
+
+import pytest
+
+from benchmarks import corpus, quality, solver
+from function.contract.records import parse_cluster
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def small(replicas: int, name: str = "d00-small") -> dict:
+    return corpus.deployment(name, replicas, corpus.standalone("vllm", corpus.gpus(1, "h100")))
+
+
+def gang(replicas: int, workers: int, name: str = "d01-gang") -> dict:
+    return corpus.deployment(name, replicas, corpus.gang("vllm", workers, "h100"))
+
+
+def two_clusters_of_four() -> list[dict]:
+    return [corpus.cluster(n, corpus.pool("h100", 4)) for n in ("a", "b")]
+
+
+def best(clusters: list[dict], deployments: list[dict], held: list[dict] = ()) -> solver.Optimum:
+    case = corpus.Case("hand", "hand", clusters, list(held), deployments)
+    return quality.optimum(case, time_limit=10)
+
+
+def test_the_solver_packs_small_replicas_to_leave_a_whole_cluster_for_a_gang():
+    # Two 4-node clusters; two 1-node replicas and two 4-node gangs: at most
+    # three fit (both small ones on one cluster, one gang on the other).
+    opt = best(two_clusters_of_four(), [small(2), gang(2, workers=3)])
+    assert (opt.placed, opt.proven) == (3, True)
+    assert opt.per_deployment == {"d00-small": 2, "d01-gang": 1}
+
+
+def test_the_solver_counts_what_other_deployments_already_hold():
+    held = [corpus.held_replica(0, "a", "h100", 3), corpus.held_replica(1, "b", "h100", 1)]
+    opt = best(two_clusters_of_four(), [small(2), gang(2, workers=3)], held)
+    # 1 node free on a, 3 on b: no gang fits anywhere; both small ones do.
+    assert opt.per_deployment == {"d00-small": 2, "d01-gang": 0}
+
+
+def test_the_solver_may_use_any_firstavailable_alternative_and_counts_copies():
+    clusters = [corpus.cluster("a", corpus.pool("l4", 1), corpus.pool("h100", 2))]
+    fungible = corpus.deployment("d00-fungible", 5, corpus.standalone(
+        "vllm", corpus.alternatives(("l4", 1), ("h100", 1)), copies=2))
+    # Each replica takes 2 nodes of one pool: only the H100 pool has two.
+    assert best(clusters, [fungible]).placed == 1
+
+
+def test_the_solver_puts_a_gang_on_one_pool_never_across_two():
+    clusters = [corpus.cluster("a", corpus.pool("h100", 2), corpus.pool("a100", 2))]
+    across = corpus.deployment("d00-gang", 1, corpus.gang("vllm", 2, "h100", "a100"))
+    assert best(clusters, [across]).placed == 0
+
+
+def test_first_come_first_served_keeps_the_earlier_deployment_the_count_optimum_drops():
+    clusters = [corpus.cluster("a", corpus.pool("h100", 4))]
+    deployments = [gang(1, workers=3, name="d00-gang"), small(4, name="d01-small")]
+    assert best(clusters, deployments).per_deployment == {"d00-gang": 0, "d01-small": 4}
+    case = corpus.Case("hand", "hand", clusters, [], deployments)
+    in_order = quality.optimum(case, 10, in_order=True)
+    assert in_order.per_deployment == {"d00-gang": 1, "d01-small": 0}
+
+
+def test_the_replay_loses_what_spreading_costs_on_the_same_problem():
+    case = corpus.Case("hand", "hand", two_clusters_of_four(), [], [small(2), gang(2, workers=3)])
+    replay = quality.replay(case, None)
+    # Spread puts one small replica on each cluster: no 4-node block is left.
+    assert replay.placed == {"d00-small": 2, "d01-gang": 0}
+    assert replay.overcommitted == []
+
+
+def test_the_overcommit_check_finds_a_pool_held_beyond_its_nodes():
+    clusters = two_clusters_of_four()
+    ledger = [corpus.held_replica(0, "a", "h100", 3), corpus.held_replica(1, "a", "h100", 2)]
+    assert quality.overcommits(clusters, ledger) == ["a/h100: 5 > 4"]
+
+
+def test_the_corpus_is_the_same_for_a_seed_and_covers_every_trap():
+    one, again, other = corpus.generate(7, 2), corpus.generate(7, 2), corpus.generate(8, 2)
+    assert [c.deployments for c in one] == [c.deployments for c in again]
+    assert [c.clusters for c in one] != [c.clusters for c in other]
+    assert {c.trap for c in one} == set(corpus.TRAPS)
+    for case in one:  # every cluster is one the scheduler can read
+        for c in case.clusters:
+            parse_cluster(c)
+
+
+def test_the_harness_reports_every_case_trap_and_last_the_headline_ratio():
+    cases = corpus.generate(3, 1)
+    rows = quality.measure(cases, quality.STRATEGIES, time_limit=10)
+    assert [r["case"] for r in rows] == [c.name for c in cases]
+    for r in rows:
+        assert r["optimal"] >= max(r[s] for s in quality.STRATEGIES)  # nothing beats the optimum
+        assert r["overcommits"] == []
+    text = quality.render(rows, quality.STRATEGIES)
+    for trap in corpus.TRAPS:
+        assert f"\n{trap} " in text
+    assert "overcommits: 0" in text
+    assert text.splitlines()[-1].startswith(f"{quality.STRATEGIES[-1]}: ")
+
+
+def test_a_missing_solver_fails_loudly(monkeypatch):
+    monkeypatch.setitem(sys.modules, "highspy", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "benchmarks.solver")
+    with pytest.raises(ImportError):
+        importlib.import_module("benchmarks.solver")
+
+
+def test_the_function_never_imports_the_benchmarks_or_the_solver():
+    wrong = []
+    for path in sorted((ROOT / "function").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            wrong += [f"{path.relative_to(ROOT)}: {n}" for n in names
+                      if n.split(".")[0] in ("benchmarks", "highspy")]
+    assert not wrong
