@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from function.contract.models.inferencecluster import DeviceClaim, ProviderConfigKind, TaintEffect
 from function.contract.models.modelcache import CachePhase, Hydration, ModelSource
-from function.contract.models.modeldeployment import TolerationOperator
+from function.contract.models.modeldeployment import EngineMetric, SelectPolicy, TolerationOperator
 from function.contract.models.modelreplica import (
     EngineContainerName,
     EnginePhase,
@@ -31,7 +31,7 @@ from function.contract.models.modelreplica import (
 )
 
 __all__ = [
-    "CachePhase", "DeviceClaim", "Hydration", "ModelSource", "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector",
+    "CachePhase", "DeviceClaim", "EngineMetric", "Hydration", "ModelSource", "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector",
     "MemberRole", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
-    "ServingMode", "TaintEffect", "TolerationOperator",
+    "SelectPolicy", "ServingMode", "TaintEffect", "TolerationOperator",
 ]
