@@ -123,7 +123,10 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
 
 def _autoscale(req: Request, rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any]) -> None:
     """The KEDA objects of spec.autoscaling, or the observed ones kept as they are."""
-    observed = {k: v for k, v in req.observed().items() if k in autoscaling.KEYS}
+    # By kind: converting every observed ModelReplica again would double the cost of
+    # a large deployment's request.
+    observed = {k: v for kind in autoscaling.KINDS for k, v in req.observed(kind).items()
+                if k in autoscaling.KEYS}
     out = autoscaling.compose(md, observed)
     desired = {k: output.echo_object(v) for k, v in observed.items()} if out.keep \
         else out.resources

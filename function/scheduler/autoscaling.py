@@ -63,6 +63,7 @@ KIND_TRIGGER_AUTHENTICATION = "TriggerAuthentication"
 KEY_SCALED_OBJECT = "autoscaler"
 KEY_TRIGGER_AUTHENTICATION = "autoscaler-auth"
 KEYS = (KEY_SCALED_OBJECT, KEY_TRIGGER_AUTHENTICATION)
+KINDS = (KIND_SCALED_OBJECT, KIND_TRIGGER_AUTHENTICATION)
 CONDITION = "Autoscaling"
 POLICY_PERIOD_SECONDS = 15  # Kthena's default `period`, and HPA's own
 # The rate window of the TTFT histogram: four scrapes at Prometheus' usual 15 s.
