@@ -242,6 +242,28 @@ def test_a_deployment_without_autoscaling_composes_nothing_for_it():
     assert "Autoscaling" not in {c.type for c in rsp.conditions}
 
 
+def test_more_replicas_than_the_fleet_holds_is_capacity_limited_with_reasons():
+    md = example()
+    md["spec"]["replicas"] = 20  # as the autoscaler would write it, within no fleet
+    rsp = run(md)
+    status, reason, message = condition(rsp, "CapacityLimited")
+    held = len(placements(rsp))
+    assert 0 < held < 20
+    assert (status, reason) == ("True", "FleetFull")
+    assert message.startswith(f"the autoscaler asks for 20 replicas and the fleet holds {held};")
+    assert condition(rsp, "ReplicasScheduled")[:2] == ("False", "Unschedulable")
+    # The ScaledObject's bounds are untouched by the shortfall.
+    assert scaled_object(rsp)["spec"]["maxReplicaCount"] == 4
+
+
+def test_within_capacity_says_so_and_without_autoscaling_nothing_is_said():
+    assert condition(run(example()), "CapacityLimited") == (
+        "False", "WithinCapacity", "the fleet holds all 1 replicas the autoscaler asks for")
+    md = example()
+    del md["spec"]["autoscaling"]
+    assert "CapacityLimited" not in {c.type for c in run(md).conditions}
+
+
 def test_the_scaled_object_is_composed_while_the_fleet_is_not_yet_resolved():
     """A desired resource missing from any response would be deleted."""
     world = World(example(), FLEET)

@@ -62,7 +62,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         return
     # Composed before the fleet is read: it depends on the spec alone, and a
     # desired resource left out of any response would be deleted.
-    _autoscale(req, rsp, md)
+    autoscaled = _autoscale(req, rsp, md)
     md = pruned(ModelDeployment, core)
     tspec = dig(md, "spec", "template", "spec")
 
@@ -119,10 +119,13 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         response.warning(rsp, f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
         kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
     write_status(rsp, md, result, observed, fleet, kept)
+    if autoscaled:
+        _condition(rsp, autoscaling.capacity(want, len(result.placements)))
 
 
-def _autoscale(req: Request, rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any]) -> None:
-    """The KEDA objects of spec.autoscaling, or the observed ones kept as they are."""
+def _autoscale(req: Request, rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any]) -> bool:
+    """The KEDA objects of spec.autoscaling, or the observed ones kept as they are; whether
+    an autoscaler is composed."""
     # By kind: converting every observed ModelReplica again would double the cost of
     # a large deployment's request.
     observed = {k: v for kind in autoscaling.KINDS for k, v in req.observed(kind).items()
@@ -136,10 +139,14 @@ def _autoscale(req: Request, rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any
         # serving deployment un-Ready.
         rsp.desired.resources[key].ready = desired_ready(True)
     if out.condition is not None:
-        status, reason, message = out.condition
-        response.set_conditions(rsp, resource.Condition(
-            typ=autoscaling.CONDITION, status=status, reason=reason,
-            message=message[:MAX_MESSAGE]))
+        _condition(rsp, out.condition)
+    return bool(out.resources)
+
+
+def _condition(rsp: fnv1.RunFunctionResponse, cond: tuple[str, str, str, str]) -> None:
+    typ, status, reason, message = cond
+    response.set_conditions(rsp, resource.Condition(typ=typ, status=status, reason=reason,
+                                                    message=message[:MAX_MESSAGE]))
 
 
 def _quotas(req: Request, rsp: fnv1.RunFunctionResponse) -> list[Quota]:

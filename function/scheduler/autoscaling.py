@@ -65,6 +65,7 @@ KEY_TRIGGER_AUTHENTICATION = "autoscaler-auth"
 KEYS = (KEY_SCALED_OBJECT, KEY_TRIGGER_AUTHENTICATION)
 KINDS = (KIND_SCALED_OBJECT, KIND_TRIGGER_AUTHENTICATION)
 CONDITION = "Autoscaling"
+CAPACITY_CONDITION = "CapacityLimited"
 POLICY_PERIOD_SECONDS = 15  # Kthena's default `period`, and HPA's own
 # The rate window of the TTFT histogram: four scrapes at Prometheus' usual 15 s.
 RATE_WINDOW = "1m"
@@ -115,7 +116,7 @@ class Outcome:
     """What to compose, and the Autoscaling condition (None: say nothing)."""
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
     keep: bool = False  # echo the observed autoscaler objects unchanged
-    condition: tuple[str, str, str] | None = None
+    condition: tuple[str, str, str, str] | None = None  # type, status, reason, message
 
 
 def without(md: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,7 +138,7 @@ def compose(md: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]) ->
         if existing is None:
             return Outcome()
         replicas = (md.get("spec") or {}).get("replicas", 1)
-        return Outcome(condition=("False", "Disabled",
+        return Outcome(condition=(CONDITION, "False", "Disabled",
                                   f"spec.autoscaling is unset: the ScaledObject is removed and "
                                   f"spec.replicas stays at {replicas}"))
     errors = model_errors(Autoscaling, raw) or rules.autoscaling_errors(raw)
@@ -145,7 +146,7 @@ def compose(md: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]) ->
         kept = ("the ScaledObject is kept as it was until it is fixed" if existing is not None
                 else "no ScaledObject is composed until it is fixed")
         return Outcome(keep=True, condition=(
-            "False", "InvalidAutoscaling",
+            CONDITION, "False", "InvalidAutoscaling",
             f"spec.autoscaling is invalid: {'; '.join(errors)}; {kept}"))
     spec = Autoscaling.model_validate(raw)
     out = Outcome()
@@ -240,7 +241,7 @@ def _panic_policy(panic: Panic) -> dict[str, Any]:
 
 
 def _state(so_name: str, spec: Autoscaling,
-           existing: Mapping[str, Any] | None) -> tuple[str, str, str]:
+           existing: Mapping[str, Any] | None) -> tuple[str, str, str, str]:
     """The condition: what is composed, and whether KEDA says the ScaledObject is Ready."""
     what = (f"KEDA ScaledObject {so_name} scales spec.replicas between {spec.minReplicas} and "
             f"{spec.maxReplicas} on " + ", ".join(
@@ -248,9 +249,25 @@ def _state(so_name: str, spec: Autoscaling,
     ready = next((c for c in ((existing or {}).get("status") or {}).get("conditions") or []
                   if isinstance(c, Mapping) and c.get("type") == "Ready"), None)
     if ready is None:
-        return ("False", "Pending", f"{what}; waiting for KEDA to report it Ready (KEDA must "
+        return (CONDITION, "False", "Pending", f"{what}; waiting for KEDA to report it Ready (KEDA must "
                 "run on the control plane: README, Autoscaling)")
     if ready.get("status") != "True":
-        return ("False", "ScaledObjectNotReady",
+        return (CONDITION, "False", "ScaledObjectNotReady",
                 f"{what}; KEDA says: {ready.get('reason', '')}: {ready.get('message', '')}")
-    return ("True", "Active", what)
+    return (CONDITION, "True", "Active", what)
+
+
+def capacity(want: int, scheduled: int) -> tuple[str, str, str, str]:
+    """CapacityLimited: whether the fleet holds every replica the autoscaler asks for.
+
+    The HPA reads the current count from the scale subresource's status
+    (.status.replicas.scheduled), so replicas the fleet cannot hold never count
+    as running: it does not scale in because of them, and asks for more only
+    within maxReplicas. The unplaced ones wait with their reasons
+    (ReplicasScheduled=False) until the fleet has room."""
+    if scheduled < want:
+        return (CAPACITY_CONDITION, "True", "FleetFull",
+                f"the autoscaler asks for {want} replicas and the fleet holds {scheduled}; "
+                "ReplicasScheduled says why each other replica has no cluster")
+    return (CAPACITY_CONDITION, "False", "WithinCapacity",
+            f"the fleet holds all {want} replicas the autoscaler asks for")
