@@ -16,6 +16,7 @@ import sys
 import pytest
 import yaml
 from builders import EXAMPLES, ROOT, desired, load, load_one
+import composer_support
 from composer_support import compose, inner, pod_templates
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetgen import World, condition, fatal, placements
@@ -139,17 +140,32 @@ def test_every_engine_pod_of_a_placed_replica_carries_the_labels_the_queries_sel
     modelplane_ai_deployment, which is what the triggers select on."""
     rsp = run(example())
     (mr,) = [d for k, d in desired(rsp).items() if k.startswith("replica-")]
-    out = compose(mr)
-    pods = [p for d in out.desired.values() if inner(d).get("kind") in
-            ("Deployment", "LeaderWorkerSet") for p in pod_templates(inner(d))]
-    assert pods
+    workloads = [inner(d) for d in compose(mr).desired.values()
+                 if inner(d).get("kind") in ("Deployment", "LeaderWorkerSet")]
+    assert workloads
     selector = autoscaling.selector("ml-team", "qwen3-8b")
-    for pod in pods:
-        value = pod["metadata"]["labels"][LABEL_DEPLOYMENT]
-        assert f'{autoscaling.prometheus_label(LABEL_DEPLOYMENT)}="{value}"' in selector
-        assert inner(next(d for d in out.desired.values()
-                          if inner(d).get("kind") == "Deployment"))["metadata"][
-            "namespace"] == "ml-team"  # the `namespace` the queries select
+    for workload in workloads:
+        assert f'namespace="{workload["metadata"]["namespace"]}"' in selector
+        for pod in pod_templates(workload):
+            value = pod["metadata"]["labels"][LABEL_DEPLOYMENT]
+            assert f'{autoscaling.prometheus_label(LABEL_DEPLOYMENT)}="{value}"' in selector
+
+
+@pytest.mark.parametrize("engines, mode", [
+    ([composer_support.gang(nodes=2)], "Unified"),
+    ([composer_support.standalone("prefill", pool="h100-8x"),
+      composer_support.standalone("decode", pool="h100-8x")], "PrefillDecode"),
+], ids=["gang", "prefill-decode"])
+def test_every_pod_of_every_topology_carries_the_deployment_label(engines, mode):
+    """Gang workers and both disaggregated engines too: their metrics are the deployment's."""
+    if mode == "PrefillDecode":
+        engines[0]["phase"], engines[1]["phase"] = "Prefill", "Decode"
+    mr = composer_support.replica(*engines, mode=mode, deployment="dep")
+    pods = [pod for d in compose(mr).desired.values()
+            if inner(d).get("kind") in ("Deployment", "LeaderWorkerSet")
+            for pod in pod_templates(inner(d))]
+    assert len(pods) >= 2
+    assert all(pod["metadata"]["labels"][LABEL_DEPLOYMENT] == "dep" for pod in pods)
 
 
 def test_a_raw_query_is_passed_through_as_written():
