@@ -53,6 +53,15 @@ check-generated: venv
 	$(PY) hack/gen_models.py --check
 	$(PY) hack/gen_reference.py --check
 
+# Copy KEDA's CRDs from the Go module hack/tools/keda pins into crds/keda
+# (through the module proxy); check-vendored fails when a copy is stale.
+.PHONY: vendor-crds check-vendored
+vendor-crds: venv
+	$(PY) hack/vendor_crds.py
+
+check-vendored: venv
+	$(PY) hack/vendor_crds.py --check
+
 clean:
 	rm -rf $(VENV) .pytest_cache
 

@@ -628,6 +628,106 @@ PLACEMENT = obj({
 }, "How the scheduler places replicas across the fleet.")
 
 
+# --- autoscaling (issue #17) ---------------------------------------------------
+# Kthena's AutoscalingPolicy meanings and defaults (volcano-sh/kthena
+# pkg/apis/workload/v1alpha1/autoscalingpolicy_types.go), carried out by a KEDA
+# ScaledObject whose HPA the function configures (function/scheduler/autoscaling.py).
+
+ENGINE_METRIC = ("EngineMetric", ["queueDepth", "kvCacheUsage", "runningRequests",
+                                  "timeToFirstTokenP90"])
+SELECT_POLICY = ("SelectPolicy", ["Or", "And"])
+DECIMAL = r"^([0-9]+(\.[0-9]+)?|\.[0-9]+)$"
+# HPA bounds: stabilizationWindowSeconds 0..3600, a policy's periodSeconds 1..1800.
+MAX_STABILIZATION, MAX_PERIOD = 3600, 1800
+
+
+def stable_policy(direction: str, window_default: int) -> dict:
+    """The title names the generated model (ScaleUpStable, ScaleDownStable): the two differ
+    in their window's default."""
+    return {"title": f"Scale{direction.capitalize()}Stable", **obj({
+        "windowSeconds": integer(0, MAX_STABILIZATION,
+                                 f"How long a scale-{direction} recommendation must hold before "
+                                 "it is acted on (Kthena's stabilizationWindow; HPA's "
+                                 "stabilizationWindowSeconds).", default=window_default),
+        "instances": integer(1, 1000, f"At most this many replicas added or removed per 15 s "
+                             "period (Kthena's instances; at least 1, as HPA requires).",
+                             default=1),
+        "percent": integer(1, 1000, "At most this percentage of the current replicas per 15 s "
+                           "period (Kthena's percent; at least 1, as HPA requires).",
+                           default=100),
+        "selectPolicy": string(0, "Or: either limit allows the step (the larger one applies); "
+                               "And: both must allow it (the smaller one applies).",
+                               enum=SELECT_POLICY, default="Or"),
+    }, f"The stable scale-{direction} policy.")}
+
+
+PANIC = obj({
+    "thresholdPercent": integer(110, 1000, "Panic when a metric reaches this percentage of its "
+                                "target (Kthena's panicThresholdPercent).", default=200),
+    "windowSeconds": integer(1, MAX_PERIOD, "How fast a surge is answered: within this window "
+                             "the replicas may grow to thresholdPercent of their count "
+                             "(Kthena's panic period)."),
+}, "Scale up fast on a sudden surge. HPA has no panic mode: this becomes one more scale-up "
+   "policy with a short window (README, Autoscaling).", required=["windowSeconds"])
+
+AUTOSCALING_METRIC = {"title": "AutoscalingMetric", **obj({
+    "engineMetric": string(0, "A built-in engine metric, for vLLM and SGLang alike: queueDepth "
+                           "(requests waiting, per replica), runningRequests (per replica), "
+                           "kvCacheUsage (mean KV cache use, 0 to 1) or timeToFirstTokenP90 "
+                           "(seconds).", enum=ENGINE_METRIC),
+    "query": string(4096, "A raw PromQL query; its value divided by the replica count is held "
+                    "at target.", min_length=1),
+    "target": string(32, "The value to hold, a decimal number above 0 (Kthena's targetValue).",
+                     pattern=DECIMAL),
+}, "A metric and the value to hold.", required=["target"], rules=[
+    ("has(self.engineMetric) != has(self.query)",
+     "a metric sets exactly one of engineMetric and query"),
+    # Guarded by the pattern: double() of a non-number is an evaluation error, not a message.
+    ("!self.target.matches(" + cel_regex(DECIMAL) + ") || double(self.target) > 0.0",
+     "target must be above 0"),
+])}
+
+AUTOSCALING = obj({
+    "minReplicas": integer(1, 1000, "The fewest replicas the autoscaler keeps.", default=1),
+    "maxReplicas": integer(1, 1000, "The most replicas the autoscaler asks for."),
+    "metrics": array(AUTOSCALING_METRIC, 8, "The metrics to scale on; the one asking for the "
+                     "most replicas wins.", min_items=1),
+    "tolerancePercent": integer(0, 100, "No scaling while the replicas the metrics ask for are "
+                                "within this percentage of the current count (Kthena's "
+                                "tolerancePercent; HPA's tolerance).", default=10),
+    "behavior": obj({
+        "scaleUp": obj({
+            "stable": stable_policy("up", 0),
+            "panic": PANIC,
+        }, "How replicas are added.", rules=[
+            ("!has(self.panic) || !has(self.stable) || !has(self.stable.selectPolicy) "
+             "|| self.stable.selectPolicy == 'Or'",
+             "scaleUp.panic needs stable.selectPolicy Or: HPA applies one selectPolicy to every "
+             "scale-up policy, and And would cap the panic policy by the stable ones"),
+        ]),
+        "scaleDown": obj({
+            "stable": stable_policy("down", 300),
+        }, "How replicas are removed."),
+    }, "How fast the autoscaler moves (Kthena's behavior)."),
+    "prometheus": obj({
+        "address": string(2048, "The Prometheus HTTP API that holds the fleet's engine metrics "
+                          "(federated or remote-written from every workload cluster).",
+                          pattern=r"^https?://[^\s]+$"),
+        "authSecret": obj({
+            "name": string(253, "The Secret, in the deployment's namespace.",
+                           pattern=DNS_SUBDOMAIN, min_length=1),
+            "key": string(253, "The key holding a bearer token.", default="token",
+                          pattern=r"^[-._a-zA-Z0-9]+$"),
+        }, "A bearer token for the Prometheus API.", required=["name"]),
+    }, "Where the engine metrics are queried.", required=["address"]),
+}, "Scale spec.replicas on engine metrics through a KEDA ScaledObject. While set, the "
+   "autoscaler writes spec.replicas through the scale subresource, between minReplicas and "
+   "maxReplicas; removing it removes the ScaledObject and leaves spec.replicas as it stands.",
+    required=["maxReplicas", "metrics", "prometheus"], rules=[
+    ("self.minReplicas <= self.maxReplicas", "minReplicas must not exceed maxReplicas"),
+])
+
+
 def model_deployment() -> dict:
     template_spec = obj({
         "clusterSelector": obj({
@@ -647,6 +747,7 @@ def model_deployment() -> dict:
             "metadata": metadata("ModelReplica"),
             "spec": template_spec,
         }, "The replica template.", required=["spec"]),
+        "autoscaling": AUTOSCALING,
     }, "A model served across the fleet.", required=["template"])
     placement = obj({
         "name": string(63, "The ModelReplica's name."),

@@ -2,7 +2,8 @@
 
 Our kinds against the XRD schemas, the composed CRD kinds (LWS, HTTPRoute,
 InferencePool, provider-kubernetes Object and its inner manifest) against the
-reference CRDs in ../shared/crds, and core kinds (Deployment, Service,
+reference CRDs in ../shared/crds, KEDA's ScaledObject and TriggerAuthentication
+against the CRDs vendored in crds/, and core kinds (Deployment, Service,
 ResourceClaimTemplate, ConfigMap, RBAC) with kubernetes-validate's strict
 schemas. Unknown fields are errors, as with the crossplane CLI's strict
 decoding. CEL rules are not evaluated here (tests/test_examples_validate.py
@@ -24,6 +25,7 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KUBERNETES_VERSION = "1.35.0"
+VENDORED = ROOT / "crds"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -67,7 +69,8 @@ class Schemas:
                 props["apiVersion"], props["kind"] = {"type": "string"}, {"type": "string"}
                 props["metadata"] = {"type": "object"}
                 self._add(f"{spec['group']}/{v['name']}", spec["names"]["kind"], schema)
-        for path in sorted(shared_crds.glob("*.yaml")):
+        # The shared reference CRDs, and those vendored into crds/ (hack/vendor_crds.py).
+        for path in [*sorted(shared_crds.glob("*.yaml")), *sorted(VENDORED.glob("*/*.yaml"))]:
             for crd in yaml.safe_load_all(path.read_text()):
                 if not crd or crd.get("kind") != "CustomResourceDefinition":
                     continue

@@ -86,3 +86,20 @@ def test_rendered_objects_validate_against_the_xrds(rendered, tools, tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "0 failure cases" in out.stdout and "0 missing schemas" in out.stdout, out.stdout
+
+
+def test_rendered_autoscalers_validate_against_kedas_crds(rendered, tools, tmp_path):
+    """The KEDA objects stage 1 composes (examples/deployments/autoscaled.yaml), checked by
+    the real CLI against KEDA's CRDs as vendored from its Go module (crds/keda)."""
+    docs = [d for out in rendered.values() for d in out
+            if d.get("apiVersion", "").startswith("keda.sh/")]
+    assert {d["kind"] for d in docs} == {"ScaledObject", "TriggerAuthentication"}, docs
+    stream = tmp_path / "keda.yaml"
+    stream.write_text(yaml.safe_dump_all(docs))
+    out = subprocess.run([tools.cli, "resource", "validate", str(ROOT / "crds" / "keda"),
+                          str(stream), "--cache-dir", str(tmp_path / "cache"),
+                          "--crossplane-image=", "--error-on-missing-schemas"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"Total {len(docs)} resources: 0 missing schemas, {len(docs)} success cases, " \
+        "0 failure cases" in out.stdout, out.stdout

@@ -38,6 +38,20 @@ def test_the_prefill_decode_preview_shows_both_engines_the_pool_the_picker_and_t
         assert what in out.stdout, what
 
 
+def test_the_autoscaled_preview_shows_the_scaled_object_on_the_control_plane(tools):
+    out = preview("--deployment", "examples/deployments/autoscaled.yaml", tools=tools)
+    assert out.returncode == 0, out.stderr
+    control = out.stdout.split("Objects on the control plane:\n", 1)[1].splitlines()
+    assert control[0].startswith("  ScaledObject qwen3-8b-") and control[0].endswith(
+        "-autoscaler"), out.stdout
+    assert control[1].startswith("  TriggerAuthentication qwen3-8b-"), out.stdout
+    assert "Autoscaling=False (Pending): KEDA ScaledObject" in out.stdout
+    docs = list(yaml.safe_load_all(preview("--deployment", "examples/deployments/autoscaled.yaml",
+                                           "-o", "yaml", tools=tools).stdout))
+    (so,) = [d for d in docs if d["kind"] == "ScaledObject"]
+    assert so["spec"]["scaleTargetRef"]["kind"] == "ModelDeployment"
+
+
 def test_yaml_output_is_one_stream_of_every_rendered_object(tools):
     out = preview("--deployment", "examples/deployments/single-gpu.yaml", "-o", "yaml",
                   tools=tools)

@@ -72,7 +72,22 @@ def test_schema_bounds_are_checked_too(path):
                     "passes them on (tests/test_hardening.py)")
     model = ModelDeployment if doc["kind"] == "ModelDeployment" else ModelReplica
     errors = validation.spec_errors(model, doc, engine_spec(doc))
+    if doc["kind"] == "ModelDeployment" and "autoscaling" in doc["spec"]:
+        # Checked on its own, into the Autoscaling condition (tests/test_autoscaling.py).
+        errors += rules.autoscaling_errors(doc["spec"]["autoscaling"])
     assert errors, f"{path.name} passes the function's checks"
+
+
+AUTOSCALING_RULES = [p for p in INVALID if p.stem.startswith("md-autoscaling-")
+                     and ": Invalid value: " in expect(p) and "in body" not in expect(p)]
+
+
+@pytest.mark.parametrize("path", AUTOSCALING_RULES, ids=lambda p: p.stem)
+def test_the_function_words_every_autoscaling_rule_as_the_xrd_does(path):
+    doc = yaml.safe_load(path.read_text().split("\n", 2)[2])
+    message = expect(path).split(": Invalid value: ", 1)[1]
+    assert any(message in e for e in rules.autoscaling_errors(doc["spec"]["autoscaling"])), \
+        message
 
 
 # The kinds whose rules are checked whole: (schema model, rule checks) by file prefix.

@@ -22,7 +22,12 @@ from function.contract.models.inferencecluster import (
     TaintEffect,
 )
 from function.contract.models.modelcache import CachePhase, Hydration, ModelSource
-from function.contract.models.modeldeployment import PlacementStrategy, TolerationOperator
+from function.contract.models.modeldeployment import (
+    EngineMetric,
+    PlacementStrategy,
+    SelectPolicy,
+    TolerationOperator,
+)
 from function.contract.models.modelreplica import (
     EngineContainerName,
     EnginePhase,
@@ -36,8 +41,8 @@ from function.contract.models.modelreplica import (
 )
 
 __all__ = [
-    "CachePhase", "DeviceClaim", "Hydration", "InventorySource", "ModelSource",
+    "CachePhase", "DeviceClaim", "EngineMetric", "Hydration", "InventorySource", "ModelSource",
     "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector", "MemberRole",
     "PlacementStrategy", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
-    "ServingMode", "TaintEffect", "TolerationOperator",
+    "SelectPolicy", "ServingMode", "TaintEffect", "TolerationOperator",
 ]

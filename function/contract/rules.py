@@ -13,7 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from function.contract import serving as modes
-from function.contract.enums import DeviceClaim, EngineContainerName, MemberRole, TolerationOperator
+from function.contract.enums import (
+    DeviceClaim,
+    EngineContainerName,
+    MemberRole,
+    SelectPolicy,
+    TolerationOperator,
+)
 
 RESERVED_PREFIX = "modelplane.ai/"
 # Kubernetes qualified names (label keys): an optional DNS prefix and '/', then a name.
@@ -191,3 +197,59 @@ def quota_errors(spec: Mapping[str, Any]) -> list[str]:
     errors += [f"namespaceSelector.matchLabels {m}" for m in _keys(
         ((spec.get("namespaceSelector") or {}).get("matchLabels") or {}))]
     return errors
+
+
+_DECIMAL = re.compile(r"^([0-9]+(\.[0-9]+)?|\.[0-9]+)$")
+_CLOSING = {")": "(", "]": "[", "}": "{"}
+
+
+def autoscaling_errors(spec: Mapping[str, Any]) -> list[str]:
+    """Rule violations in a ModelDeployment's spec.autoscaling, worded as the XRD words them,
+    and a query whose brackets or quotes do not balance (it cannot parse as PromQL)."""
+    errors = []
+    low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        errors.append("minReplicas must not exceed maxReplicas")
+    for i, m in enumerate(spec.get("metrics") or []):
+        if ("engineMetric" in m and m["engineMetric"] is not None) == (
+                "query" in m and m["query"] is not None):
+            errors.append(f"metrics[{i}]: a metric sets exactly one of engineMetric and query")
+        target = str(m.get("target") or "")
+        if _DECIMAL.match(target) and float(target) <= 0:
+            errors.append(f"metrics[{i}]: target must be above 0")
+        if m.get("query"):
+            errors += [f"metrics[{i}]: query {e}" for e in _promql_shape(m["query"])]
+    up = ((spec.get("behavior") or {}).get("scaleUp") or {})
+    if up.get("panic") is not None and ((up.get("stable") or {}).get("selectPolicy")
+                                        or SelectPolicy.OR) != SelectPolicy.OR:
+        errors.append("scaleUp.panic needs stable.selectPolicy Or: HPA applies one selectPolicy "
+                      "to every scale-up policy, and And would cap the panic policy by the "
+                      "stable ones")
+    return errors
+
+
+def _promql_shape(query: str) -> list[str]:
+    """What can be checked without a PromQL parser: brackets and quotes balance."""
+    stack: list[str] = []
+    quote = ""
+    escaped = False
+    for ch in query:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\" and quote != "`":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            stack.append(ch)
+        elif ch in _CLOSING:
+            if not stack or stack.pop() != _CLOSING[ch]:
+                return [f"does not parse as PromQL: an unmatched {ch!r}"]
+    if quote:
+        return [f"does not parse as PromQL: an unterminated {quote} string"]
+    if stack:
+        return [f"does not parse as PromQL: an unclosed {stack[-1]!r}"]
+    return []

@@ -38,7 +38,7 @@ from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.validation import dig, model_errors, pruned, spec_errors
 from function.runtime import requeue, structs
 from function.runtime.request import Request, desired_ready
-from function.scheduler import output, parsecache, reasons
+from function.scheduler import autoscaling, output, parsecache, reasons
 from function.scheduler.filters import Deployment
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
@@ -52,12 +52,18 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     md = req.composite
     meta = dig(md, "metadata")
     tspec = dig(md, "spec", "template", "spec")
-    errors = spec_errors(ModelDeployment, md, tspec)
+    # spec.autoscaling is checked on its own (autoscaling.py): a mistake there
+    # gets a False Autoscaling condition, and placement goes on.
+    core = autoscaling.without(md)
+    errors = spec_errors(ModelDeployment, core, tspec)
     if errors:
         response.fatal(rsp, f"ModelDeployment {meta.get('namespace')}/{meta.get('name')} is "
                        f"invalid: {'; '.join(errors)}")
         return
-    md = pruned(ModelDeployment, md)
+    # Composed before the fleet is read: it depends on the spec alone, and a
+    # desired resource left out of any response would be deleted.
+    autoscaled = _autoscale(req, rsp, md)
+    md = pruned(ModelDeployment, core)
     tspec = dig(md, "spec", "template", "spec")
 
     selector = (tspec.get("clusterSelector") or {}).get("matchLabels") or None
@@ -115,6 +121,34 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         response.warning(rsp, f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
         kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
     write_status(rsp, md, result, observed, fleet, kept)
+    if autoscaled:
+        _condition(rsp, autoscaling.capacity(want, len(result.placements)))
+
+
+def _autoscale(req: Request, rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any]) -> bool:
+    """The KEDA objects of spec.autoscaling, or the observed ones kept as they are; whether
+    an autoscaler is composed."""
+    # By kind: converting every observed ModelReplica again would double the cost of
+    # a large deployment's request.
+    observed = {k: v for kind in autoscaling.KINDS for k, v in req.observed(kind).items()
+                if k in autoscaling.KEYS}
+    out = autoscaling.compose(md, observed)
+    desired = {k: output.echo_object(v) for k, v in observed.items()} if out.keep \
+        else out.resources
+    for key, obj in desired.items():
+        resource.update(rsp.desired.resources[key], obj)
+        # Its health is the Autoscaling condition's: a KEDA hiccup must not make a
+        # serving deployment un-Ready.
+        rsp.desired.resources[key].ready = desired_ready(True)
+    if out.condition is not None:
+        _condition(rsp, out.condition)
+    return bool(out.resources)
+
+
+def _condition(rsp: fnv1.RunFunctionResponse, cond: tuple[str, str, str, str]) -> None:
+    typ, status, reason, message = cond
+    response.set_conditions(rsp, resource.Condition(typ=typ, status=status, reason=reason,
+                                                    message=message[:MAX_MESSAGE]))
 
 
 def _quotas(req: Request, rsp: fnv1.RunFunctionResponse) -> list[Quota]:

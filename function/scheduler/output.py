@@ -94,3 +94,12 @@ def echo(observed: Mapping[str, Any]) -> dict[str, Any]:
             if meta.get(k)}
     return {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA,
             "metadata": keep, "spec": copy.deepcopy(observed.get("spec") or {})}
+
+
+def echo_object(observed: Mapping[str, Any]) -> dict[str, Any]:
+    """Any observed object as desired state, unchanged: identity, labels and spec."""
+    meta = observed.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels") if meta.get(k)}
+    return {"apiVersion": observed.get("apiVersion", ""), "kind": observed.get("kind", ""),
+            "metadata": keep, "spec": copy.deepcopy(observed.get("spec") or {})}

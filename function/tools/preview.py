@@ -181,6 +181,14 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
             via = " (provider-kubernetes Object)" if shown is not d else ""
             lines.append(f"    {shown.get('kind')} {shown['metadata'].get('name')}{via}")
 
+    # What the deployment composes beside its replicas (a KEDA ScaledObject for
+    # spec.autoscaling), on the control plane itself.
+    control = [d for d in stage1 if d.get("kind") not in
+               (KIND_MODEL_DEPLOYMENT, KIND_MODEL_REPLICA, "Result")]
+    if control:
+        lines += ["", "Objects on the control plane:"]
+        lines += [f"  {d.get('kind')} {d['metadata'].get('name')}" for d in control]
+
     lines += _cache_lines(staged, placed)
 
     unscheduled = status.get("unscheduled") or []
@@ -191,7 +199,7 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
             # Each cluster's own verdict, as `kubectl get md -o yaml` shows it.
             lines += [f"    {c['name']}: {c['reason']}" for c in u.get("clusters") or []]
     for c in status.get("conditions") or []:
-        if c.get("type") in ("ReplicasScheduled", "ReplicasReady"):
+        if c.get("type") in ("ReplicasScheduled", "ReplicasReady", "Autoscaling"):
             lines.append(f"{c['type']}={c['status']} ({c.get('reason', '')}): "
                          f"{c.get('message', '')}")
     return "\n".join(lines)

@@ -9,6 +9,229 @@ from typing import Annotated
 from pydantic import BaseModel, Field, RootModel, StrictBool, StrictInt, StrictStr
 from typing_extensions import TypeAliasType
 
+
+class SelectPolicy(StrEnum):
+    OR = "Or"
+    AND = "And"
+
+
+class ScaleDownStable(BaseModel):
+    instances: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this many replicas added or removed per 15 s period (Kthena's instances; at least 1, as HPA requires).",
+            ge=1,
+            le=1000,
+        ),
+    ] = 1
+    percent: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this percentage of the current replicas per 15 s period (Kthena's percent; at least 1, as HPA requires).",
+            ge=1,
+            le=1000,
+        ),
+    ] = 100
+    selectPolicy: Annotated[
+        SelectPolicy | None,
+        Field(
+            description="Or: either limit allows the step (the larger one applies); And: both must allow it (the smaller one applies).",
+            title="SelectPolicy",
+        ),
+    ] = "Or"
+    windowSeconds: Annotated[
+        StrictInt | None,
+        Field(
+            description="How long a scale-down recommendation must hold before it is acted on (Kthena's stabilizationWindow; HPA's stabilizationWindowSeconds).",
+            ge=0,
+            le=3600,
+        ),
+    ] = 300
+
+
+class ScaleDown(BaseModel):
+    stable: Annotated[
+        ScaleDownStable | None,
+        Field(description="The stable scale-down policy.", title="ScaleDownStable"),
+    ] = None
+
+
+class Panic(BaseModel):
+    thresholdPercent: Annotated[
+        StrictInt | None,
+        Field(
+            description="Panic when a metric reaches this percentage of its target (Kthena's panicThresholdPercent).",
+            ge=110,
+            le=1000,
+        ),
+    ] = 200
+    windowSeconds: Annotated[
+        StrictInt,
+        Field(
+            description="How fast a surge is answered: within this window the replicas may grow to thresholdPercent of their count (Kthena's panic period).",
+            ge=1,
+            le=1800,
+        ),
+    ]
+
+
+class ScaleUpStable(BaseModel):
+    instances: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this many replicas added or removed per 15 s period (Kthena's instances; at least 1, as HPA requires).",
+            ge=1,
+            le=1000,
+        ),
+    ] = 1
+    percent: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this percentage of the current replicas per 15 s period (Kthena's percent; at least 1, as HPA requires).",
+            ge=1,
+            le=1000,
+        ),
+    ] = 100
+    selectPolicy: Annotated[
+        SelectPolicy | None,
+        Field(
+            description="Or: either limit allows the step (the larger one applies); And: both must allow it (the smaller one applies).",
+            title="SelectPolicy",
+        ),
+    ] = "Or"
+    windowSeconds: Annotated[
+        StrictInt | None,
+        Field(
+            description="How long a scale-up recommendation must hold before it is acted on (Kthena's stabilizationWindow; HPA's stabilizationWindowSeconds).",
+            ge=0,
+            le=3600,
+        ),
+    ] = 0
+
+
+class ScaleUp(BaseModel):
+    panic: Annotated[
+        Panic | None,
+        Field(
+            description="Scale up fast on a sudden surge. HPA has no panic mode: this becomes one more scale-up policy with a short window (README, Autoscaling)."
+        ),
+    ] = None
+    stable: Annotated[
+        ScaleUpStable | None,
+        Field(description="The stable scale-up policy.", title="ScaleUpStable"),
+    ] = None
+
+
+class Behavior(BaseModel):
+    scaleDown: Annotated[
+        ScaleDown | None, Field(description="How replicas are removed.")
+    ] = None
+    scaleUp: Annotated[ScaleUp | None, Field(description="How replicas are added.")] = (
+        None
+    )
+
+
+class EngineMetric(StrEnum):
+    QUEUE_DEPTH = "queueDepth"
+    KV_CACHE_USAGE = "kvCacheUsage"
+    RUNNING_REQUESTS = "runningRequests"
+    TIME_TO_FIRST_TOKEN_P90 = "timeToFirstTokenP90"
+
+
+class AutoscalingMetric(BaseModel):
+    engineMetric: Annotated[
+        EngineMetric | None,
+        Field(
+            description="A built-in engine metric, for vLLM and SGLang alike: queueDepth (requests waiting, per replica), runningRequests (per replica), kvCacheUsage (mean KV cache use, 0 to 1) or timeToFirstTokenP90 (seconds).",
+            title="EngineMetric",
+        ),
+    ] = None
+    query: Annotated[
+        StrictStr | None,
+        Field(
+            description="A raw PromQL query; its value divided by the replica count is held at target.",
+            max_length=4096,
+            min_length=1,
+        ),
+    ] = None
+    target: Annotated[
+        StrictStr,
+        Field(
+            description="The value to hold, a decimal number above 0 (Kthena's targetValue).",
+            max_length=32,
+            pattern="^([0-9]+(\\.[0-9]+)?|\\.[0-9]+)$",
+        ),
+    ]
+
+
+class AuthSecret(BaseModel):
+    key: Annotated[
+        StrictStr | None,
+        Field(
+            description="The key holding a bearer token.",
+            max_length=253,
+            pattern="^[-._a-zA-Z0-9]+$",
+        ),
+    ] = "token"
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="The Secret, in the deployment's namespace.",
+            max_length=253,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ]
+
+
+class Prometheus(BaseModel):
+    address: Annotated[
+        StrictStr,
+        Field(
+            description="The Prometheus HTTP API that holds the fleet's engine metrics (federated or remote-written from every workload cluster).",
+            max_length=2048,
+            pattern="^https?://[^\\s]+$",
+        ),
+    ]
+    authSecret: Annotated[
+        AuthSecret | None, Field(description="A bearer token for the Prometheus API.")
+    ] = None
+
+
+class Autoscaling(BaseModel):
+    behavior: Annotated[
+        Behavior | None,
+        Field(description="How fast the autoscaler moves (Kthena's behavior)."),
+    ] = None
+    maxReplicas: Annotated[
+        StrictInt,
+        Field(description="The most replicas the autoscaler asks for.", ge=1, le=1000),
+    ]
+    metrics: Annotated[
+        list[AutoscalingMetric],
+        Field(
+            description="The metrics to scale on; the one asking for the most replicas wins.",
+            max_length=8,
+            min_length=1,
+        ),
+    ]
+    minReplicas: Annotated[
+        StrictInt | None,
+        Field(description="The fewest replicas the autoscaler keeps.", ge=1, le=1000),
+    ] = 1
+    prometheus: Annotated[
+        Prometheus, Field(description="Where the engine metrics are queried.")
+    ]
+    tolerancePercent: Annotated[
+        StrictInt | None,
+        Field(
+            description="No scaling while the replicas the metrics ask for are within this percentage of the current count (Kthena's tolerancePercent; HPA's tolerance).",
+            ge=0,
+            le=100,
+        ),
+    ] = 10
+
+
 AnnotationsAdditionalProperty = TypeAliasType(
     "AnnotationsAdditionalProperty", Annotated[StrictStr, Field(max_length=4096)]
 )
@@ -638,6 +861,12 @@ class Template(BaseModel):
 
 
 class Spec(BaseModel):
+    autoscaling: Annotated[
+        Autoscaling | None,
+        Field(
+            description="Scale spec.replicas on engine metrics through a KEDA ScaledObject. While set, the autoscaler writes spec.replicas through the scale subresource, between minReplicas and maxReplicas; removing it removes the ScaledObject and leaves spec.replicas as it stands."
+        ),
+    ] = None
     replicas: Annotated[
         StrictInt | None,
         Field(
