@@ -107,6 +107,14 @@ def crd_names(paths: Iterable[Path]) -> list[str]:
     return out
 
 
+def keda_crds(repo: Path) -> list[Path]:
+    """KEDA's ScaledObject and TriggerAuthentication CRDs, as vendored from its Go
+    module (crds/keda, `make vendor-crds`). The control plane gets the CRDs so an
+    autoscaled deployment's ScaledObject is admitted by a real API server; KEDA's
+    operator does not run (it does not build from the module proxy: README)."""
+    return crd_files(Path(repo) / "crds" / "keda")
+
+
 def lws_crds(src: Path) -> list[Path]:
     files = [Path(src) / rel for rel in LWS_CRDS]
     missing = [str(f) for f in files if not f.is_file()]

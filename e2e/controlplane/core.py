@@ -673,6 +673,7 @@ class _Builder:
         crds = [*addons.gateway_api_crds(Path(self.tools["GATEWAY_API_SRC"])),
                 *addons.inference_extension_crds(Path(self.tools["INFERENCE_EXTENSION_SRC"])),
                 *addons.lws_crds(Path(self.tools["LWS_SRC"]))]
+        keda = addons.keda_crds(REPO)
         stages = addons.kwok_stage_files(Path(self.tools["KWOK_SRC"]))
         webhooks_yaml = (Path(self.tools["LWS_SRC"]) / addons.LWS_WEBHOOKS).read_text()
         for i, (name, cplan) in enumerate(plan.clusters.items()):
@@ -680,10 +681,12 @@ class _Builder:
                     for ns in (addons.LWS_NAMESPACE,
                                *([CROSSPLANE_NS] if name == fleet.CONTROL_PLANE else []))]
             self.cp.apply(base, cluster=name)
-            self.cp.apply(files=crds, cluster=name)
+            self.cp.apply(files=crds + (keda if name == fleet.CONTROL_PLANE else []),
+                          cluster=name)
             self._start_cluster_controllers(name, i, stages, cplan)
         for name in names:
-            self._wait_crds(name, addons.crd_names(crds))
+            self._wait_crds(name, addons.crd_names(
+                crds + (keda if name == fleet.CONTROL_PLANE else [])))
             lws_port = self.port(f"lws-webhook:{name}")
             self.cp.apply(addons.lws_webhooks(webhooks_yaml, port=lws_port,
                                               ca_pem=self.ca.crt.read_bytes()), cluster=name)
