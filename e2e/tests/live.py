@@ -89,6 +89,21 @@ def wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
     return wait_for(what, check, timeout, interval=1.0, max_interval=5.0)
 
 
+def wait_scheduled(cp: ControlPlane, ns: str, name: str, want: int,
+                   timeout: float = SETTLE) -> dict:
+    """The ModelDeployment once exactly `want` of its replicas are placed (status and
+    ModelReplicas agree); its unscheduled reasons name why, on timeout."""
+    def check():
+        md = get(cp, MD, name, ns) or {}
+        status = md.get("status") or {}
+        got = (status.get("replicas") or {}).get("scheduled")
+        if got != want or len(replicas_of(cp, ns, name)) != want:
+            raise AssertionError(f"scheduled {got}: {status.get('unscheduled')}")
+        return md
+    return wait(f"ModelDeployment {ns}/{name} to have {want} replicas scheduled", check,
+                timeout)
+
+
 def wait_condition(cp: ControlPlane, kind: str, name: str, ns: str | None, typ: str,
                    timeout: float, status: str = "True") -> dict:
     def check():

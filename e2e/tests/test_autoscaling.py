@@ -16,23 +16,13 @@ import copy
 from builders import load_one
 from conftest import REPO
 from live import (MD, SERVING, SETTLE, apply_docs, condition, delete_and_wait, ensure_namespace,
-                  get, items, replicas_of, wait)
+                  get, items, wait, wait_scheduled)
 
 from e2e.controlplane.core import ControlPlane
 
 NS = "autoscale-team"
 EXAMPLE = load_one(REPO / "examples" / "deployments" / "autoscaled.yaml")
 SCALED_OBJECTS = "scaledobjects.keda.sh"
-
-
-def scheduled(cp: ControlPlane, name: str, want: int) -> dict:
-    def check():
-        md = get(cp, MD, name, NS) or {}
-        got = ((md.get("status") or {}).get("replicas") or {}).get("scheduled")
-        if got != want or len(replicas_of(cp, NS, name)) != want:
-            raise AssertionError(f"scheduled {got}")
-        return md
-    return wait(f"{name} to have {want} replicas scheduled", check, SERVING)
 
 
 def test_the_scaled_object_targets_the_scale_subresource_and_scaling_it_places(cp: ControlPlane):
@@ -51,19 +41,19 @@ def test_the_scaled_object_targets_the_scale_subresource_and_scaling_it_places(c
         # No KEDA runs: the deployment says it waits for one, and serves anyway.
         autoscaling = condition(get(cp, MD, name, NS), "Autoscaling")
         assert (autoscaling.get("status"), autoscaling.get("reason")) == ("False", "Pending")
-        scheduled(cp, name, 1)
+        wait_scheduled(cp, NS, name, 1, SERVING)
 
         # What KEDA's HPA does: write spec.replicas through the scale subresource.
         cp.kubectl("scale", MD, name, "-n", NS, "--replicas=3")
-        scheduled(cp, name, 3)
+        wait_scheduled(cp, NS, name, 3)
         cp.kubectl("scale", MD, name, "-n", NS, "--replicas=2")
-        scheduled(cp, name, 2)
+        wait_scheduled(cp, NS, name, 2)
 
         # Autoscaling removed: the ScaledObject goes, spec.replicas stays as it is.
         cp.kubectl("patch", MD, name, "-n", NS, "--type=json",
                    "-p", '[{"op": "remove", "path": "/spec/autoscaling"}]')
         wait("the ScaledObject to be gone", lambda: items(cp, SCALED_OBJECTS, NS) == [], SETTLE)
         assert get(cp, MD, name, NS)["spec"]["replicas"] == 2
-        scheduled(cp, name, 2)
+        wait_scheduled(cp, NS, name, 2)
     finally:
         delete_and_wait(cp, NS, name)

@@ -18,7 +18,7 @@ import pytest
 from builders import load_one
 from conftest import REPO
 from live import (IC, MD, SETTLE, Stopwatch, apply_docs, condition, delete_and_wait,
-                  ensure_namespace, get, is_true, replicas_of, wait)
+                  ensure_namespace, get, is_true, wait, wait_scheduled)
 
 from e2e.controlplane import fleet
 from e2e.controlplane.core import ControlPlane
@@ -61,16 +61,6 @@ def deployment(name: str, ns: str, replicas: int, region: dict[str, str]) -> dic
     return md
 
 
-def scheduled(cp: ControlPlane, ns: str, name: str, want: int) -> dict:
-    def check():
-        md = get(cp, MD, name, ns) or {}
-        got = ((md.get("status") or {}).get("replicas") or {}).get("scheduled")
-        if got != want or len(replicas_of(cp, ns, name)) != want:
-            raise AssertionError(f"scheduled {got}: {(md.get('status') or {}).get('unscheduled')}")
-        return md
-    return wait(f"ModelDeployment {ns}/{name} to have {want} replicas scheduled", check, SETTLE)
-
-
 @pytest.fixture(scope="module", autouse=True)
 def namespace(cp: ControlPlane):
     ensure_namespace(cp, NS)
@@ -104,14 +94,14 @@ def test_cordoned_nodes_leave_the_count_and_the_scheduler_places_by_what_is_left
         assert got["declaredNodes"] == 4
         timings["capacity: cordon to observed on the control-plane cluster (s)"] = clock.seconds()
         apply_docs(cp, [md])
-        status = scheduled(cp, NS, "cordon-probe", 1)["status"]
+        status = wait_scheduled(cp, NS, "cordon-probe", 1)["status"]
         reasons = {u["reason"] for u in status["unscheduled"]}
         assert all(f'too few free nodes on pool "{pool}"' in r for r in reasons), reasons
         assert not is_true(get(cp, MD, "cordon-probe", NS), "ReplicasScheduled")
         for n in nodes[:3]:
             cp.kubectl("uncordon", n, cluster=cp.cluster(cluster))
         wait_pool(cp, cluster, pool, nodes=4, schedulableNodes=4)
-        scheduled(cp, NS, "cordon-probe", 4)
+        wait_scheduled(cp, NS, "cordon-probe", 4)
     finally:
         for n in nodes:
             cp.kubectl("uncordon", n, cluster=cp.cluster(cluster), check=False)
@@ -132,10 +122,10 @@ def test_a_not_ready_node_on_a_remote_cluster_leaves_the_count(cp: ControlPlane,
         timings["capacity: NotReady to observed through the reporter (s)"] = clock.seconds()
         assert got["declaredNodes"] == 2
         apply_docs(cp, [md])
-        scheduled(cp, NS, "not-ready-probe", 1)
+        wait_scheduled(cp, NS, "not-ready-probe", 1)
         cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}-", cluster=handle)
         wait_pool(cp, cluster, pool, nodes=2, readyNodes=2)
-        scheduled(cp, NS, "not-ready-probe", 2)
+        wait_scheduled(cp, NS, "not-ready-probe", 2)
     finally:
         cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}-", cluster=handle, check=False)
         delete_and_wait(cp, NS, "not-ready-probe")
@@ -163,13 +153,13 @@ def test_a_quota_caps_one_namespace_while_another_fills_the_rest(cp: ControlPlan
     try:
         apply_docs(cp, [quota()])
         apply_docs(cp, [deployment("capped", CAPPED, 4, prod)])
-        status = scheduled(cp, CAPPED, "capped", 2)["status"]
+        status = wait_scheduled(cp, CAPPED, "capped", 2)["status"]
         reasons = [u["reason"] for u in status["unscheduled"]]
         assert len(reasons) == 2 and all(
             "under quota e2e-l4/l4 (2 of 2 devices in use" in r for r in reasons), reasons
         # The other namespace is not capped: it takes every L4 node left.
         apply_docs(cp, [deployment("uncapped", OTHER, L4_NODES - 2, prod)])
-        scheduled(cp, OTHER, "uncapped", L4_NODES - 2)
+        wait_scheduled(cp, OTHER, "uncapped", L4_NODES - 2)
 
         def used():
             q = get(cp, "inferencequotas.modelplane.ai", "e2e-l4") or {}
