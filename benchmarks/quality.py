@@ -22,14 +22,15 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from benchmarks import corpus, solver
-from function.contract.api import KIND_MODEL_REPLICA, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from benchmarks.bench import build_request
+from function.contract.api import KIND_MODEL_REPLICA
 from function.contract.capacity import replica_usage
 from function.contract.records import parse_cluster
 from function.runtime import fn
@@ -46,12 +47,7 @@ class Replay:
 
 def reconcile(md: dict, clusters: Sequence[dict], ledger: Sequence[dict]) -> list[dict]:
     """One first reconcile of `md`: the ModelReplicas it composes."""
-    req = fnv1.RunFunctionRequest()
-    req.observed.composite.resource.CopyFrom(resource.dict_to_struct(md))
-    for name, objs in ((REQUIRE_CLUSTERS, clusters), (REQUIRE_REPLICAS, ledger)):
-        items = req.required_resources[name].items
-        for obj in objs:
-            items.add().resource.CopyFrom(resource.dict_to_struct(obj))
+    req = build_request(md, list(clusters), list(ledger))
     rsp = fn.run_serialized(req.SerializeToString())
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if fatal:
