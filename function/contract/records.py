@@ -254,12 +254,10 @@ def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:
     its CapacityObserved condition says the observation counts (the cluster
     function judges freshness: cluster/observe.py). A pool's declared nodes
     stay the ceiling; without a counted observation they are what counts."""
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    if not any(isinstance(c, Mapping) and c.get("type") == "CapacityObserved"
-               and c.get("status") == "True" for c in status.get("conditions") or []):
+    if (_condition(obj, "CapacityObserved") or {}).get("status") != "True":
         return {}
     out = {}
-    for p in status.get("nodePools") or []:
+    for p in obj["status"].get("nodePools") or []:
         n = p.get("schedulableNodes") if isinstance(p, Mapping) else None
         if isinstance(n, int) and not isinstance(n, bool) and n >= 0 \
                 and isinstance(p.get("name"), str):
@@ -269,10 +267,16 @@ def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:
 
 def _ready(obj: Mapping[str, Any]) -> bool:
     """A cluster is unready only when its Ready condition says so explicitly."""
+    ready = _condition(obj, "Ready")
+    return ready is None or ready.get("status") != "False"
+
+
+def _condition(obj: Mapping[str, Any], typ: str) -> Mapping[str, Any] | None:
+    """The cluster's condition of type `typ`, if it has one."""
     for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c.get("status") != "False"
-    return True
+        if c.get("type") == typ:
+            return c
+    return None
 
 
 def _text(obj: Any, name: str) -> str:
