@@ -34,13 +34,12 @@ from function.contract.api import (
 from function.contract.capacity import replica_usage
 from function.contract.enums import InventorySource, ProviderConfigKind
 from function.contract.models.inferencecluster import InferenceCluster
-from function.contract.records import Malformed, parse_cluster, parse_pool
+from function.contract.records import Malformed, parse_cluster
 from function.contract.validation import dig, metadata_errors, model_errors
 from function.runtime import requeue
 from function.runtime.request import Request, desired_ready
 
 PROVIDER_CONFIG = "provider-config"
-PROVIDER_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 STALE_AFTER_DEFAULT = 300
 DEFAULT_TTL_SECONDS = 60  # the SDK's response TTL: how often Crossplane calls again
 
@@ -55,8 +54,10 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     errors = metadata_errors(ic, namespaced=False) + model_errors(InferenceCluster, ic)
     if not errors:
         try:
-            cluster = parse_cluster(ic)
-            pools = [parse_pool(p) for p in dig(ic, "spec").get("nodePools") or []]
+            # As declared: the observed counts in its status are this
+            # function's output, not its input (records.parse_cluster applies them).
+            cluster = parse_cluster({k: v for k, v in ic.items() if k != "status"})
+            pools = cluster.pools
         except Malformed as exc:
             errors = [str(exc)]
     if errors:
@@ -68,22 +69,25 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     inventory = spec.get("inventory") or {}
     observed = inventory.get("source", InventorySource.OBSERVED) == InventorySource.OBSERVED
     stale_after = int(inventory.get("staleAfterSeconds") or STALE_AFTER_DEFAULT)
+    ref = spec.get("providerConfigRef") or {}
+    kind = ref.get("kind") or ProviderConfigKind.CLUSTER_PROVIDER_CONFIG.value
+    # A remote cluster reports through the reporter composed onto it, which only a
+    # ClusterProviderConfig can reach (reporter.py).
+    reporting = observed and cluster.remote and kind == ProviderConfigKind.CLUSTER_PROVIDER_CONFIG
 
     # Ask for the replicas placed here (every namespace), the provider config
     # and, for the control-plane cluster, its Nodes per pool. Requirements are
     # declared on every call so they stay stable.
     response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, KIND_MODEL_REPLICA,
                                match_labels={LABEL_CLUSTER: name})
-    ref = spec.get("providerConfigRef") or {}
-    kind = ref.get("kind") or ProviderConfigKind.CLUSTER_PROVIDER_CONFIG.value
     if ref.get("name"):
-        response.require_resources(rsp, PROVIDER_CONFIG, PROVIDER_API_VERSION, kind,
+        response.require_resources(rsp, PROVIDER_CONFIG, reporter.OBJECT_API_VERSION, kind,
                                    match_name=ref["name"])
     if observed and not cluster.remote:
         for pool in pools:
             response.require_resources(rsp, f"{REQUIRE_NODES}/{pool.name}", "v1", "Node",
                                        match_labels={LABEL_POOL: pool.name})
-    if observed and cluster.remote and kind == ProviderConfigKind.CLUSTER_PROVIDER_CONFIG:
+    if reporting:
         for key, obj in reporter.objects(cluster).items():
             resource.update(rsp.desired.resources[key], obj)
             # The reporter's health shows in CapacityObserved, never in the
@@ -102,7 +106,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
             observation = observe.local(nodes, pools, dig(ic, "status"), clock)
         else:
             observation = "the cluster's Nodes are not read yet"
-    elif kind != ProviderConfigKind.CLUSTER_PROVIDER_CONFIG:
+    elif not reporting:
         observation = ("the inventory reporter needs a ClusterProviderConfig; a namespaced "
                        "ProviderConfig cannot be reached from the cluster-scoped "
                        "InferenceCluster's Objects")
@@ -147,7 +151,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     response.set_conditions(rsp, resource.Condition(
         typ=observe.CONDITION, status=verdict.status, reason=verdict.reason,
         message=verdict.message))
-    if observed and cluster.remote and stale_after < 2 * DEFAULT_TTL_SECONDS:
+    if reporting and stale_after < 2 * DEFAULT_TTL_SECONDS:
         # Look again before a report can go stale unnoticed for long.
         rsp.meta.ttl.FromTimedelta(datetime.timedelta(seconds=stale_after // 2))
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.contract import inventory
-from function.contract.inventory import NodeGroup, Observation
+from function.contract.inventory import Observation
 from function.contract.records import Malformed, Pool
 from function.contract.validation import dig
 
@@ -92,10 +92,10 @@ def judge(pools: Sequence[Pool], observation: Observation | str | None,
     are declared only, a string saying why when nothing was observed; `live`
     when it was read now (never stale)."""
     if observation is None:
-        return _declared(pools, "", "Declared", "spec.inventory.source is Declared: "
+        return _declared(pools, "Declared", "spec.inventory.source is Declared: "
                          "counting nodePools[].nodes as written")
     if isinstance(observation, str):
-        return _declared(pools, "", "NotObserved", f"{observation}; counting the declared nodes")
+        return _declared(pools, "NotObserved", f"{observation}; counting the declared nodes")
     counts = [(p, *inventory.count(observation.pools.get(p.name, ()), p.taints)) for p in pools]
     at = inventory.parse_time(observation.observed_at)
     age = (now - at).total_seconds() if at is not None else float("inf")
@@ -112,12 +112,7 @@ def judge(pools: Sequence[Pool], observation: Observation | str | None,
                    observation.observed_at, "True", "Observed", message)
 
 
-def _declared(pools: Sequence[Pool], observed_at: str, reason: str, message: str) -> Verdict:
-    return Verdict(tuple(PoolCount(p.name, p.nodes, p.nodes) for p in pools), observed_at,
+def _declared(pools: Sequence[Pool], reason: str, message: str) -> Verdict:
+    return Verdict(tuple(PoolCount(p.name, p.nodes, p.nodes) for p in pools), "",
                    "False", reason, message)
 
-
-def unobserved(groups: Mapping[str, tuple[NodeGroup, ...]], pools: Sequence[Pool]) -> list[str]:
-    """Pools the cluster's nodes name that the InferenceCluster does not declare."""
-    declared = {p.name for p in pools}
-    return sorted(name for name in groups if name not in declared)

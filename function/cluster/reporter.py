@@ -31,7 +31,7 @@ from function.contract.inventory import REPORT_NAME, REPORT_NAMESPACE
 from function.contract.names import tagged_label
 from function.contract.records import Cluster
 
-OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"  # provider-kubernetes' API, its configs' too
 # The Function package is an OCI image of this runtime; the reporter runs it.
 DEFAULT_IMAGE = f"xpkg.crossplane.io/modelplane/function-model-serving:v{__version__}"
 DEFAULT_NAMESPACE = "crossplane-system"

@@ -26,6 +26,7 @@ from typing import Any
 from function.contract.api import LABEL_POOL
 from function.contract.enums import TaintEffect
 from function.contract.records import Malformed, Taint
+from function.contract.validation import dig  # Nodes arrive unvalidated
 
 VERSION = 1
 # Where the reporter writes its report on the workload cluster.
@@ -57,22 +58,16 @@ def summarize(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[NodeGroup, 
     the label belong to no pool and are left out."""
     counts: dict[str, dict[tuple[bool, bool, tuple[str, ...]], int]] = {}
     for node in nodes:
-        pool = _field(_field(node, "metadata"), "labels").get(LABEL_POOL)
+        pool = dig(node, "metadata", "labels").get(LABEL_POOL)
         if not isinstance(pool, str) or not pool:
             continue
-        spec, status = _field(node, "spec"), _field(node, "status")
+        spec, status = dig(node, "spec"), dig(node, "status")
         state = (_ready(status), spec.get("unschedulable") is True,
                  _repelling(spec.get("taints")))
         groups = counts.setdefault(pool, {})
         groups[state] = groups.get(state, 0) + 1
     return {pool: tuple(NodeGroup(r, u, t, n) for (r, u, t), n in sorted(groups.items()))
             for pool, groups in sorted(counts.items())}
-
-
-def _field(obj: Any, name: str) -> Mapping[str, Any]:
-    """obj[name] when both are mappings, else {}: Nodes arrive unvalidated."""
-    value = obj.get(name) if isinstance(obj, Mapping) else None
-    return value if isinstance(value, Mapping) else {}
 
 
 def _ready(status: Mapping[str, Any]) -> bool:

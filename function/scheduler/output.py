@@ -87,19 +87,18 @@ def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
 
 
 def echo(observed: Mapping[str, Any]) -> dict[str, Any]:
-    """An observed ModelReplica as desired state: identity, labels and spec only."""
+    """An observed ModelReplica as desired state: identity, labels, annotations
+    (the template's, which the scheduler sets) and spec only."""
+    return {**echo_object(observed, ("annotations",)),
+            "apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA}
+
+
+def echo_object(observed: Mapping[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Any observed object as desired state, unchanged: identity, labels, the
+    `extra` metadata fields and spec."""
     meta = observed.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
-    keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", "annotations")
+    keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", *extra)
             if meta.get(k)}
-    return {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA,
-            "metadata": keep, "spec": copy.deepcopy(observed.get("spec") or {})}
-
-
-def echo_object(observed: Mapping[str, Any]) -> dict[str, Any]:
-    """Any observed object as desired state, unchanged: identity, labels and spec."""
-    meta = observed.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels") if meta.get(k)}
     return {"apiVersion": observed.get("apiVersion", ""), "kind": observed.get("kind", ""),
             "metadata": keep, "spec": copy.deepcopy(observed.get("spec") or {})}
