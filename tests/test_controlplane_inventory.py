@@ -47,3 +47,19 @@ def test_the_token_kubeconfig_keeps_the_server_and_ca_and_drops_the_admin(tmp_pa
                                              "certificate-authority-data": "Q0E="}
     assert cfg["users"] == [{"name": "reporter", "user": {"token": "tok"}}]
     assert "c2VjcmV0" not in yaml.safe_dump(cfg)
+
+
+def test_the_harness_waits_for_every_composed_part_of_the_reporters_identity():
+    # provider-kubernetes creates the composed Objects in no particular order;
+    # starting the reporter before its ServiceAccount exists failed a CI run.
+    cluster = Cluster("eu-west-1", {}, (), True, (), ProviderConfig("eu-west-1",
+                                                                    "ClusterProviderConfig"))
+    composed = {obj["spec"]["forProvider"]["manifest"]["kind"].lower()
+                for key, obj in reporter.objects(cluster).items()
+                if key != reporter.REPORT}
+    waited = set()
+    for args in (inventory.rbac_args(), inventory.cluster_rbac_args(),
+                 inventory.deployment_args()):
+        waited |= {kind.split(".")[0].removesuffix("s") for kind in args[1].split(",")}
+        assert inventory.DEPLOYMENT in args
+    assert waited == composed - {"namespace"}

@@ -1132,12 +1132,18 @@ class _Builder:
         binary = REPO / ".venv" / "bin" / "function-model-serving"
         remotes = [n for n, c in plan.clusters.items() if c.remote]
         for name in remotes:
-            def composed(name=name) -> dict:
-                return json.loads(cp.kubectl(*inventory.deployment_args(), cluster=name).stdout)
-            dep = wait_for(f"the inventory reporter composed onto {name}", composed, 300,
-                           logs=[self.sup.log_path("provider-kubernetes"),
-                                 self.sup.log_path("function")])
-            token = cp.kubectl(*inventory.token_request_args(), cluster=name).stdout.strip()
+            def composed(name=name) -> tuple[dict, str]:
+                # Every part must exist, not just the Deployment: provider-kubernetes
+                # creates them in no particular order (a missing ServiceAccount
+                # fails the TokenRequest; missing grants fail the first report).
+                dep = json.loads(cp.kubectl(*inventory.deployment_args(), cluster=name).stdout)
+                cp.kubectl(*inventory.rbac_args(), cluster=name)
+                cp.kubectl(*inventory.cluster_rbac_args(), cluster=name)
+                token = cp.kubectl(*inventory.token_request_args(), cluster=name).stdout.strip()
+                return dep, token
+            dep, token = wait_for(f"the inventory reporter composed onto {name}", composed, 300,
+                                  logs=[self.sup.log_path("provider-kubernetes"),
+                                        self.sup.log_path("function")])
             kubeconfig = self.dir / "clusters" / name / "inventory-reporter.kubeconfig"
             kubeconfig.write_text(inventory.token_kubeconfig(self._kubeconfig_path(name), token))
             kubeconfig.chmod(0o600)

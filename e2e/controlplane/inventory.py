@@ -65,6 +65,20 @@ def token_request_args() -> tuple[str, ...]:
             f"--duration={TOKEN_SECONDS}s")
 
 
+def rbac_args() -> tuple[str, ...]:
+    """Every part of the reporter's identity the composition puts on the cluster.
+    provider-kubernetes creates the composed Objects in no particular order, so
+    the Deployment may exist before the ServiceAccount or its grants."""
+    return ("get", "serviceaccounts,roles.rbac.authorization.k8s.io,"
+            "rolebindings.rbac.authorization.k8s.io", DEPLOYMENT, "-n", REPORT_NAMESPACE,
+            "-o", "name")
+
+
+def cluster_rbac_args() -> tuple[str, ...]:
+    return ("get", "clusterroles.rbac.authorization.k8s.io,"
+            "clusterrolebindings.rbac.authorization.k8s.io", DEPLOYMENT, "-o", "name")
+
+
 def deployment_args() -> tuple[str, ...]:
     return ("get", "deployments.apps", DEPLOYMENT, "-n", REPORT_NAMESPACE, "-o", "json")
 
