@@ -10,6 +10,8 @@ KIND_MODEL_DEPLOYMENT = "ModelDeployment"
 KIND_MODEL_REPLICA = "ModelReplica"
 KIND_MODEL_CACHE = "ModelCache"
 KIND_INFERENCE_QUOTA = "InferenceQuota"
+KIND_MODEL_ENDPOINT = "ModelEndpoint"
+KIND_MODEL_SERVICE = "ModelService"
 
 # Labels the scheduler puts on every ModelReplica; keys under GROUP/ are
 # reserved, so users cannot forge them through template metadata.
@@ -18,6 +20,13 @@ LABEL_CLUSTER = f"{GROUP}/cluster"
 LABEL_REPLICA_INDEX = f"{GROUP}/replica-index"
 # The ModelCache a ModelReplica mounts: its cache requires the replicas by it.
 LABEL_MODEL_CACHE = f"{GROUP}/model-cache"
+# The InferenceCluster whose gateway fronts the fleet: ModelServices attach
+# their routes to its spec.gateway unless they name a cluster themselves.
+LABEL_FRONT_DOOR = f"{GROUP}/front-door"
+# The request header a replica's route on its cluster gateway also matches,
+# so a fleet route reaches every replica at the same path (Envoy cannot
+# rewrite the path per weighted backend: envoyproxy/gateway#7099).
+HEADER_REPLICA = "x-modelplane-replica"
 # The node label that pins pods to their pool.
 LABEL_POOL = f"{GROUP}/pool"
 
@@ -29,4 +38,6 @@ REQUIRE_MODEL_CACHE = "model-cache"
 REQUIRE_QUOTAS = "inference-quotas"
 REQUIRE_NAMESPACES = "namespaces"
 REQUIRE_QUOTA_CLUSTERS = "quota-clusters"  # every cluster, when a quota applies
+REQUIRE_ENDPOINTS = "model-endpoints"  # a ModelService's endpoints of one entry: "model-endpoints/<i>"
+REQUIRE_FRONT_DOOR = "front-door"  # the InferenceCluster whose gateway a ModelService uses
 REQUIRE_NODES = "nodes"  # the control-plane cluster's Nodes of one pool: "nodes/<pool>"
