@@ -93,7 +93,7 @@ def test_the_route_attaches_to_the_clusters_gateway():
 
 def test_the_route_matches_a_prefix_unique_to_the_replica_and_strips_it():
     out = compose(replica(name="llama-us-east-1-0", namespace="team-a"))
-    (rule,) = out.one("HTTPRoute")["spec"]["rules"]
+    rule, _ = out.one("HTTPRoute")["spec"]["rules"]
     assert rule["matches"] == [
         {"path": {"type": "PathPrefix", "value": "/team-a/llama-us-east-1-0"}}]
     assert rule["filters"] == [{"type": "URLRewrite", "urlRewrite": {"path": {
@@ -104,11 +104,24 @@ def test_the_route_matches_a_prefix_unique_to_the_replica_and_strips_it():
 
 def test_the_route_sends_to_the_service_and_never_times_out_a_stream():
     out = compose(replica())
-    (rule,) = out.one("HTTPRoute")["spec"]["rules"]
-    assert rule["backendRefs"] == [{"group": "", "kind": "Service",
-                                    "name": out.one("Service")["metadata"]["name"],
-                                    "port": 8000}]
-    assert rule["timeouts"] == {"request": "0s"}
+    for rule in out.one("HTTPRoute")["spec"]["rules"]:
+        assert rule["backendRefs"] == [{"group": "", "kind": "Service",
+                                        "name": out.one("Service")["metadata"]["name"],
+                                        "port": 8000}]
+        assert rule["timeouts"] == {"request": "0s"}
+
+
+def test_the_route_also_reaches_the_replica_by_its_header_at_any_path_unrewritten():
+    # What a ModelService's route sets (through the replica's ModelEndpoint), so
+    # every replica is reached at the same path: Envoy cannot rewrite per backend.
+    out = compose(replica(name="llama-us-east-1-0", namespace="team-a"))
+    by_path, by_header = out.one("HTTPRoute")["spec"]["rules"]
+    assert by_header["matches"] == [{
+        "path": {"type": "PathPrefix", "value": "/"},
+        "headers": [{"type": "Exact", "name": "x-modelplane-replica",
+                     "value": "team-a/llama-us-east-1-0"}]}]
+    assert "filters" not in by_header
+    assert by_header["backendRefs"] == by_path["backendRefs"]
 
 
 def test_the_route_answers_for_the_replicas_hostnames_when_it_names_any():

@@ -11,6 +11,15 @@ long generation streams for minutes and must not be cut. The gateway must
 admit routes from the replica's namespace (its listeners' allowedRoutes).
 `serving.hostnames`, when set, become the route's `hostnames` (unset: any
 host the gateway's listeners accept).
+
+A second rule reaches the same backend by the request header
+`x-modelplane-replica: <namespace>/<replica>` at any path, unrewritten: the
+replica's ModelEndpoint (scheduler/endpoints.py) names the cluster gateway
+with that header, so a fleet route (a ModelService) reaches every replica at
+the same path. Envoy cannot rewrite the path per weighted backend
+(envoyproxy/gateway#7099), so a per-replica path prefix would make a weighted
+split across replicas impossible. Gateway API ranks the path rule's longer
+prefix first, so the header never changes where a prefixed request goes.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from typing import Any
 
 from function.composer import kinds, naming
 from function.composer.model import Replica
+from function.contract.api import HEADER_REPLICA
 from function.contract.records import Cluster
 
 GATEWAY_API = "gateway.networking.k8s.io"
@@ -26,6 +36,11 @@ GATEWAY_API = "gateway.networking.k8s.io"
 
 def path_prefix(replica: Replica) -> str:
     return f"/{replica.namespace}/{replica.name}"
+
+
+def replica_header(replica: Replica) -> dict[str, str]:
+    """The header a fleet route sets to reach this replica through its cluster gateway."""
+    return {"name": HEADER_REPLICA, "value": f"{replica.namespace}/{replica.name}"}
 
 
 def endpoint(cluster: Cluster, replica: Replica) -> str | None:
@@ -52,6 +67,11 @@ def http_route(replica: Replica, cluster: Cluster,
         "matches": [{"path": {"type": "PathPrefix", "value": path_prefix(replica)}}],
         "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {
             "type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+        "backendRefs": [backend_ref],
+        "timeouts": {"request": "0s"},
+    }, {
+        "matches": [{"path": {"type": "PathPrefix", "value": "/"},
+                     "headers": [{"type": "Exact", **replica_header(replica)}]}],
         "backendRefs": [backend_ref],
         "timeouts": {"request": "0s"},
     }]
