@@ -349,7 +349,7 @@ def placements(rsp: fnv1.RunFunctionResponse) -> dict[int, tuple[str, dict[str, 
     out = {}
     for mr in desired(rsp).values():
         idx = (mr["metadata"].get("labels") or {}).get(LABEL_REPLICA_INDEX)
-        if idx is None:
+        if idx is None or mr.get("kind") != "ModelReplica":  # its ModelEndpoint has the label too
             continue
         idx = int(idx)
         pools = {e["name"]: e["members"][0].get("nodePoolName") for e in mr["spec"]["engines"]}

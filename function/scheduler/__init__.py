@@ -3,7 +3,7 @@
 This module is the I/O around the pure `plan()`: declare the required
 resources (InferenceClusters, every ModelReplica for the capacity ledger,
 and the ModelCache the replicas mount, if any), read the fleet from them (fleet.py), plan, and write desired
-ModelReplicas, status and conditions. It never drops an existing replica because an input is missing
+ModelReplicas, a ModelEndpoint per serving replica (endpoints.py), status and conditions. It never drops an existing replica because an input is missing
 or unreadable; it keeps it and says why.
 """
 
@@ -38,7 +38,7 @@ from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.validation import dig, model_errors, pruned, spec_errors
 from function.runtime import requeue, structs
 from function.runtime.request import Request, desired_ready
-from function.scheduler import autoscaling, output, parsecache, reasons
+from function.scheduler import autoscaling, endpoints, output, parsecache, reasons
 from function.scheduler.filters import Deployment
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
@@ -91,6 +91,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         for key, mr in observed.items():
             resource.update(rsp.desired.resources[key], output.echo(mr))
             rsp.desired.resources[key].ready = desired_ready(serving(mr))
+        endpoints.emit(rsp, observed)
         # Said explicitly: derived from nothing composed yet, Ready would be True.
         rsp.desired.composite.ready = desired_ready(
             sum(serving(mr) for mr in observed.values()) == want)
@@ -113,6 +114,9 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     for p in result.placements:
         structs.update(rsp.desired.resources[fleet.key(p.cluster, p.index)],
                        output.replica_manifest(md, p), converted)
+    # Only the replicas still placed: one on its way out stops taking traffic now.
+    placed = (fleet.key(p.cluster, p.index) for p in result.placements)
+    endpoints.emit(rsp, {k: observed[k] for k in placed if k in observed})
     kept = []
     for b in fleet.broken:
         # Skip only the bad object: keep it as it is and say so.
