@@ -115,6 +115,15 @@ def keda_crds(repo: Path) -> list[Path]:
     return crd_files(Path(repo) / "crds" / "keda")
 
 
+def envoy_gateway_crds(repo: Path) -> list[Path]:
+    """Envoy Gateway's Backend, BackendTrafficPolicy and HTTPRouteFilter CRDs, as
+    vendored from its Go module (crds/envoy-gateway, `make vendor-crds`): what a
+    ModelService composes on the front-door cluster. Every cluster gets them, so
+    whichever cluster's Envoy Gateway fronts the fleet resolves them; they must
+    exist before the controller starts, which watches only the kinds it finds."""
+    return crd_files(Path(repo) / "crds" / "envoy-gateway")
+
+
 def lws_crds(src: Path) -> list[Path]:
     files = [Path(src) / rel for rel in LWS_CRDS]
     missing = [str(f) for f in files if not f.is_file()]

@@ -45,6 +45,8 @@ def config(admin_port: int) -> dict:
         "provider": {"type": "Custom", "custom": {"resource": {
             "type": "Kubernetes", "kubernetes": {"leaderElection": {"disable": True}}}}},
         "admin": {"address": {"host": "127.0.0.1", "port": admin_port}},
+        # ModelServices route to Envoy Gateway Backends (off by default upstream).
+        "extensionApis": {"enableBackend": True},
         # EG's own metrics server listens on 0.0.0.0:19001 with no host setting.
         "telemetry": {"metrics": {"prometheus": {"disable": True}}},
         "logging": {"level": {"default": "info"}},
