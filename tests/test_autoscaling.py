@@ -132,7 +132,7 @@ def test_every_engine_metric_reads_both_vllm_and_sglang(metric):
     assert any(n.startswith("vllm:") for n in names) and any(
         n.startswith("sglang:") for n in names), names
     assert metric_type in ("AverageValue", "Value")
-    assert rules._promql_shape(query) == []
+    assert rules._promql_errors(query) == []  # Prometheus' grammar accepts it
 
 
 def test_every_engine_pod_of_a_placed_replica_carries_the_labels_the_queries_select():
@@ -325,9 +325,12 @@ def test_an_invalid_change_keeps_the_existing_scaled_object_as_it_was():
 
 
 @pytest.mark.parametrize("query, why", [
-    ("sum(rate(vllm:num_requests_waiting[1m])", "an unclosed '('"),
-    ('sum(x{job="a})', 'an unterminated " string'),
-    ("sum(x])", "an unmatched ']'"),
+    ("sum(rate(vllm:num_requests_waiting[1m])", "unclosed left parenthesis"),
+    ('sum(x{job="a})', 'unterminated quoted string "'),
+    ("sum(x])", "unexpected right bracket ']'"),
+    # What balanced brackets alone would let through:
+    ("rate(x[5q])", "bad number or duration syntax: 5q"),
+    ("sum by (pod) (x) +", "invalid promql query"),
 ])
 def test_a_query_that_cannot_parse_is_refused_with_what_is_wrong(query, why):
     md = with_autoscaling(metrics=[{"query": query, "target": "1"}])
@@ -361,3 +364,4 @@ def test_the_example_is_documented_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     assert "examples/deployments/autoscaled.yaml" in readme
     assert pathlib.Path(EXAMPLE).exists()
+

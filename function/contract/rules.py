@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import promql_parser
+
 from function.contract import serving as modes
 from function.contract.enums import (
     DeviceClaim,
@@ -200,12 +202,11 @@ def quota_errors(spec: Mapping[str, Any]) -> list[str]:
 
 
 _DECIMAL = re.compile(r"^([0-9]+(\.[0-9]+)?|\.[0-9]+)$")
-_CLOSING = {")": "(", "]": "[", "}": "{"}
 
 
 def autoscaling_errors(spec: Mapping[str, Any]) -> list[str]:
     """Rule violations in a ModelDeployment's spec.autoscaling, worded as the XRD words them,
-    and a query whose brackets or quotes do not balance (it cannot parse as PromQL)."""
+    and a query that does not parse as PromQL."""
     errors = []
     low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
     if isinstance(low, int) and isinstance(high, int) and low > high:
@@ -218,7 +219,7 @@ def autoscaling_errors(spec: Mapping[str, Any]) -> list[str]:
         if _DECIMAL.match(target) and float(target) <= 0:
             errors.append(f"metrics[{i}]: target must be above 0")
         if m.get("query"):
-            errors += [f"metrics[{i}]: query {e}" for e in _promql_shape(m["query"])]
+            errors += [f"metrics[{i}]: query {e}" for e in _promql_errors(m["query"])]
     up = ((spec.get("behavior") or {}).get("scaleUp") or {})
     if up.get("panic") is not None and ((up.get("stable") or {}).get("selectPolicy")
                                         or SelectPolicy.OR) != SelectPolicy.OR:
@@ -228,28 +229,12 @@ def autoscaling_errors(spec: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def _promql_shape(query: str) -> list[str]:
-    """What can be checked without a PromQL parser: brackets and quotes balance."""
-    stack: list[str] = []
-    quote = ""
-    escaped = False
-    for ch in query:
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\" and quote != "`":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'`":
-            quote = ch
-        elif ch in "([{":
-            stack.append(ch)
-        elif ch in _CLOSING:
-            if not stack or stack.pop() != _CLOSING[ch]:
-                return [f"does not parse as PromQL: an unmatched {ch!r}"]
-    if quote:
-        return [f"does not parse as PromQL: an unterminated {quote} string"]
-    if stack:
-        return [f"does not parse as PromQL: an unclosed {stack[-1]!r}"]
+def _promql_errors(query: str) -> list[str]:
+    """Why a query is not PromQL, by Prometheus' grammar (promql-parser, the Rust
+    port of Prometheus' own parser used by GreptimeDB): what KEDA would only
+    find when it first asks Prometheus."""
+    try:
+        promql_parser.parse(query)
+    except ValueError as exc:
+        return [f"does not parse as PromQL: {exc}"]
     return []
