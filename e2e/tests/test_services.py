@@ -1,0 +1,188 @@
+"""One URL for a model across the fleet, live (issue #16).
+
+Two deployments of one model serve on the example fleet; the scheduler emits a
+ModelEndpoint per serving replica; a ModelService splits traffic 95/5 between
+the two deployments, with an external provider as fallback, on the front door
+(us-east-1's gateway, the InferenceCluster labelled modelplane.ai/front-door).
+What is proven against Envoy Gateway's real controller (no data plane: it
+accepts and resolves routes, it forwards nothing): the route and its Backends
+exist, Envoy Gateway accepts the route and resolves every Backend, the shares
+hold per entry as replicas come and go, and the fallback takes the route only
+while no primary replica serves.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from builders import load_one
+from conftest import REPO
+from live import (MD, MR, SERVING, SETTLE, apply_docs, condition, delete_and_wait, ensure_namespace,
+                  get, items, wait, wait_condition)
+
+from e2e.controlplane import envoy_gateway
+from e2e.controlplane.core import ControlPlane
+from function.contract.api import HEADER_REPLICA, LABEL_DEPLOYMENT
+
+NS = "fleet-route"
+ME = "modelendpoints.modelplane.ai"
+MS = "modelservices.modelplane.ai"
+ROUTES = "httproutes.gateway.networking.k8s.io"
+BACKENDS = "backends.gateway.envoyproxy.io"
+LABEL_SERVICE = "modelplane.ai/model-service"
+FRONT_DOOR = "https://llm.us-east-1.example.com"
+SERVICE = "chat"
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    md = copy.deepcopy(load_one(REPO / "examples" / "deployments" / "single-gpu.yaml"))
+    md["metadata"] = {"name": name, "namespace": NS}
+    md["spec"]["replicas"] = replicas
+    # No Secret in this namespace: the engine needs no token here.
+    for member in md["spec"]["template"]["spec"]["engines"][0]["members"]:
+        member["template"]["spec"]["containers"][0].pop("env", None)
+    return md
+
+
+EXTERNAL = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
+            "metadata": {"name": "provider", "namespace": NS,
+                         "labels": {"provider": "external"}},
+            "spec": {"url": "https://api.openai.com", "rewritePath": "/"}}
+SERVICE_DOC = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
+               "metadata": {"name": SERVICE, "namespace": NS},
+               "spec": {"endpoints": [
+                   {"weight": 95, "selector": {"matchLabels": {LABEL_DEPLOYMENT: "stable"}}},
+                   {"weight": 5, "selector": {"matchLabels": {LABEL_DEPLOYMENT: "canary"}}}],
+                        "fallback": [{"selector": {"matchLabels": {"provider": "external"}}}]}}
+
+
+def route(cp: ControlPlane) -> dict:
+    (r,) = items(cp, ROUTES, NS, f"{LABEL_SERVICE}={SERVICE}")
+    return r
+
+
+def backends(cp: ControlPlane) -> dict[str, dict]:
+    return {b["metadata"]["name"]: b for b in items(cp, BACKENDS, NS,
+                                                     f"{LABEL_SERVICE}={SERVICE}")}
+
+
+def serving_endpoints(cp: ControlPlane, deployment_name: str) -> list[dict]:
+    return items(cp, ME, NS, f"{LABEL_DEPLOYMENT}={deployment_name}")
+
+
+def accepted_and_resolved(r: Mapping[str, Any]) -> list[str]:
+    """What Envoy Gateway's controller says is wrong with the route; empty when nothing."""
+    ours = [p for p in (r.get("status") or {}).get("parents") or []
+            if p.get("controllerName") == envoy_gateway.CONTROLLER]
+    if not ours:
+        return ["no parent status from Envoy Gateway yet"]
+    problems = []
+    for p in ours:
+        for typ in ("Accepted", "ResolvedRefs"):
+            c = next((c for c in p.get("conditions") or [] if c.get("type") == typ), {})
+            if c.get("status") != "True":
+                problems.append(f"{typ}={c.get('status')} {c.get('reason')}: {c.get('message')}")
+            elif c.get("observedGeneration") != r["metadata"].get("generation"):
+                problems.append(f"{typ} is about generation {c.get('observedGeneration')}, "
+                                f"not {r['metadata'].get('generation')}")
+    return problems
+
+
+def routed_to(cp: ControlPlane, expect: Mapping[str, int]) -> dict:
+    """The route once it sends to exactly the endpoints `expect` counts per
+    deployment (or "external"), Envoy Gateway has accepted it and resolved
+    every Backend, and each backend the route names exists."""
+    def check():
+        r = route(cp)
+        refs = ((r["spec"]["rules"] or [{}])[0]).get("backendRefs") or []
+        have = backends(cp)
+        missing = [ref["name"] for ref in refs if ref["name"] not in have]
+        got: dict[str, int] = {}
+        for ref in refs:
+            b = have.get(ref["name"])
+            headers = [h for f in ref.get("filters") or []
+                       for h in f.get("requestHeaderModifier", {}).get("set", [])]
+            owner = next((h["value"].split("/")[1].split("-")[0] for h in headers
+                          if h["name"] == HEADER_REPLICA), "external") if b else "?"
+            got[owner] = got.get(owner, 0) + 1
+        problems = accepted_and_resolved(r)
+        if got != dict(expect) or missing or problems:
+            raise AssertionError(f"backends per deployment {got}, want {dict(expect)}; "
+                                 f"missing {missing}; {problems}")
+        return r
+    return wait(f"the fleet route to send to {dict(expect)}", check, SETTLE)
+
+
+def share(r: Mapping[str, Any], deployment_name: str) -> Fraction:
+    refs = r["spec"]["rules"][0]["backendRefs"]
+    total = sum(ref["weight"] for ref in refs)
+    mine = sum(ref["weight"] for ref in refs
+               if any(h["name"] == HEADER_REPLICA and
+                      h["value"].split("/")[1].startswith(deployment_name + "-")
+                      for f in ref.get("filters") or []
+                      for h in f.get("requestHeaderModifier", {}).get("set", [])))
+    return Fraction(mine, total)
+
+
+def scale(cp: ControlPlane, name: str, replicas: int) -> None:
+    cp.kubectl("scale", MD, name, "-n", NS, f"--replicas={replicas}")
+
+
+def wait_endpoints(cp: ControlPlane, name: str, want: int) -> None:
+    wait(f"{want} ModelEndpoints of {name}",
+         lambda: len(serving_endpoints(cp, name)) == want, SERVING)
+
+
+def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
+        cp: ControlPlane):
+    ensure_namespace(cp, NS)
+    apply_docs(cp, [deployment("stable", 2), deployment("canary", 1), EXTERNAL, SERVICE_DOC])
+    try:
+        for name, want in (("stable", 2), ("canary", 1)):
+            wait_condition(cp, MD, name, NS, "Ready", SERVING)
+            wait_endpoints(cp, name, want)
+        # A replica's endpoint names its cluster gateway and the header its route matches.
+        for ep in serving_endpoints(cp, "stable"):
+            name = ep["metadata"]["name"]  # the replica's
+            mr = get(cp, MR, name, NS)
+            assert mr is not None and mr["status"]["phase"] == "Serving"
+            assert mr["status"]["endpoint"] == f"{ep['spec']['url']}/{NS}/{name}"
+            assert ep["spec"]["requestHeaders"] == [
+                {"name": HEADER_REPLICA, "value": f"{NS}/{name}"}]
+
+        r = routed_to(cp, {"stable": 2, "canary": 1})
+        assert share(r, "stable") == Fraction(95, 100)
+        ms = wait_condition(cp, MS, SERVICE, NS, "Routed", SETTLE)
+        assert ms["status"]["address"] == f"{FRONT_DOOR}/{NS}/{SERVICE}"
+        assert ms["status"]["active"] == "Primary"
+        parent = r["spec"]["parentRefs"][0]
+        assert (parent["name"], parent["namespace"]) == ("inference-gateway", "gateway-system")
+
+        # Scale-down: the entry's share holds whatever its replica count.
+        scale(cp, "stable", 1)
+        r = routed_to(cp, {"stable": 1, "canary": 1})
+        assert share(r, "stable") == Fraction(95, 100)
+
+        # No primary replica serves: the fallback alone takes the route.
+        scale(cp, "stable", 0)
+        scale(cp, "canary", 0)
+        routed_to(cp, {"external": 1})
+        wait(f"ModelService {SERVICE} on its fallback",
+             lambda: (get(cp, MS, SERVICE, NS) or {}).get("status", {}).get("active")
+             == "Fallback", SETTLE)
+
+        # A primary serves again: the fallback leaves the route.
+        scale(cp, "canary", 1)
+        r = routed_to(cp, {"canary": 1})
+        assert share(r, "canary") == 1
+        assert condition(get(cp, MS, SERVICE, NS), "Routed").get("status") == "True"
+    finally:
+        cp.kubectl("delete", MS, SERVICE, "-n", NS, "--ignore-not-found", "--wait=false")
+        cp.kubectl("delete", ME, "provider", "-n", NS, "--ignore-not-found", "--wait=false")
+        for name in ("stable", "canary"):
+            delete_and_wait(cp, NS, name)
+        wait("the fleet route to be gone", lambda: not items(
+            cp, ROUTES, NS, f"{LABEL_SERVICE}={SERVICE}"), SETTLE)
