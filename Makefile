@@ -74,9 +74,10 @@ load: venv
 
 # The real scheduler's placements against an exact solver's optimum (HiGHS), on a
 # seeded corpus of fragmentation traps; the last line is Pack's ratio to optimal.
+# QUALITY_ARGS="--seed 23" measures a held-out corpus (--per-trap N: more cases).
 .PHONY: placement-quality
 placement-quality: venv
-	$(PY) -m benchmarks.quality
+	$(PY) -m benchmarks.quality $(QUALITY_ARGS)
 
 # Scheduler and composer against their protobuf floor, fleets S/M/L.
 .PHONY: bench

@@ -81,6 +81,31 @@ def test_the_replay_loses_what_spreading_costs_on_the_same_problem():
     assert replay.overcommitted == []
 
 
+def test_what_spread_loses_there_it_loses_to_the_later_gang_not_at_arrival():
+    case = corpus.Case("hand", "hand", two_clusters_of_four(), [], [small(2), gang(2, workers=3)])
+    replay = quality.replay(case, None, time_limit=10)
+    # Each deployment got all the fleet had room for when it arrived (after
+    # the small ones, no cluster has 4 free nodes): nothing is short at
+    # arrival, yet the optimum places 3. The loss is the small ones' placement.
+    assert replay.possible == {"d00-small": 2, "d01-gang": 0}
+    assert replay.short_at_arrival == 0
+    assert quality.replay(case, None).possible == {}  # only measured when asked
+
+
+def test_short_at_arrival_counts_what_the_fleet_had_room_for_and_a_deployment_missed(monkeypatch):
+    case = corpus.Case("hand", "hand", two_clusters_of_four(), [], [small(3), gang(1, workers=3)])
+    real = quality.reconcile
+
+    def drops_the_small_ones(md, clusters, ledger):
+        placed = real(md, clusters, ledger)
+        return placed[:1] if md["metadata"]["name"] == "d00-small" else placed
+    monkeypatch.setattr(quality, "reconcile", drops_the_small_ones)
+    replay = quality.replay(case, "Pack", time_limit=10)
+    assert replay.placed == {"d00-small": 1, "d01-gang": 1}
+    assert replay.possible == {"d00-small": 3, "d01-gang": 1}
+    assert replay.short_at_arrival == 2
+
+
 def test_the_overcommit_check_finds_a_pool_held_beyond_its_nodes():
     clusters = two_clusters_of_four()
     ledger = [corpus.held_replica(0, "a", "h100", 3), corpus.held_replica(1, "a", "h100", 2)]
@@ -108,6 +133,9 @@ def test_the_harness_reports_every_case_trap_and_last_the_headline_ratio():
     for trap in corpus.TRAPS:
         assert f"\n{trap} " in text
     assert "overcommits: 0" in text
+    assert "short at arrival" in text
+    for r in rows:
+        assert all(r[f"{s} short"] >= 0 for s in quality.STRATEGIES)
     assert text.splitlines()[-1].startswith(f"{quality.STRATEGIES[-1]}: ")
 
 
