@@ -24,14 +24,12 @@ MAX_MESSAGE = 1000
 
 def check(me: dict) -> Invalid | None:
     """Why a ModelEndpoint cannot be used, or None."""
-    errors = metadata_errors(me, namespaced=True) + model_errors(ModelEndpoint, me)
-    if errors:
-        return Invalid("InvalidSpec", "; ".join(errors))
-    try:
+    try:  # the specific reasons first: the schema's pattern would only say "no match"
         parse_endpoint(me)
     except Invalid as exc:
         return exc
-    return None
+    errors = metadata_errors(me, namespaced=True) + model_errors(ModelEndpoint, me)
+    return Invalid("InvalidSpec", "; ".join(errors)) if errors else None
 
 
 def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
