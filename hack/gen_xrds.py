@@ -12,6 +12,7 @@ fails when apis/ is stale.
 
 from __future__ import annotations
 
+import copy
 import pathlib
 import sys
 
@@ -1007,31 +1008,28 @@ def model_endpoint() -> dict:
     status = obj({}, "Whether the endpoint is usable. " + CONDITIONS_NOTE)
     return xrd("ModelEndpoint", "modelendpoints", "Namespaced", spec, status, ["me"], [
         col("URL", "string", ".spec.url"),
-        col("Valid", "string", ".status.conditions[?(@.type=='Valid')].status"),
-        col("Ready", "string", ".status.conditions[?(@.type=='Ready')].status"),
-        col("Age", "date", ".metadata.creationTimestamp"),
+        condition_col("Valid"), condition_col("Ready"), AGE,
     ], description="One reachable backend for a model, selected by ModelServices by its "
                    "labels.")
 
 
-def service_entry(role: str) -> dict:
-    return obj({
-        "weight": integer(0, 1000, f"The {role} entry's share of traffic, spread evenly over "
-                          "the ModelEndpoints it selects, however many they are.", default=1),
-        "selector": obj({
-            "matchLabels": {**string_map(8, "ModelEndpoint labels that must all match.",
-                                         value_max=63), "minProperties": 1},
-        }, "Which ModelEndpoints of the ModelService's namespace this entry spreads over.",
-            required=["matchLabels"]),
-    }, f"A {role} entry: a weighted set of ModelEndpoints.", required=["selector"])
+SERVICE_ENTRY = {"title": "ServiceEntry", **obj({
+    "weight": integer(0, 1000, "The entry's share of traffic, spread evenly over the "
+                      "ModelEndpoints it selects, however many they are.", default=1),
+    "selector": obj({
+        "matchLabels": {**string_map(8, "ModelEndpoint labels that must all match.",
+                                     value_max=63), "minProperties": 1},
+    }, "Which ModelEndpoints of the ModelService's namespace this entry spreads over.",
+        required=["matchLabels"]),
+}, "A weighted set of ModelEndpoints.", required=["selector"])}
 
 
 def model_service() -> dict:
     spec = obj({
-        "endpoints": array(service_entry("primary"), 16, "The primary entries.", min_items=1,
+        "endpoints": array(copy.deepcopy(SERVICE_ENTRY), 16, "The primary entries.", min_items=1,
                            rules=[("self.exists(e, !has(e.weight) || e.weight > 0)",
                                    "at least one primary entry needs a weight above 0")]),
-        "fallback": array(service_entry("fallback"), 16, "Entries used only while no primary "
+        "fallback": array(copy.deepcopy(SERVICE_ENTRY), 16, "Entries used only while no primary "
                           "entry has a valid ModelEndpoint."),
         "modelName": string(253, "The request's `model` this service answers to, matched on "
                             "the `X-Gateway-Model-Name` header that the Gateway API Inference "
@@ -1074,14 +1072,21 @@ def model_service() -> dict:
     return xrd("ModelService", "modelservices", "Namespaced", spec, status, ["ms"], [
         col("Address", "string", ".status.address"),
         col("Active", "string", ".status.active"),
-        col("Routed", "string", ".status.conditions[?(@.type=='Routed')].status"),
-        col("Age", "date", ".metadata.creationTimestamp"),
+        condition_col("Routed"), AGE,
     ], description="One URL for a model across the fleet: a weighted route over "
                    "ModelEndpoints, with fallbacks.")
 
 
 def col(name: str, typ: str, path: str) -> dict:
     return {"name": name, "type": typ, "jsonPath": path}
+
+
+def condition_col(typ: str) -> dict:
+    """A column showing the status of the condition `typ`."""
+    return col(typ, "string", f".status.conditions[?(@.type=='{typ}')].status")
+
+
+AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
 
 def xrd(kind: str, plural: str, scope: str, spec: dict, status: dict, short: list[str],

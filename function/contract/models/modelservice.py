@@ -25,7 +25,7 @@ class Selector(BaseModel):
     ]
 
 
-class Endpoint(BaseModel):
+class ServiceEntry(BaseModel):
     selector: Annotated[
         Selector,
         Field(
@@ -35,7 +35,7 @@ class Endpoint(BaseModel):
     weight: Annotated[
         StrictInt | None,
         Field(
-            description="The primary entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
+            description="The entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
             ge=0,
             le=1000,
         ),
@@ -53,7 +53,7 @@ class Selector1(BaseModel):
     ]
 
 
-class FallbackItem(BaseModel):
+class ServiceEntry1(BaseModel):
     selector: Annotated[
         Selector1,
         Field(
@@ -63,7 +63,7 @@ class FallbackItem(BaseModel):
     weight: Annotated[
         StrictInt | None,
         Field(
-            description="The fallback entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
+            description="The entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
             ge=0,
             le=1000,
         ),
@@ -103,11 +103,11 @@ class Retry(BaseModel):
 
 class Spec(BaseModel):
     endpoints: Annotated[
-        list[Endpoint],
+        list[ServiceEntry],
         Field(description="The primary entries.", max_length=16, min_length=1),
     ]
     fallback: Annotated[
-        list[FallbackItem] | None,
+        list[ServiceEntry1] | None,
         Field(
             description="Entries used only while no primary entry has a valid ModelEndpoint.",
             max_length=16,
@@ -156,7 +156,7 @@ class ServiceActive(StrEnum):
     NONE = "None"
 
 
-class Endpoint1(RootModel[StrictStr]):
+class Endpoint(RootModel[StrictStr]):
     root: Annotated[StrictStr, Field(max_length=253)]
 
 
@@ -167,7 +167,7 @@ class ServiceRole(StrEnum):
 
 class Entry(BaseModel):
     endpoints: Annotated[
-        list[Endpoint1] | None,
+        list[Endpoint] | None,
         Field(description="The valid ModelEndpoints it selects now.", max_length=1000),
     ] = None
     index: Annotated[
