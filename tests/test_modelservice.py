@@ -73,7 +73,7 @@ def run(ms, primary=(), fallback=(), door=(DOOR,), observed=None, omit=()):
 
 
 def route(rsp):
-    return desired(rsp)["route"]
+    return desired(rsp)["control-plane-route"]
 
 
 def shares(rsp):
@@ -139,25 +139,26 @@ def test_fallbacks_take_traffic_only_while_no_primary_has_an_endpoint():
     assert composite(serving)["status"]["active"] == "Primary"
 
     drained = run(ms, [[]], [openai], observed=observed_of(serving))
-    assert list(shares(drained)) == [desired(drained)["backend-openai"]["metadata"]["name"]]
+    assert list(shares(drained)) == [desired(drained)["control-plane-backend-openai"]["metadata"]["name"]]
     assert composite(drained)["status"]["active"] == "Fallback"
     assert routed(drained).reason == "Fallback"
     assert "endpoints[0] selects no ModelEndpoint (modelplane.ai/deployment=a)" \
         in routed(drained).message
     # An external https provider: TLS with the system CAs, SNI, and its own Host.
-    backend = desired(drained)["backend-openai"]["spec"]
+    backend = desired(drained)["control-plane-backend-openai"]["spec"]
     assert backend == {"endpoints": [{"fqdn": {"hostname": "api.openai.com", "port": 443}}],
                        "tls": {"wellKnownCACertificates": "System", "sni": "api.openai.com"}}
     filters = route(drained)["spec"]["rules"][0]["filters"]
     assert {"type": "ExtensionRef", "extensionRef": {
         "group": "gateway.envoyproxy.io", "kind": "HTTPRouteFilter",
-        "name": desired(drained)["route-host-rewrite"]["metadata"]["name"]}} in filters
-    assert desired(drained)["route-host-rewrite"]["spec"] == {
+        "name": desired(drained)["control-plane-route-host-rewrite"]["metadata"]["name"]}} in filters
+    assert desired(drained)["control-plane-route-host-rewrite"]["spec"] == {
         "urlRewrite": {"hostname": {"type": "Backend"}}}
 
     back = run(ms, [replicas("a", 1)], [openai], observed=observed_of(drained))
     assert composite(back)["status"]["active"] == "Primary"
-    assert "backend-openai" not in desired(back) and "route-host-rewrite" not in desired(back)
+    assert "control-plane-backend-openai" not in desired(back)
+    assert "control-plane-route-host-rewrite" not in desired(back)
 
 
 def test_without_any_endpoint_the_route_stays_without_backends_and_says_so():
@@ -172,7 +173,7 @@ def test_an_endpoint_with_an_unsupported_scheme_is_left_out_and_named():
     bad = endpoint("ftp-mirror", "ftp://files.example.com", {"app": "a"})
     good = endpoint("good", "http://10.0.0.9", {"app": "a"})
     rsp = run(service(), [[bad, good]])
-    assert [k for k in desired(rsp) if k.startswith("backend-")] == ["backend-good"]
+    assert [k for k in desired(rsp) if "backend-" in k] == ["control-plane-backend-good"]
     assert "ModelEndpoint ftp-mirror (spec.url 'ftp://files.example.com' has scheme 'ftp'" \
         in routed(rsp).message
     assert composite(rsp)["status"]["entries"][0]["endpoints"] == ["good"]
@@ -255,10 +256,10 @@ def test_a_remote_front_door_gets_the_route_wrapped_in_objects():
     out = desired(rsp)
     assert {o["kind"] for o in out.values()} == {"Object"}
     inner = {k: o["spec"]["forProvider"]["manifest"]["kind"] for k, o in out.items()}
-    assert inner == {"namespace": "Namespace", "backend-a": "Backend", "route": "HTTPRoute",
-                     "route-retry": "BackendTrafficPolicy"}
+    assert inner == {"edge-namespace": "Namespace", "edge-backend-a": "Backend",
+                     "edge-route": "HTTPRoute", "edge-route-retry": "BackendTrafficPolicy"}
     assert all(o["spec"]["providerConfigRef"]["name"] == "edge" for o in out.values())
-    policy = out["route-retry"]["spec"]["forProvider"]["manifest"]["spec"]
+    policy = out["edge-route-retry"]["spec"]["forProvider"]["manifest"]["spec"]
     assert policy["retry"] == {"numRetries": 3, "perRetry": {"backOff": {"baseInterval": "1s"}}}
     assert composite(rsp)["status"]["address"] == "http://llm.example.com/ml-team/llama"
 
@@ -303,3 +304,24 @@ def test_the_example_service_routes_95_5_over_its_example_endpoints():
     assert sum(v for k, v in got.items() if "canary" in k) == Fraction(5, 100)
     for doc in [ms, *eps]:
         assert SCHEMAS.errors(doc) == []
+
+
+def test_a_front_door_that_moves_takes_the_route_along_under_new_keys():
+    ms = service()
+    local = run(ms, [[endpoint("a")]])
+    moved = run(service(gateway={"clusterName": "edge"}), [[endpoint("a")]], door=[REMOTE_DOOR],
+                observed=observed_of(local))
+    # Crossplane deletes the control plane's route and creates the Objects: a key
+    # never changes kind.
+    assert not set(desired(local)) & set(desired(moved))
+    assert {desired(moved)[k]["kind"] for k in desired(moved)} == {"Object"}
+
+
+def test_a_named_front_door_that_does_not_exist_keeps_the_route():
+    first = run(service(), [[endpoint("a")]])
+    rsp = run(service(gateway={"clusterName": "nowhere"}), [[endpoint("a")]], door=[],
+              observed=observed_of(first))
+    assert (routed(rsp).status, routed(rsp).reason) == (FALSE, "NoGateway")
+    assert "InferenceCluster nowhere (spec.gateway.clusterName) does not exist" \
+        in routed(rsp).message
+    assert desired(rsp) == desired(first)

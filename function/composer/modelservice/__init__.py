@@ -144,12 +144,12 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
 
     composed = objects.compose(ns, name, spec, cluster, serving,
                                weights.split([(e.weight, len(e.endpoints)) for e in serving]))
-    placed = placement.place(kinds.recorded(composed), objects.owner(ns, name), cluster)
+    placed = placement.place(kinds.recorded(composed), objects.owner(ns, name), cluster,
+                             namespace_key=objects.key(cluster, "namespace"))
     for c in placed:
         resource.update(rsp.desired.resources[c.key], c.manifest)
         rsp.desired.resources[c.key].ready = desired_ready(kinds.judge(observed.get(c.key)).ready)
-    route = objects.ROUTE_KEY
-    accepted = kinds.judge(observed.get(route)).ready
+    accepted = kinds.judge(observed.get(objects.key(cluster, "route"))).ready
     if serving:
         total = sum(e.weight for e in serving)
         split_text = ", ".join(f"{e} {e.weight * 100 / total:g}% over "

@@ -38,7 +38,14 @@ GATEWAY_API = "gateway.networking.k8s.io"
 ENVOY_GATEWAY = "gateway.envoyproxy.io"
 MODEL_HEADER = "X-Gateway-Model-Name"  # set by the Inference Extension's body-based router
 LABEL_SERVICE = f"{GROUP}/model-service"
-ROUTE_KEY, HOST_KEY, RETRY_KEY = "route", "route-host-rewrite", "route-retry"
+LOCAL = "control-plane"  # the key prefix of every InferenceCluster without providerConfigRef
+
+
+def key(cluster: Cluster, what: str) -> str:
+    """A composed-resource key: the front door's, so a route that moves to another
+    cluster (or from the control plane to a remote one, where it is an Object) is
+    a new resource and the old one is deleted, never turned into another kind."""
+    return f"{cluster.name if cluster.remote else LOCAL}-{what}"
 
 
 def name_of(ns: str, name: str, *parts: str, tag: str) -> str:
@@ -64,16 +71,16 @@ def compose(ns: str, name: str, spec: Mapping[str, Any], cluster: Cluster,
             prior = per_endpoint.get(ep.name, (ep, 0))[1]
             per_endpoint[ep.name] = (ep, prior + w)
     route_name = name_of(ns, name, tag="route")
-    out = [Composed(f"backend-{ep_name}", backend(ns, name, ep), Role.ROUTE)
+    out = [Composed(key(cluster, f"backend-{ep_name}"), backend(ns, name, ep), Role.ROUTE)
            for ep_name, (ep, _) in sorted(per_endpoint.items())]
     fqdn = any(not ep.is_ip for ep, _ in per_endpoint.values())
     host_filter = name_of(ns, name, tag="host") if fqdn else None
     rewrite = next((ep.rewrite_path for ep, _ in per_endpoint.values()), "/")
-    out.append(Composed(ROUTE_KEY, http_route(ns, name, route_name, spec, cluster, rewrite,
+    out.append(Composed(key(cluster, "route"), http_route(ns, name, route_name, spec, cluster, rewrite,
                                               host_filter, sorted(per_endpoint.items())),
                         Role.ROUTE))
     if host_filter:
-        out.append(Composed(HOST_KEY, {
+        out.append(Composed(key(cluster, "route-host-rewrite"), {
             **kinds.HTTPROUTEFILTER.header(), "metadata": meta(ns, name, host_filter),
             "spec": {"urlRewrite": {"hostname": {"type": "Backend"}}}}, Role.ROUTE))
     retry = spec.get("retry")
@@ -81,7 +88,7 @@ def compose(ns: str, name: str, spec: Mapping[str, Any], cluster: Cluster,
         policy: dict[str, Any] = {"numRetries": retry["attempts"]}
         if retry.get("interval"):
             policy["perRetry"] = {"backOff": {"baseInterval": retry["interval"]}}
-        out.append(Composed(RETRY_KEY, {
+        out.append(Composed(key(cluster, "route-retry"), {
             **kinds.BACKENDTRAFFICPOLICY.header(),
             "metadata": meta(ns, name, name_of(ns, name, tag="retry")),
             "spec": {"targetRefs": [{"group": GATEWAY_API, "kind": "HTTPRoute",
