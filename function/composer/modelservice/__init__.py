@@ -152,8 +152,9 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     accepted = kinds.judge(observed.get(objects.key(cluster, "route"))).ready
     if serving:
         total = sum(e.weight for e in serving)
-        split_text = ", ".join(f"{e} {e.weight * 100 / total:g}% over "
-                               f"{len(e.endpoints)} endpoints" for e in serving)
+        split_text = ", ".join(f"{e} {e.weight * 100 / total:g}% over {len(e.endpoints)} "
+                               f"endpoint{'s' if len(e.endpoints) > 1 else ''}"
+                               for e in serving)
         message = f"{active} entries take traffic: {split_text}"
         set_routed(rsp, "True", active, message, notes(entries))
     else:
