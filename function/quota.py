@@ -69,7 +69,8 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     held = []
     for mr in req.required(REQUIRE_REPLICAS):
         spec, meta = dig(mr, "spec"), dig(mr, "metadata")
-        cluster = clusters.get(spec.get("clusterName"))
+        cname = spec.get("clusterName")  # a stored object of another schema may hold anything
+        cluster = clusters.get(cname) if isinstance(cname, str) else None
         if meta.get("namespace") not in namespaces or cluster is None:
             continue
         try:
