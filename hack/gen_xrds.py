@@ -1002,7 +1002,9 @@ def model_endpoint() -> dict:
                               pattern=REWRITE_PATH),
         "requestHeaders": array(header, 8, "Headers the gateway sets on requests it sends to "
                                 "this endpoint (the scheduler sets `x-modelplane-replica`).",
-                                map_keys=["name"]),
+                                map_keys=["name"], rules=[
+            ("self.all(h, self.exists_one(o, o.name.lowerAscii() == h.name.lowerAscii()))",
+             "requestHeaders names must be unique, whatever their case")]),
     }, "One reachable, OpenAI-compatible backend: a replica's gateway or an external "
        "provider.", required=["url"])
     status = obj({}, "Whether the endpoint is usable. " + CONDITIONS_NOTE)
