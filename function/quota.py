@@ -75,7 +75,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
             continue
         try:
             held += list(devices(claims(spec), cluster))
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        except (TypeError, ValueError, AttributeError, KeyError, devicecel.CelError) as exc:
             # Skip only the bad object, and say so: its devices go uncounted.
             response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
                              f"is malformed and left out of the quota's use: {exc}")
