@@ -69,12 +69,13 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     held = []
     for mr in req.required(REQUIRE_REPLICAS):
         spec, meta = dig(mr, "spec"), dig(mr, "metadata")
-        cluster = clusters.get(spec.get("clusterName"))
+        cname = spec.get("clusterName")  # a stored object of another schema may hold anything
+        cluster = clusters.get(cname) if isinstance(cname, str) else None
         if meta.get("namespace") not in namespaces or cluster is None:
             continue
         try:
             held += list(devices(claims(spec), cluster))
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        except (TypeError, ValueError, AttributeError, KeyError, devicecel.CelError) as exc:
             # Skip only the bad object, and say so: its devices go uncounted.
             response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
                              f"is malformed and left out of the quota's use: {exc}")

@@ -23,6 +23,8 @@ KINDS = {
     "modelreplica": "ModelReplica",
     "modelcache": "ModelCache",
     "inferencequota": "InferenceQuota",
+    "modelendpoint": "ModelEndpoint",
+    "modelservice": "ModelService",
 }
 # The builtin formatter keeps the output independent of black/isort versions.
 OPTIONS = [

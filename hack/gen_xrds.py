@@ -12,6 +12,7 @@ fails when apis/ is stale.
 
 from __future__ import annotations
 
+import copy
 import pathlib
 import sys
 
@@ -967,8 +968,127 @@ def inference_quota() -> dict:
                    "platform team.")
 
 
+# --- ModelEndpoint and ModelService: one URL for a model across the fleet ----
+
+# Gateway API's Duration (GEP-2257): what HTTPRoute timeouts and Envoy Gateway's
+# retry back-off accept.
+DURATION = r"^([0-9]{1,5}(h|m|s|ms)){1,4}$"
+# An HTTP header name (RFC 7230 token), as Gateway API's HTTPHeaderName.
+HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"
+# http(s)://host[:port][/path], no userinfo, query or fragment. The host is a
+# DNS name or an IPv4 address; the function checks the same (contract/endpoints.py).
+ENDPOINT_URL = (r"^https?://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?"
+                r"(/[^?#\s]*)?$")
+REWRITE_PATH = r"^/[^?#\s]*$"
+SERVICE_ROLE = ("ServiceRole", ["Primary", "Fallback"])
+SERVICE_ACTIVE = ("ServiceActive", ["Primary", "Fallback", "None"])
+
+
+def model_endpoint() -> dict:
+    header = obj({
+        "name": string(256, "The header's name (an HTTP token).", pattern=HEADER_NAME,
+                       min_length=1),
+        "value": string(4096, "Its value. Not for secrets: it is stored in the route."),
+    }, "A header the gateway sets on requests it sends to this endpoint.",
+        required=["name", "value"])
+    spec = obj({
+        "url": string(2048, "Where the endpoint answers: `http://` or `https://`, a host, an "
+                      "optional port and path; no query or fragment. "
+                      "An https endpoint is reached over TLS verified against the system "
+                      "CAs, with the host as SNI.", pattern=ENDPOINT_URL, min_length=8),
+        "rewritePath": string(1024, "The path prefix that replaces the ModelService's own "
+                              "prefix (`/<namespace>/<name>`) on requests sent here; default "
+                              "the URL's path, or `/` when it has none.",
+                              pattern=REWRITE_PATH),
+        "requestHeaders": array(header, 8, "Headers the gateway sets on requests it sends to "
+                                "this endpoint (the scheduler sets `x-modelplane-replica`).",
+                                map_keys=["name"], rules=[
+            ("self.all(h, self.exists_one(o, o.name.lowerAscii() == h.name.lowerAscii()))",
+             "requestHeaders names must be unique, whatever their case")]),
+    }, "One reachable, OpenAI-compatible backend: a replica's gateway or an external "
+       "provider.", required=["url"])
+    status = obj({}, "Whether the endpoint is usable. " + CONDITIONS_NOTE)
+    return xrd("ModelEndpoint", "modelendpoints", "Namespaced", spec, status, ["me"], [
+        col("URL", "string", ".spec.url"),
+        condition_col("Valid"), condition_col("Ready"), AGE,
+    ], description="One reachable backend for a model, selected by ModelServices by its "
+                   "labels.")
+
+
+SERVICE_ENTRY = {"title": "ServiceEntry", **obj({
+    "weight": integer(0, 1000, "The entry's share of traffic, spread evenly over the "
+                      "ModelEndpoints it selects, however many they are.", default=1),
+    "selector": obj({
+        "matchLabels": {**string_map(8, "ModelEndpoint labels that must all match.",
+                                     value_max=63), "minProperties": 1},
+    }, "Which ModelEndpoints of the ModelService's namespace this entry spreads over.",
+        required=["matchLabels"]),
+}, "A weighted set of ModelEndpoints.", required=["selector"])}
+
+
+def model_service() -> dict:
+    spec = obj({
+        "endpoints": array(copy.deepcopy(SERVICE_ENTRY), 16, "The primary entries.", min_items=1,
+                           rules=[("self.exists(e, !has(e.weight) || e.weight > 0)",
+                                   "at least one primary entry needs a weight above 0")]),
+        "fallback": array(copy.deepcopy(SERVICE_ENTRY), 16, "Entries used only while no primary "
+                          "entry has a valid ModelEndpoint."),
+        "modelName": string(253, "The request's `model` this service answers to, matched on "
+                            "the `X-Gateway-Model-Name` header that the Gateway API Inference "
+                            "Extension's body-based router sets from the request body. Leave "
+                            "unset without that router: every request under the address "
+                            "matches.", min_length=1),
+        "loraAdapters": array(string(253, min_length=1), 16, "More `model` names (LoRA "
+                              "adapters) this service answers to, matched like modelName.",
+                              rules=[("self.all(x, self.exists_one(y, x == y))",
+                                      "loraAdapters must be unique")]),
+        "timeout": string(32, "The request timeout (a Gateway API Duration, `30s`, `5m`); "
+                          "default none, so token streams are never cut.", pattern=DURATION),
+        "retry": obj({
+            "attempts": integer(1, 5, "How many times a failed request is retried."),
+            "interval": string(32, "The back-off's base interval (a Gateway API Duration).",
+                               pattern=DURATION),
+        }, "Retries, by an Envoy Gateway BackendTrafficPolicy on the route.",
+            required=["attempts"]),
+        "gateway": obj({
+            "clusterName": string(253, "The InferenceCluster whose spec.gateway the route "
+                                  "attaches to.", pattern=DNS_SUBDOMAIN, min_length=1),
+        }, "Which gateway fronts the service; default the one InferenceCluster labelled "
+           "`modelplane.ai/front-door: \"true\"`."),
+    }, "One OpenAI-compatible URL over weighted sets of ModelEndpoints.",
+        required=["endpoints"],
+        rules=[("!has(self.loraAdapters) || has(self.modelName)",
+                "loraAdapters need modelName")])
+    entry_status = obj({
+        "role": string(0, "Primary or Fallback.", enum=SERVICE_ROLE),
+        "index": integer(0, 15, "The entry's index in spec.endpoints or spec.fallback."),
+        "weight": integer(0, 1000, "The entry's weight."),
+        "endpoints": array(string(253), 1000, "The valid ModelEndpoints it selects now."),
+    }, "One entry and the endpoints behind it.")
+    status = obj({
+        "address": string(2048, "The service's URL: `<front-door address>/<namespace>/<name>`; "
+                          "an OpenAI client uses `<address>/v1`."),
+        "active": string(0, "Which entries take traffic now.", enum=SERVICE_ACTIVE),
+        "entries": array(entry_status, 32, "Every entry, primaries first."),
+    }, "Where the service answers and what is behind it. " + CONDITIONS_NOTE)
+    return xrd("ModelService", "modelservices", "Namespaced", spec, status, ["ms"], [
+        col("Address", "string", ".status.address"),
+        col("Active", "string", ".status.active"),
+        condition_col("Routed"), AGE,
+    ], description="One URL for a model across the fleet: a weighted route over "
+                   "ModelEndpoints, with fallbacks.")
+
+
 def col(name: str, typ: str, path: str) -> dict:
     return {"name": name, "type": typ, "jsonPath": path}
+
+
+def condition_col(typ: str) -> dict:
+    """A column showing the status of the condition `typ`."""
+    return col(typ, "string", f".status.conditions[?(@.type=='{typ}')].status")
+
+
+AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
 
 def xrd(kind: str, plural: str, scope: str, spec: dict, status: dict, short: list[str],
@@ -1024,6 +1144,8 @@ OUTPUTS = {
     "modelreplica": (model_replica, "ModelReplica", "modelreplicas", "compose-model-replica"),
     "modelcache": (model_cache, "ModelCache", "modelcaches", "stage-model-cache"),
     "inferencequota": (inference_quota, "InferenceQuota", "inferencequotas", "report-quota"),
+    "modelendpoint": (model_endpoint, "ModelEndpoint", "modelendpoints", "check-model-endpoint"),
+    "modelservice": (model_service, "ModelService", "modelservices", "route-model-service"),
 }
 
 

@@ -28,6 +28,8 @@ from function.contract import inventory
 from function.contract.api import (
     REQUIRE_CLUSTER,
     REQUIRE_CLUSTERS,
+    REQUIRE_ENDPOINTS,
+    REQUIRE_FRONT_DOOR,
     REQUIRE_MODEL_CACHE,
     REQUIRE_NAMESPACES,
     REQUIRE_NODES,
@@ -40,13 +42,15 @@ from function.runtime.request import Request
 
 KINDS = os.environ.get("FUZZ_KINDS",
                        "ModelDeployment,ModelReplica,InferenceCluster,ModelCache,"
-                       "InferenceQuota").split(",")
+                       "InferenceQuota,ModelService,ModelEndpoint").split(",")
 FLEET = load(EXAMPLES / "fleet")
 CACHES = [d for d in load(EXAMPLES / "caches") if d["kind"] == "ModelCache"]
 DEPLOYMENTS = load(EXAMPLES / "deployments") + [
     d for d in load(EXAMPLES / "caches") if d["kind"] == "ModelDeployment"]
 REPLICAS = load(EXAMPLES / "replicas")
 QUOTAS = load(EXAMPLES / "quotas")
+SERVICES = load(EXAMPLES / "services" / "llama.yaml")
+ENDPOINTS = load(EXAMPLES / "services" / "endpoints.yaml")
 NAMESPACES = [{"apiVersion": "v1", "kind": "Namespace",
                "metadata": {"name": "ml-team", "labels": {"org": "research"}}}]
 CLOCK = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.timezone.utc)
@@ -174,6 +178,15 @@ def requests(draw) -> fnv1.RunFunctionRequest:
             required[REQUIRE_CLUSTERS] = draw(st.lists(stored(FLEET), max_size=4))
             required[REQUIRE_REPLICAS] = draw(st.lists(stored(REPLICAS), max_size=3))
             required[REQUIRE_SECRET] = draw(st.lists(st.sampled_from(SECRETS), max_size=1))
+    elif kind == "ModelEndpoint":
+        xr = draw(bent(ENDPOINTS))
+    elif kind == "ModelService":
+        xr = draw(bent(SERVICES))
+        if draw(st.booleans()):
+            required[REQUIRE_FRONT_DOOR] = draw(st.lists(stored(FLEET), max_size=2))
+            for name in ("primary-0", "primary-1", "fallback-0"):
+                required[f"{REQUIRE_ENDPOINTS}/{name}"] = draw(
+                    st.lists(stored(ENDPOINTS), max_size=3))
     else:
         xr = draw(bent(FLEET))
         if draw(st.booleans()):

@@ -17,7 +17,8 @@ def test_an_unknown_kind_is_fatal_with_the_kinds_it_handles():
                                    "metadata": {"name": "b"}}))
     (msg,) = fatal_messages(rsp)
     assert "cannot compose Bucket (example.org/v1)" in msg
-    assert "InferenceCluster, InferenceQuota, ModelCache, ModelDeployment, ModelReplica" in msg
+    assert ("InferenceCluster, InferenceQuota, ModelCache, ModelDeployment, ModelEndpoint, "
+            "ModelReplica, ModelService") in msg
 
 
 def test_a_known_kind_of_another_group_is_not_ours():

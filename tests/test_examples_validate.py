@@ -46,7 +46,7 @@ def shared_crds() -> pathlib.Path:
 
 
 EXAMPLE_DIRS = ["examples/fleet", "examples/deployments", "examples/replicas", "examples/caches",
-                "examples/quotas"]
+                "examples/quotas", "examples/services"]
 INVALID_DIR = ROOT / "tests" / "invalid"
 INVALID_FILES = sorted(INVALID_DIR.glob("*.yaml"))
 EXPECT = re.compile(r"^# expect: (?P<text>\S.*?)\s*$")

@@ -166,8 +166,10 @@ def test_reference_is_fresh():
 def test_every_field_rule_and_message_of_the_xrd_is_in_the_reference(xrd):
     doc = load(xrd)
     leaves, fields, objects, rules = expected(schema_of(doc))
-    # Not vacuous: the walk finds what the XRDs are known to hold.
-    assert len(leaves) >= 8 and len(objects) >= 3 and "spec" in fields
+    # Not vacuous: the walk finds what the XRDs are known to hold (a
+    # ModelEndpoint is small: a URL, a rewrite path and headers).
+    least = 4 if xrd.parent.name == "modelendpoint" else 8
+    assert len(leaves) >= least and len(objects) >= 3 and "spec" in fields
     assert missing(doc, REFERENCE.read_text()) == []
 
 

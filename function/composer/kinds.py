@@ -67,6 +67,11 @@ JOB = Kind("batch/v1", "Job", Role.WORKLOAD, readiness.job, readiness.JOB_READY)
 PERSISTENTVOLUMECLAIM = Kind("v1", "PersistentVolumeClaim", Role.SUPPORT,
                              readiness.persistentvolumeclaim, readiness.PVC_READY)
 SECRET = Kind("v1", "Secret", Role.SUPPORT)
+# A ModelService's route on the front door (function/composer/modelservice/):
+# Envoy Gateway's extensions, ready once created.
+BACKEND = Kind("gateway.envoyproxy.io/v1alpha1", "Backend", Role.ROUTE)
+BACKENDTRAFFICPOLICY = Kind("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", Role.ROUTE)
+HTTPROUTEFILTER = Kind("gateway.envoyproxy.io/v1alpha1", "HTTPRouteFilter", Role.ROUTE)
 # provider-kubernetes' wrapper for a remote cluster: its role is its manifest's.
 OBJECT = Kind("kubernetes.m.crossplane.io/v1alpha1", "Object", Role.SUPPORT,
               lambda obj: readiness.provider_object(obj, judge))
@@ -74,7 +79,7 @@ OBJECT = Kind("kubernetes.m.crossplane.io/v1alpha1", "Object", Role.SUPPORT,
 KINDS: dict[tuple[str, str], Kind] = {k.key: k for k in (
     DEPLOYMENT, LEADERWORKERSET, RESOURCECLAIMTEMPLATE, NAMESPACE, SERVICE, HTTPROUTE,
     INFERENCEPOOL, CONFIGMAP, SERVICEACCOUNT, RBAC_ROLE, ROLEBINDING, JOB, PERSISTENTVOLUMECLAIM,
-    SECRET, OBJECT)}
+    SECRET, BACKEND, BACKENDTRAFFICPOLICY, HTTPROUTEFILTER, OBJECT)}
 
 
 def kind_of(obj: Mapping[str, Any]) -> Kind | None:

@@ -3,7 +3,9 @@
 Each kind has a small module of its own (function-template-python's shape):
 InferenceCluster -> cluster status, ModelDeployment -> the scheduler,
 ModelReplica -> the replica composer, ModelCache -> the cache composer
-(composer/modelcache/), InferenceQuota -> its use (quota.py). Anything else, or a request we cannot
+(composer/modelcache/), InferenceQuota -> its use (quota.py), ModelEndpoint
+-> its check and ModelService -> its route on the front door
+(composer/modelservice/). Anything else, or a request we cannot
 read, gets a Fatal result with a message; this function never raises, because
 an exception surfaces to the user as an opaque gRPC error and tells them
 nothing they can act on.
@@ -21,14 +23,17 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf.message import DecodeError
 
 from function import cluster, composer, quota, scheduler
-from function.composer import modelcache
+from function.composer import modelcache, modelservice
+from function.composer.modelservice import endpoint
 from function.contract.api import (
     GROUP,
     KIND_INFERENCE_CLUSTER,
     KIND_INFERENCE_QUOTA,
     KIND_MODEL_CACHE,
     KIND_MODEL_DEPLOYMENT,
+    KIND_MODEL_ENDPOINT,
     KIND_MODEL_REPLICA,
+    KIND_MODEL_SERVICE,
 )
 from function.runtime import wire
 from function.runtime.request import Request
@@ -41,6 +46,8 @@ HANDLERS: dict[str, Handler] = {
     KIND_MODEL_REPLICA: composer.run,
     KIND_MODEL_CACHE: modelcache.run,
     KIND_INFERENCE_QUOTA: quota.run,
+    KIND_MODEL_ENDPOINT: endpoint.run,
+    KIND_MODEL_SERVICE: modelservice.run,
 }
 
 

@@ -1,0 +1,259 @@
+"""The ModelService function: one URL for a model, routed on the fleet's front door.
+
+A ModelService selects ModelEndpoints (in its namespace) by label, in
+weighted primary entries and fallback entries. On the front door's cluster
+(`spec.gateway.clusterName`, else the one InferenceCluster labelled
+`modelplane.ai/front-door: "true"`) it composes, as-is in its namespace on the
+control-plane cluster or wrapped in provider-kubernetes Objects on a remote
+one (placement.py):
+
+* one Envoy Gateway `Backend` per endpoint in use (`objects.py`);
+* one HTTPRoute on the front door's Gateway, matching `/<namespace>/<name>`
+  (and the model names, when set), rewriting that prefix to the endpoints'
+  rewritePath, with a weighted backendRef per endpoint (`weights.py`: an
+  entry's weight is its share however many endpoints it selects) that sets
+  the endpoint's request headers;
+* an `HTTPRouteFilter` rewriting the Host to the backend's hostname when an
+  endpoint is a DNS name, and a `BackendTrafficPolicy` when `spec.retry` is set.
+
+Which entries take traffic: the primaries while any primary entry of weight
+above 0 has a valid endpoint; else the fallbacks; else none: the route stays,
+without backends (it answers 500), and `Routed=False, NoServingEndpoints`.
+
+Never destructive: until the requirements are resolved, without a front
+door, with a bad spec, or when the endpoints in use need different rewrite
+paths (Envoy cannot rewrite per weighted backend: envoyproxy/gateway#7099),
+the observed objects are kept as they are and `Routed` says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crossplane.function import resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.composer import keep, kinds, placement
+from function.composer.modelservice import objects, weights
+from function.composer.modelservice.endpoint import check
+from function.contract.api import (
+    API_VERSION,
+    KIND_INFERENCE_CLUSTER,
+    KIND_MODEL_ENDPOINT,
+    LABEL_FRONT_DOOR,
+    REQUIRE_ENDPOINTS,
+    REQUIRE_FRONT_DOOR,
+)
+from function.contract.endpoints import Endpoint, parse_endpoint
+from function.contract.models.modelservice import ModelService
+from function.contract.records import Cluster, parse_clusters, selects
+from function.contract.validation import dig, metadata_errors, model_errors, pruned
+from function.runtime.request import Request, desired_ready
+
+ROUTED = "Routed"
+MAX_MESSAGE = 1000
+PRIMARY, FALLBACK = "Primary", "Fallback"
+ROLES = ((PRIMARY, "endpoints", "primary"), (FALLBACK, "fallback", "fallback"))
+
+
+@dataclass
+class Entry:
+    role: str               # Primary or Fallback
+    index: int
+    weight: int
+    selector: dict[str, str]
+    endpoints: list[Endpoint] = field(default_factory=list)  # valid, by name
+    invalid: list[str] = field(default_factory=list)         # "<name> (<why>)"
+
+    @property
+    def serving(self) -> bool:
+        return self.weight > 0 and bool(self.endpoints)
+
+    def status(self) -> dict[str, Any]:
+        return {"role": self.role, "index": self.index, "weight": self.weight,
+                "endpoints": [e.name for e in self.endpoints]}
+
+    def __str__(self) -> str:
+        return f"{'endpoints' if self.role == PRIMARY else 'fallback'}[{self.index}]"
+
+
+def requirement(role: str, index: int) -> str:
+    return f"{REQUIRE_ENDPOINTS}/{'primary' if role == PRIMARY else 'fallback'}-{index}"
+
+
+def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
+    ms = req.composite
+    meta = dig(ms, "metadata")
+    observed = req.observed()
+    errors = metadata_errors(ms, namespaced=True) + model_errors(ModelService, ms) \
+        or spec_errors(dig(ms, "spec"))
+    if errors:
+        reason = "AllWeightsZero" if errors == [ALL_ZERO] else "InvalidSpec"
+        hold(rsp, observed, reason, "; ".join(errors))
+        return
+    ms = pruned(ModelService, ms)
+    spec, ns, name = ms["spec"], meta["namespace"], meta["name"]
+
+    entries = [Entry(role, i, e.get("weight", 1), dict(e["selector"]["matchLabels"]))
+               for role, key, _ in ROLES for i, e in enumerate(spec.get(key) or [])]
+    for e in entries:
+        response.require_resources(rsp, requirement(e.role, e.index), API_VERSION,
+                                   KIND_MODEL_ENDPOINT, match_labels=e.selector, namespace=ns)
+    door = (spec.get("gateway") or {}).get("clusterName")
+    if door:
+        response.require_resources(rsp, REQUIRE_FRONT_DOOR, API_VERSION, KIND_INFERENCE_CLUSTER,
+                                   match_name=door)
+    else:
+        response.require_resources(rsp, REQUIRE_FRONT_DOOR, API_VERSION, KIND_INFERENCE_CLUSTER,
+                                   match_labels={LABEL_FRONT_DOOR: "true"})
+    wanted = [REQUIRE_FRONT_DOOR] + [requirement(e.role, e.index) for e in entries]
+    if not all(req.resolved(w) for w in wanted):
+        hold(rsp, observed, "Resolving", "waiting for the ModelEndpoints and the front door's "
+             "InferenceCluster", status="Unknown")
+        return
+
+    cluster, why = front_door(req.required(REQUIRE_FRONT_DOOR), door)
+    if cluster is None:
+        hold(rsp, observed, "NoGateway", why)
+        return
+    for e in entries:
+        resolve(e, req.required(requirement(e.role, e.index)))
+    serving = [e for e in entries if e.role == PRIMARY and e.serving] \
+        or [e for e in entries if e.role == FALLBACK and e.serving]
+    active = serving[0].role if serving else "None"
+    address = service_address(cluster, ns, name)
+    status = {"entries": [e.status() for e in entries], "active": active}
+    if address:
+        status["address"] = address
+    resource.update(rsp.desired.composite, {"status": status})
+
+    rewrites = sorted({ep.rewrite_path for e in serving for ep in e.endpoints})
+    if len(rewrites) > 1:
+        users = "; ".join(f"{p}: " + ", ".join(sorted({ep.name for e in serving
+                                                        for ep in e.endpoints
+                                                        if ep.rewrite_path == p}))
+                          for p in rewrites)
+        hold(rsp, observed, "RewriteConflict",
+             f"the {active.lower()} endpoints need different rewrite paths ({users}); Envoy "
+             "cannot rewrite the path per weighted backend (envoyproxy/gateway#7099): give "
+             "them one rewritePath, or select them from different ModelServices",
+             notes=notes(entries))
+        return
+
+    composed = objects.compose(ns, name, spec, cluster, serving,
+                               weights.split([(e.weight, len(e.endpoints)) for e in serving]))
+    placed = placement.place(kinds.recorded(composed), objects.owner(ns, name), cluster,
+                             namespace_key=objects.key(cluster, "namespace"))
+    for c in placed:
+        resource.update(rsp.desired.resources[c.key], c.manifest)
+        rsp.desired.resources[c.key].ready = desired_ready(kinds.judge(observed.get(c.key)).ready)
+    accepted = kinds.judge(observed.get(objects.key(cluster, "route"))).ready
+    if serving:
+        total = sum(e.weight for e in serving)
+        split_text = ", ".join(f"{e} {e.weight * 100 / total:g}% over {len(e.endpoints)} "
+                               f"endpoint{'s' if len(e.endpoints) > 1 else ''}"
+                               for e in serving)
+        message = f"{active} entries take traffic: {split_text}"
+        set_routed(rsp, "True", active, message, notes(entries))
+    else:
+        set_routed(rsp, "False", "NoServingEndpoints",
+                   "no entry of weight above 0 has a valid ModelEndpoint: the route answers "
+                   "500 until one does", notes(entries))
+    rsp.desired.composite.ready = desired_ready(bool(serving) and accepted)
+
+
+ALL_ZERO = ("spec.endpoints: every primary entry has weight 0; give at least one a weight "
+            "above 0")
+
+
+def spec_errors(spec: Mapping[str, Any]) -> list[str]:
+    """The XRD's rules, checked again."""
+    errors = []
+    if not any((e or {}).get("weight", 1) > 0 for e in spec.get("endpoints") or []):
+        errors.append(ALL_ZERO)
+    adapters = spec.get("loraAdapters") or []
+    if adapters and not spec.get("modelName"):
+        errors.append("spec.loraAdapters need spec.modelName")
+    if len(set(adapters)) != len(adapters):
+        errors.append("spec.loraAdapters must be unique")
+    return errors
+
+
+def resolve(entry: Entry, objs: list[dict[str, Any]]) -> None:
+    """The entry's valid endpoints, by name, and the invalid ones with why."""
+    for obj in sorted(objs, key=lambda o: str(dig(o, "metadata").get("name"))):
+        if not selects(entry.selector, dig(obj, "metadata", "labels")):
+            continue
+        bad = check(obj)
+        if bad is None:
+            entry.endpoints.append(parse_endpoint(obj))
+        else:
+            entry.invalid.append(f"{dig(obj, 'metadata').get('name')} ({bad})")
+
+
+def front_door(objs: list[dict[str, Any]], named: str | None) -> tuple[Cluster | None, str]:
+    """The front door's InferenceCluster, or why there is none and what to do."""
+    clusters, unreadable = parse_clusters(objs)
+    how = (f"label one InferenceCluster {LABEL_FRONT_DOOR}: \"true\", or name one in "
+           "spec.gateway.clusterName")
+    if named:
+        if named in unreadable:
+            return None, f"InferenceCluster {named} is malformed: {unreadable[named]}"
+        if named not in clusters:
+            return None, f"InferenceCluster {named} (spec.gateway.clusterName) does not exist"
+        cluster = clusters[named]
+    elif unreadable:
+        return None, (f"the front door's InferenceCluster {', '.join(sorted(unreadable))} is "
+                      f"malformed: {'; '.join(unreadable.values())}")
+    elif not clusters:
+        return None, f"no InferenceCluster is labelled {LABEL_FRONT_DOOR}: \"true\"; {how}"
+    elif len(clusters) > 1:
+        return None, (f"{len(clusters)} InferenceClusters are labelled {LABEL_FRONT_DOOR}: "
+                      f"\"true\" ({', '.join(sorted(clusters))}): keep the label on one, or "
+                      "name one in spec.gateway.clusterName")
+    else:
+        (cluster,) = clusters.values()
+    if cluster.gateway is None:
+        return None, (f"InferenceCluster {cluster.name} has no spec.gateway (name and "
+                      "namespace): the route needs a Gateway to attach to")
+    return cluster, ""
+
+
+def service_address(cluster: Cluster, ns: str, name: str) -> str:
+    """`<front door's address>/<namespace>/<name>`, http:// when it names no scheme."""
+    address = cluster.gateway.address.rstrip("/") if cluster.gateway else ""
+    if not address:
+        return ""
+    if "://" not in address:
+        address = f"http://{address}"
+    return f"{address}/{ns}/{name}"
+
+
+def notes(entries: list[Entry]) -> list[str]:
+    """What a user should know about the entries: empty selectors, invalid endpoints."""
+    out = []
+    for e in entries:
+        if not e.endpoints and not e.invalid:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(e.selector.items()))
+            out.append(f"{e} selects no ModelEndpoint ({labels})")
+        out += [f"{e}: ModelEndpoint {bad} is left out" for bad in e.invalid]
+    return out
+
+
+def set_routed(rsp: fnv1.RunFunctionResponse, status: str, reason: str, message: str,
+               extra: list[str] = ()) -> None:
+    text = "; ".join([message, *extra])
+    response.set_conditions(rsp, resource.Condition(
+        typ=ROUTED, status=status, reason=reason, message=text[:MAX_MESSAGE]))
+
+
+def hold(rsp: fnv1.RunFunctionResponse, observed: Mapping[str, Mapping[str, Any]], reason: str,
+         message: str, *, status: str = "False", notes: list[str] = ()) -> None:
+    """Keep every observed object as it is and say why nothing new is composed."""
+    kept = keep.keep_observed(rsp, observed)
+    suffix = "; the route is kept as it is" if kept else "; nothing is composed"
+    set_routed(rsp, status, reason, message + suffix, list(notes))
+    rsp.desired.composite.ready = desired_ready(False)
+

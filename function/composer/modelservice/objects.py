@@ -1,0 +1,150 @@
+"""What a ModelService composes on the front door: Backends, the HTTPRoute and its policies.
+
+Names are `<service>[-<endpoint>]-<digest>-<tag>` (contract/names.tagged_label):
+readable, unique per namespace, service and endpoint, and never equal to a
+ModelReplica's objects in the same namespace (their tags differ).
+
+* `Backend` (Envoy Gateway, `extensionApis.enableBackend: true`): `ip` when
+  the endpoint's host is an IPv4 address, else `fqdn`; the URL's port, or 80
+  and 443. An https endpoint gets TLS verified against the system CAs, with
+  its host as SNI.
+* `HTTPRoute`: one rule on the front door's Gateway, matching the path prefix
+  `/<namespace>/<service>` and, when `modelName` is set, the header
+  `X-Gateway-Model-Name` (one match per name); the prefix is rewritten to the
+  endpoints' rewritePath; one weighted backendRef per endpoint, each setting
+  the endpoint's request headers; `timeouts.request` is spec.timeout or `0s`
+  (none: token streams are never cut).
+* `HTTPRouteFilter` (Envoy Gateway) `urlRewrite.hostname.type: Backend`,
+  referenced by the rule, when an endpoint is a DNS name: an external
+  provider answers only for its own Host.
+* `BackendTrafficPolicy` (Envoy Gateway) targeting the route, when
+  `spec.retry` is set: `numRetries` = attempts, `perRetry.backOff.baseInterval`
+  = interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from function.composer import kinds, placement
+from function.composer.composed import Composed, Role
+from function.contract.api import GROUP
+from function.contract.endpoints import Endpoint
+from function.contract.names import tagged_label
+from function.contract.records import Cluster
+
+GATEWAY_API = "gateway.networking.k8s.io"
+ENVOY_GATEWAY = "gateway.envoyproxy.io"
+MODEL_HEADER = "X-Gateway-Model-Name"  # set by the Inference Extension's body-based router
+LABEL_SERVICE = f"{GROUP}/model-service"
+LOCAL = "control-plane"  # the key prefix of every InferenceCluster without providerConfigRef
+
+
+def key(cluster: Cluster, what: str) -> str:
+    """A composed-resource key: the front door's, so a route that moves to another
+    cluster (or from the control plane to a remote one, where it is an Object) is
+    a new resource and the old one is deleted, never turned into another kind."""
+    return f"{cluster.name if cluster.remote else LOCAL}-{what}"
+
+
+def name_of(ns: str, name: str, *parts: str, tag: str) -> str:
+    return tagged_label(name, *parts, tag=tag, identity=(ns, name, *parts, tag))
+
+
+def owner(ns: str, name: str) -> placement.Owner:
+    return placement.Owner(ns, {LABEL_SERVICE: name}, name_of(ns, name, tag="ns"))
+
+
+def meta(ns: str, name: str, object_name: str) -> dict[str, Any]:
+    return {"name": object_name, "namespace": ns, "labels": {LABEL_SERVICE: name}}
+
+
+def compose(ns: str, name: str, spec: Mapping[str, Any], cluster: Cluster,
+            serving: Sequence[Any], split: Sequence[Sequence[int]]) -> list[Composed]:
+    """The objects for the entries taking traffic (`serving`, each with its
+    valid endpoints) with the weights `split` gives each endpoint."""
+    per_endpoint: dict[str, tuple[Endpoint, int]] = {}
+    for entry, ws in zip(serving, split, strict=True):
+        for ep, w in zip(entry.endpoints, ws, strict=True):
+            # An endpoint two entries select is one backend with both shares.
+            prior = per_endpoint.get(ep.name, (ep, 0))[1]
+            per_endpoint[ep.name] = (ep, prior + w)
+    route_name = name_of(ns, name, tag="route")
+    out = [Composed(key(cluster, f"backend-{ep_name}"), backend(ns, name, ep), Role.ROUTE)
+           for ep_name, (ep, _) in sorted(per_endpoint.items())]
+    fqdn = any(not ep.is_ip for ep, _ in per_endpoint.values())
+    host_filter = name_of(ns, name, tag="host") if fqdn else None
+    rewrite = next((ep.rewrite_path for ep, _ in per_endpoint.values()), "/")
+    out.append(Composed(key(cluster, "route"), http_route(ns, name, route_name, spec, cluster, rewrite,
+                                              host_filter, sorted(per_endpoint.items())),
+                        Role.ROUTE))
+    if host_filter:
+        out.append(Composed(key(cluster, "route-host-rewrite"), {
+            **kinds.HTTPROUTEFILTER.header(), "metadata": meta(ns, name, host_filter),
+            "spec": {"urlRewrite": {"hostname": {"type": "Backend"}}}}, Role.ROUTE))
+    retry = spec.get("retry")
+    if retry:
+        policy: dict[str, Any] = {"numRetries": retry["attempts"]}
+        if retry.get("interval"):
+            policy["perRetry"] = {"backOff": {"baseInterval": retry["interval"]}}
+        out.append(Composed(key(cluster, "route-retry"), {
+            **kinds.BACKENDTRAFFICPOLICY.header(),
+            "metadata": meta(ns, name, name_of(ns, name, tag="retry")),
+            "spec": {"targetRefs": [{"group": GATEWAY_API, "kind": "HTTPRoute",
+                                     "name": route_name}],
+                     "retry": policy}}, Role.ROUTE))
+    return out
+
+
+def backend(ns: str, name: str, ep: Endpoint) -> dict[str, Any]:
+    address = {"ip": {"address": ep.host, "port": ep.port}} if ep.is_ip \
+        else {"fqdn": {"hostname": ep.host, "port": ep.port}}
+    spec: dict[str, Any] = {"endpoints": [address]}
+    if ep.tls:
+        tls: dict[str, Any] = {"wellKnownCACertificates": "System"}
+        if not ep.is_ip:
+            tls["sni"] = ep.host
+        spec["tls"] = tls
+    return {**kinds.BACKEND.header(),
+            "metadata": meta(ns, name, backend_name(ns, name, ep.name)), "spec": spec}
+
+
+def backend_name(ns: str, name: str, endpoint: str) -> str:
+    return name_of(ns, name, endpoint, tag="be")
+
+
+def http_route(ns: str, name: str, route_name: str, spec: Mapping[str, Any], cluster: Cluster,
+               rewrite: str, host_filter: str | None,
+               backends: Sequence[tuple[str, tuple[Endpoint, int]]]) -> dict[str, Any]:
+    gateway = cluster.gateway
+    assert gateway is not None
+    prefix = {"type": "PathPrefix", "value": f"/{ns}/{name}"}
+    models = [m for m in [spec.get("modelName"), *(spec.get("loraAdapters") or [])] if m]
+    matches = [{"path": prefix, "headers": [{"type": "Exact", "name": MODEL_HEADER,
+                                             "value": m}]} for m in models] \
+        or [{"path": prefix}]
+    filters: list[dict[str, Any]] = [{"type": "URLRewrite", "urlRewrite": {"path": {
+        "type": "ReplacePrefixMatch", "replacePrefixMatch": rewrite}}}]
+    if host_filter:
+        filters.append({"type": "ExtensionRef", "extensionRef": {
+            "group": ENVOY_GATEWAY, "kind": "HTTPRouteFilter", "name": host_filter}})
+    rule: dict[str, Any] = {"matches": matches, "filters": filters}
+    refs = []
+    for ep_name, (ep, weight) in backends:
+        ref: dict[str, Any] = {"group": ENVOY_GATEWAY, "kind": "Backend",
+                               "name": backend_name(ns, name, ep_name), "weight": weight}
+        if ep.headers:
+            ref["filters"] = [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                "set": [{"name": n, "value": v} for n, v in ep.headers]}}]
+        refs.append(ref)
+    if refs:
+        rule["backendRefs"] = refs
+    rule["timeouts"] = {"request": spec.get("timeout") or "0s"}
+    return {
+        **kinds.HTTPROUTE.header(),
+        "metadata": meta(ns, name, route_name),
+        "spec": {"parentRefs": [{"group": GATEWAY_API, "kind": "Gateway", "name": gateway.name,
+                                 "namespace": gateway.namespace}],
+                 "rules": [rule]},
+    }

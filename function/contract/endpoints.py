@@ -1,0 +1,126 @@
+"""A ModelEndpoint as the ModelService function reads it: its URL taken apart.
+
+The XRD checks the URL's shape at admission; `parse_endpoint` checks it again
+(an object written before the rule, or through a path that skips admission,
+must not break a route) and returns why an endpoint is unusable instead of
+raising: the ModelEndpoint's own function reports that reason in its `Valid`
+condition, and a ModelService leaves the endpoint out and names it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_URL = 2048
+MAX_REWRITE = 1024
+MAX_HEADERS = 8
+HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
+DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>[^/:?#]*)(:(?P<port>[^/?#]*))?"
+                 r"(?P<path>/[^?#]*)?(?P<rest>[?#].*)?$")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A valid ModelEndpoint."""
+
+    name: str
+    scheme: str                         # http or https
+    host: str                           # lower-case DNS name or IPv4 address
+    port: int
+    rewrite_path: str                   # what replaces the service's prefix
+    headers: tuple[tuple[str, str], ...]  # set on requests sent here, by name
+    labels: Mapping[str, str]
+
+    @property
+    def is_ip(self) -> bool:
+        return _ip(self.host)
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+
+class Invalid(Exception):
+    """Why a ModelEndpoint cannot be used: `reason` is one word, the text a sentence."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _ip(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).version == 4
+    except ValueError:
+        return False
+
+
+def parse_url(url: Any) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path) of an endpoint URL, or Invalid saying what is wrong."""
+    if not isinstance(url, str) or not url:
+        raise Invalid("InvalidURL", "spec.url is missing")
+    if len(url) > MAX_URL:
+        raise Invalid("InvalidURL", f"spec.url is longer than {MAX_URL} characters")
+    m = URL.match(url)
+    if not m or any(c.isspace() for c in url):
+        raise Invalid("InvalidURL", f"spec.url {url!r} is not a URL of the form "
+                      "http(s)://host[:port][/path]")
+    scheme = m["scheme"].lower()
+    if scheme not in DEFAULT_PORTS:
+        raise Invalid("UnsupportedScheme", f"spec.url {url!r} has scheme {scheme!r}; the "
+                      "gateway reaches only http and https endpoints")
+    if m["rest"]:
+        raise Invalid("InvalidURL", f"spec.url {url!r} has a query or fragment; remove it")
+    host = m["host"].lower().rstrip(".")
+    if "@" in url.split("/")[2]:
+        raise Invalid("InvalidURL", f"spec.url {url!r} carries credentials; put none in a URL")
+    if not host or not (_ip(host) or (len(host) <= 253 and DNS_NAME.match(host))):
+        raise Invalid("InvalidURL", f"spec.url {url!r} needs a host: a DNS name or an IPv4 "
+                      "address")
+    port = DEFAULT_PORTS[scheme]
+    if m["port"] is not None:
+        if not m["port"].isdigit() or not 1 <= int(m["port"]) <= 65535:
+            raise Invalid("InvalidURL", f"spec.url {url!r} has port {m['port']!r}, not "
+                          "1..65535")
+        port = int(m["port"])
+    return scheme, host, port, m["path"] or ""
+
+
+def parse_endpoint(obj: Mapping[str, Any]) -> Endpoint:
+    """A ModelEndpoint object as an Endpoint, or Invalid."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    scheme, host, port, path = parse_url(spec.get("url"))
+    rewrite = spec.get("rewritePath")
+    if rewrite is None:
+        rewrite = path or "/"
+    if not isinstance(rewrite, str) or not rewrite.startswith("/") \
+            or len(rewrite) > MAX_REWRITE or any(c in rewrite for c in "?# \t\r\n"):
+        raise Invalid("InvalidRewritePath", f"spec.rewritePath {rewrite!r} must be a path "
+                      f"starting with '/', at most {MAX_REWRITE} characters, without query "
+                      "or fragment")
+    headers = spec.get("requestHeaders") or []
+    if not isinstance(headers, list) or len(headers) > MAX_HEADERS:
+        raise Invalid("InvalidHeaders", f"spec.requestHeaders holds at most {MAX_HEADERS} "
+                      "headers")
+    seen: dict[str, tuple[str, str]] = {}
+    for h in headers:
+        name = h.get("name") if isinstance(h, Mapping) else None
+        value = h.get("value") if isinstance(h, Mapping) else None
+        if not isinstance(name, str) or not HEADER_NAME.match(name) \
+                or not isinstance(value, str):
+            raise Invalid("InvalidHeaders", f"spec.requestHeaders: {h!r} needs a name (an "
+                          "HTTP token) and a string value")
+        if name.lower() in seen:
+            raise Invalid("InvalidHeaders", f"spec.requestHeaders names {name!r} twice")
+        seen[name.lower()] = (name, value)
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    return Endpoint(name=str(meta.get("name") or ""), scheme=scheme, host=host, port=port,
+                    rewrite_path=rewrite, headers=tuple(v for _, v in sorted(seen.items())),
+                    labels=dict(labels))
