@@ -20,6 +20,9 @@ from fleetgen import (
     to_plain,
 )
 
+from schemas import Schemas
+
+from function.composer.modelservice.endpoint import check
 from function.scheduler import endpoints
 
 H100 = device("gpu", "H100", count=8)
@@ -54,6 +57,8 @@ def test_a_serving_replica_gets_an_endpoint_at_its_cluster_gateway_selected_by_h
     assert ep["spec"] == {"url": "https://gw.a.example.com", "rewritePath": "/",
                           "requestHeaders": [{"name": "x-modelplane-replica",
                                               "value": f"{ns}/{name}"}]}
+    # What a ModelService accepts: the ModelEndpoint XRD's schema and its function's check.
+    assert Schemas().errors(ep) == [] and check(ep) is None
     # It exists only while the replica serves: it never holds readiness back.
     assert rsp.desired.resources[endpoints.key(key("a", 0))].ready == fnv1.READY_TRUE
 
