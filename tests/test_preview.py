@@ -70,3 +70,51 @@ def test_a_render_failure_exits_non_zero_and_shows_the_clis_error(tools, tmp_pat
     out = preview("--deployment", str(bad), tools=tools)
     assert out.returncode == 1
     assert "preview failed" in out.stderr and "crossplane" in out.stderr
+
+
+def services_fleet(tmp_path):
+    """The example fleet plus the llama ModelService and its external provider."""
+    for path in (ROOT / "examples" / "fleet").glob("*.yaml"):
+        (tmp_path / path.name).write_text(path.read_text())
+    (tmp_path / "llama.yaml").write_text((ROOT / "examples/services/llama.yaml").read_text())
+    external = [d for d in yaml.safe_load_all((ROOT / "examples/services/endpoints.yaml")
+                                              .read_text()) if d and "provider" in
+                (d["metadata"].get("labels") or {})]
+    (tmp_path / "provider.yaml").write_text(yaml.safe_dump_all(external))
+    return tmp_path
+
+
+def test_the_preview_shows_the_routes_its_replicas_would_receive(tools, tmp_path):
+    fleet = services_fleet(tmp_path)
+    out = preview("--fleet", str(fleet), "--deployment", "examples/deployments/single-gpu.yaml",
+                  tools=tools)
+    assert out.returncode == 0, out.stderr
+    routes = out.stdout.split("Routes (ModelServices of the fleet directory in this "
+                              "namespace):\n", 1)[1].splitlines()
+    assert routes[0] == ("  llama -> https://llm.us-east-1.example.com/ml-team/llama "
+                         "(Primary entries take traffic)")
+    # The two previewed replicas share the stable entry; the canary has none yet.
+    previewed = [r for r in routes if "(this preview)" in r]
+    assert len(previewed) == 2 and all(r.split()[0] == "endpoints[0]" and r.endswith("50%")
+                                       for r in previewed), routes
+    assert any(r.split()[:2] == ["endpoints[1]", "(none)"] for r in routes), routes
+    assert "Routed=True (Primary)" in out.stdout
+
+
+def test_without_a_serving_replica_the_preview_routes_to_the_fallback(tools, tmp_path):
+    fleet = services_fleet(tmp_path)
+    out = preview("--fleet", str(fleet), "--deployment", "examples/deployments/single-gpu.yaml",
+                  "--replicas", "0", tools=tools)
+    assert out.returncode == 0, out.stderr
+    assert "(Fallback entries take traffic)" in out.stdout
+    assert "fallback[0]  openai" in out.stdout and "100%" in out.stdout
+
+
+def test_the_yaml_output_carries_the_rendered_route(tools, tmp_path):
+    fleet = services_fleet(tmp_path)
+    docs = list(yaml.safe_load_all(preview(
+        "--fleet", str(fleet), "--deployment", "examples/deployments/single-gpu.yaml",
+        "-o", "yaml", tools=tools).stdout))
+    (route,) = [d for d in docs if d.get("kind") == "HTTPRoute"
+                and d["metadata"].get("labels", {}).get("modelplane.ai/model-service") == "llama"]
+    assert len(route["spec"]["rules"][0]["backendRefs"]) == 2

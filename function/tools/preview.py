@@ -12,6 +12,14 @@ rendered too, with the replicas stage 1 placed (OnDemand stages where they
 land) and its auth Secret assumed to exist (preview never reads secrets), to
 show each cluster's cache objects; stage 2 then sees the cache Ready on
 every cluster it stages, as it will be once hydrated, to show the mounts.
+
+ModelServices in the fleet directory, in the deployment's namespace, are
+rendered too (stage 3), with the ModelEndpoints the previewed replicas get
+once they serve: the deployment is rendered again with its placed replicas
+observed as Serving at the endpoints stage 2 gave them, so the scheduler
+itself emits their endpoints; each service then selects among those and the
+fleet directory's own ModelEndpoints (external providers). The table shows
+each service's address and the share of its traffic every endpoint would take.
 """
 
 from __future__ import annotations
@@ -28,7 +36,9 @@ from function.contract.api import (
     KIND_INFERENCE_CLUSTER,
     KIND_MODEL_CACHE,
     KIND_MODEL_DEPLOYMENT,
+    KIND_MODEL_ENDPOINT,
     KIND_MODEL_REPLICA,
+    KIND_MODEL_SERVICE,
 )
 from function.contract.caches import cache_ref
 from function.contract.capacity import replica_usage
@@ -39,6 +49,7 @@ ROOT = localrender.ROOT
 MD = ROOT / "apis" / "modeldeployment"
 MR = ROOT / "apis" / "modelreplica"
 MC = ROOT / "apis" / "modelcache"
+MS = ROOT / "apis" / "modelservice"
 
 
 def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, output: str,
@@ -57,6 +68,10 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
                 tools, address, pathlib.Path(fleet_dir), pathlib.Path(deployment),
                 pathlib.Path(replicas_dir) if replicas_dir else None, pathlib.Path(tmp),
                 pathlib.Path(caches_dir) if caches_dir else None)
+            routes = render_routes(tools, address, pathlib.Path(fleet_dir),
+                                   pathlib.Path(deployment),
+                                   pathlib.Path(replicas_dir) if replicas_dir else None,
+                                   stage1, stage2, pathlib.Path(tmp))
     except localrender.RenderError as exc:
         click.echo(f"preview failed: {exc}", err=True)
         return 1
@@ -68,10 +83,12 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
         docs += [_composite(c) for _, c in sorted(stage2.items())]
         for _, composed in sorted(stage2.items()):
             docs += [d for d in composed if d.get("kind") not in ("Result", KIND_MODEL_REPLICA)]
+        docs += [d for d in routes if d.get("kind") != "Result"]
         click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
     else:
         click.echo(table(stage1, stage2, load_dir(pathlib.Path(fleet_dir)),
-                         load_dir(pathlib.Path(replicas_dir)) if replicas_dir else [], staged))
+                         load_dir(pathlib.Path(replicas_dir)) if replicas_dir else [], staged)
+                   + "\n".join(route_lines(routes, stage1)))
     return 0
 
 
@@ -123,6 +140,74 @@ def render_cache(tools, address, fleet: pathlib.Path, caches: pathlib.Path | Non
         {"name": c["name"], "phase": CachePhase.READY.value} for c in clusters]}}
     (tmp / "cache-ready.yaml").write_text(yaml.safe_dump(hydrated))
     return staged, [tmp / "cache-ready.yaml"]
+
+
+def render_routes(tools, address, fleet: pathlib.Path, deployment: pathlib.Path,
+                  replicas: pathlib.Path | None, stage1: list[dict],
+                  stage2: Mapping[str, list[dict]], tmp: pathlib.Path) -> list[dict]:
+    """Stage 3: the fleet directory's ModelServices in the deployment's namespace,
+    each rendered with the previewed replicas' ModelEndpoints (as once they
+    serve) and the fleet's own; [] when there are none."""
+    md = next(d for d in stage1 if d.get("kind") == KIND_MODEL_DEPLOYMENT)
+    namespace = md["metadata"].get("namespace")
+    docs = load_dir(fleet)
+    services = [d for d in docs if d.get("kind") == KIND_MODEL_SERVICE
+                and d["metadata"].get("namespace") == namespace]
+    if not services:
+        return []
+    serving = []
+    for mr in (d for d in stage1 if d.get("kind") == KIND_MODEL_REPLICA):
+        rendered = _composite(stage2[mr["metadata"]["name"]])
+        endpoint = (rendered.get("status") or {}).get("endpoint")
+        if endpoint:  # stage 1's copy: it names its composed-resource key
+            serving.append({**mr, "status": {"phase": "Serving", "endpoint": endpoint}})
+    (tmp / "serving.yaml").write_text(yaml.safe_dump_all(serving))
+    again = localrender.render(tools, address, deployment, MD / "composition.yaml",
+                               required=[fleet, tmp / "serving.yaml",
+                                         *([replicas] if replicas else [])],
+                               observed=tmp / "serving.yaml", xrd=MD / "definition.yaml")
+    endpoints = [d for d in again if d.get("kind") == KIND_MODEL_ENDPOINT]
+    (tmp / "endpoints.yaml").write_text(yaml.safe_dump_all(endpoints))
+    out = []
+    for ms in sorted(services, key=lambda d: d["metadata"]["name"]):
+        path = tmp / f"service-{ms['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(ms))
+        out += localrender.render(tools, address, path, MS / "composition.yaml",
+                                  required=[fleet, tmp / "endpoints.yaml"],
+                                  xrd=MS / "definition.yaml")
+    return out
+
+
+def route_lines(routes: list[dict], stage1: list[dict]) -> list[str]:
+    """Each service's address and the share of its traffic each endpoint would take."""
+    services = [d for d in routes if d.get("kind") == KIND_MODEL_SERVICE]
+    if not services:
+        return []
+    mine = {d["metadata"]["name"] for d in stage1 if d.get("kind") == KIND_MODEL_REPLICA}
+    lines = ["", "", "Routes (ModelServices of the fleet directory in this namespace):"]
+    for ms in services:
+        status = ms.get("status") or {}
+        lines.append(f"  {ms['metadata']['name']} -> {status.get('address', '(no address)')} "
+                     f"({status.get('active', 'None')} entries take traffic)")
+        entries = [e for e in status.get("entries") or []
+                   if e.get("role") == status.get("active")]
+        total = sum(e.get("weight", 0) for e in entries if e.get("endpoints"))
+        rows = [("ENTRY", "ENDPOINT", "SHARE")]
+        for e in entries:
+            where = f"{'endpoints' if e['role'] == 'Primary' else 'fallback'}[{e['index']}]"
+            names = e.get("endpoints") or []
+            for name in names:
+                share = e["weight"] * 100 / total / len(names) if total else 0
+                rows.append((where, name + (" (this preview)" if name in mine else ""),
+                             f"{share:.4g}%"))
+            if not names:
+                rows.append((where, "(none)", "0%"))
+        lines += ["    " + r for r in _columns(rows)]
+        for c in status.get("conditions") or []:
+            if c.get("type") == "Routed":
+                lines.append(f"    Routed={c['status']} ({c.get('reason', '')}): "
+                             f"{c.get('message', '')}")
+    return lines
 
 
 def load_dir(path: pathlib.Path) -> list[dict]:
