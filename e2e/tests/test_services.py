@@ -182,6 +182,9 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
     finally:
         cp.kubectl("delete", MS, SERVICE, "-n", NS, "--ignore-not-found", "--wait=false")
         cp.kubectl("delete", ME, "provider", "-n", NS, "--ignore-not-found", "--wait=false")
+        # Both at once: the wait for one looks at every pod of the namespace.
+        cp.kubectl("delete", MD, "stable", "canary", "-n", NS, "--ignore-not-found",
+                   "--wait=false")
         for name in ("stable", "canary"):
             delete_and_wait(cp, NS, name)
         wait("the fleet route to be gone", lambda: not items(
