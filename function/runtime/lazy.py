@@ -9,11 +9,14 @@ costs ~16 µs per replica and ~95 µs per cluster before anything is read, and
 copying a cluster to drop its pools as much again.
 
 So, as wire.py does for the request, these messages mirror `Resource`,
-`Struct`, `Value` and `ListValue` field for field, with every nested Struct
-and ListValue typed `bytes`: protobuf encodes a sub-message and a `bytes`
-field alike, so the same wire data decodes into either, in C, one level
-deep. `to_dict` converts a level exactly as structs.to_dict converts the
-decoded Struct (sorted keys, explicit nulls dropped, whole numbers int).
+`Struct`, `Value` and `ListValue` field for field, with every ListValue inside
+a Value typed `bytes`: protobuf encodes a sub-message and a `bytes` field
+alike, so the same wire data decodes into either, in C, and stops at the
+lists. A replica's engines and a cluster's pools (the lists, and most of
+the bytes) stay bytes until a reader looks them up; the maps above them
+(metadata, labels, spec) decode in the same call. `to_dict` converts a
+Struct exactly as structs.to_dict converts the decoded one (sorted keys,
+explicit nulls dropped, whole numbers int).
 
 The one difference: a message field that occurs twice in one encoding is
 merged by protobuf and taken from its last occurrence here. No encoder
@@ -44,10 +47,11 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
                               ("number_value", 2, _F.TYPE_DOUBLE),
                               ("string_value", 3, _F.TYPE_STRING),
                               ("bool_value", 4, _F.TYPE_BOOL),
-                              ("struct_value", 5, _F.TYPE_BYTES),
+                              ("struct_value", 5, _F.TYPE_MESSAGE),
                               ("list_value", 6, _F.TYPE_BYTES)):
         value.field.add(name=name, number=number, type=typ, label=_F.LABEL_OPTIONAL,
-                        oneof_index=0)
+                        oneof_index=0,
+                        type_name=f".{_PACKAGE}.Struct" if typ == _F.TYPE_MESSAGE else None)
     struct = f.message_type.add(name="Struct")
     entry = struct.nested_type.add(name="FieldsEntry")
     entry.options.map_entry = True
@@ -89,18 +93,11 @@ def resource(item: bytes) -> Mapping[str, Message]:
     return Resource.FromString(item).resource.fields
 
 
-def fields(data: bytes) -> Mapping[str, Message]:
-    """The fields of a serialized Struct (a Value's `struct_value`)."""
-    return Struct.FromString(data).fields
 
 
 def items(data: bytes) -> list[bytes]:
     """Each element of a serialized ListValue, as the bytes of its `Value`."""
     return list(ListItems.FromString(data).values)
-
-
-def kind(v: Message) -> str | None:
-    return v.WhichOneof("kind")
 
 
 def to_dict(fields_: Mapping[str, Message],
@@ -129,7 +126,7 @@ def _value(v: Message) -> Any:
         n = v.number_value
         return int(n) if n.is_integer() else n
     if k == "struct_value":
-        return to_dict(Struct.FromString(v.struct_value).fields)
+        return to_dict(v.struct_value.fields)
     if k == "list_value":
         return [_value(x) for x in ListValue.FromString(v.list_value).values]
     if k == "bool_value":

@@ -154,12 +154,12 @@ ENGINES: Lru[bytes, Engines] = Lru(20_000)
 
 def fast_cluster(item: bytes) -> Cluster:
     top = lazy.resource(item)
-    spec = top["spec"] if "spec" in top else None
-    if spec is None or lazy.kind(spec) != "struct_value":
+    spec = top.get("spec")
+    if spec is None or spec.WhichOneof("kind") != "struct_value":
         return plain_cluster(item)
-    spec_fields = lazy.fields(spec.struct_value)
-    pools = spec_fields["nodePools"] if "nodePools" in spec_fields else None
-    if pools is None or lazy.kind(pools) != "list_value":
+    spec_fields = spec.struct_value.fields
+    pools = spec_fields.get("nodePools")
+    if pools is None or pools.WhichOneof("kind") != "list_value":
         return plain_cluster(item)
     # The rest of the cluster as _cluster converts it: nodePools emptied.
     rest_spec = lazy.to_dict(spec_fields, lambda k, _: [] if k == "nodePools" else None)
@@ -185,23 +185,25 @@ _REPLICA_LABELS = (LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX)
 
 def fast_replica(item: bytes) -> Replica:
     top = lazy.resource(item)
-    meta = top["metadata"] if "metadata" in top else None
-    spec = top["spec"] if "spec" in top else None
-    if meta is None or spec is None or lazy.kind(meta) != "struct_value" \
-            or lazy.kind(spec) != "struct_value":
+    meta, spec = top.get("metadata"), top.get("spec")
+    if meta is None or spec is None or meta.WhichOneof("kind") != "struct_value" \
+            or spec.WhichOneof("kind") != "struct_value":
         return plain_replica(item)
-    spec_fields = lazy.fields(spec.struct_value)
-    engines = spec_fields["engines"] if "engines" in spec_fields else None
-    if engines is None or lazy.kind(engines) != "list_value":
+    spec_fields = spec.struct_value.fields
+    engines = spec_fields.get("engines")
+    if engines is None or engines.WhichOneof("kind") != "list_value":
         return plain_replica(item)
     # parse_replica reads these of metadata and labels, and only clusterName
     # of spec beside its engines: the rest is never converted.
-    meta_fields = lazy.fields(meta.struct_value)
+    meta_fields = meta.struct_value.fields
     head = _some(meta_fields, _REPLICA_META)
-    labels = meta_fields["labels"] if "labels" in meta_fields else None
-    if labels is not None and lazy.kind(labels) != "null_value":
-        head["labels"] = _some(lazy.fields(labels.struct_value), _REPLICA_LABELS) \
-            if lazy.kind(labels) == "struct_value" else lazy.value(labels)
+    labels = meta_fields.get("labels")
+    if labels is not None:
+        kind = labels.WhichOneof("kind")
+        if kind == "struct_value":
+            head["labels"] = _some(labels.struct_value.fields, _REPLICA_LABELS)
+        elif kind != "null_value":
+            head["labels"] = lazy.value(labels)
     return assemble(head, _some(spec_fields, ("clusterName",)),
                     lambda: _raw_engines(engines.list_value), {})
 
@@ -210,9 +212,12 @@ def _some(fields: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     """`{k: structs.to_dict(...)[k]}` for those of `keys` the Struct has."""
     out = {}
     for k in keys:
-        if k in fields:
-            v = fields[k]
-            if lazy.kind(v) != "null_value":
+        v = fields.get(k)
+        if v is not None:
+            kind = v.WhichOneof("kind")
+            if kind == "string_value":
+                out[k] = v.string_value
+            elif kind != "null_value":
                 out[k] = lazy.value(v)
     return out
 
