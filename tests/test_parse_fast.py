@@ -21,8 +21,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks import bench
 from benchmarks import fleetgen as bench_fleet
-from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
 from function.contract.records import Malformed
 from function.runtime import fn, lazy, structs, wire
 from function.scheduler import parsecache
@@ -194,14 +194,7 @@ def _run(data: bytes, fast: bool, monkeypatch) -> bytes:
 
 @pytest.mark.parametrize("size", ["S", "M", "L"])
 def test_a_first_reconcile_answers_byte_for_byte_as_the_plain_readers_do(size, monkeypatch):
-    md, clusters, live = bench_fleet.generate(size)
-    req = fnv1.RunFunctionRequest()
-    req.observed.composite.resource.CopyFrom(resource.dict_to_struct(md))
-    for name, objs in ((REQUIRE_CLUSTERS, clusters), (REQUIRE_REPLICAS, live)):
-        items = req.required_resources[name].items
-        for obj in objs:
-            items.add().resource.CopyFrom(resource.dict_to_struct(obj))
-    data = req.SerializeToString()
+    data = bench.scheduler_request(size).SerializeToString()
     assert _run(data, True, monkeypatch) == _run(data, False, monkeypatch)
 
 

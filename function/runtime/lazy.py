@@ -33,6 +33,8 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
 from google.protobuf.message import Message
 
+from function.runtime import structs
+
 _PACKAGE = "function_model_serving.lazy"
 _F = descriptor_pb2.FieldDescriptorProto
 
@@ -120,18 +122,11 @@ def value(v: Message) -> Any:
 
 def _value(v: Message) -> Any:
     k = v.WhichOneof("kind")
-    if k == "string_value":
-        return v.string_value
-    if k == "number_value":
-        n = v.number_value
-        return int(n) if n.is_integer() else n
     if k == "struct_value":
         return to_dict(v.struct_value.fields)
     if k == "list_value":
         return [_value(x) for x in ListValue.FromString(v.list_value).values]
-    if k == "bool_value":
-        return v.bool_value
-    return None
+    return structs.scalar(v, k)
 
 
 def canonical_value(data: bytes) -> struct_pb2.Value:
