@@ -18,11 +18,12 @@ the bytes) stay bytes until a reader looks them up; the maps above them
 Struct exactly as structs.to_dict converts the decoded one (sorted keys,
 explicit nulls dropped, whole numbers int).
 
-The one difference: a message field that occurs twice in one encoding is
-merged by protobuf and taken from its last occurrence here. No encoder
-writes a field twice (Go's protobuf, which Crossplane uses, and Python's
-never do), so for what Crossplane sends the two read alike
-(tests/test_parse_fast.py compares them, map order shuffled too).
+The one difference: a Value's list written twice in one encoding is merged
+by protobuf and taken from its last occurrence here. No encoder writes a
+field twice (Go's protobuf, which Crossplane uses, and Python's never do),
+so for what Crossplane sends the two read alike (tests/test_parse_fast.py
+compares them, map order shuffled too). Nor is a string inside a list that
+is never read checked for UTF-8 here, as protobuf checks every string.
 """
 
 from __future__ import annotations
@@ -93,8 +94,6 @@ Resource = _message("Resource")
 def resource(item: bytes) -> Mapping[str, Message]:
     """The top-level fields of a serialized crossplane `Resource`'s Struct."""
     return Resource.FromString(item).resource.fields
-
-
 
 
 def items(data: bytes) -> list[bytes]:
