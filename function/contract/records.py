@@ -145,7 +145,9 @@ def expect(value: Any, kind: type | tuple[type, ...], what: str, optional: bool 
     wrongly typed field (which admission would reject) must make the object
     malformed here rather than fail the whole reconcile later.
     """
-    if (value is None and optional) or (isinstance(value, kind) and not isinstance(value, bool)):
+    if (value is None and optional) or (type(value) is dict and kind is Mapping):
+        return  # the common case, decided without Mapping's slower ABC check
+    if isinstance(value, kind) and not isinstance(value, bool):
         return
     raise Malformed(f"{what} is {type(value).__name__}, not {getattr(kind, '__name__', kind)}")
 

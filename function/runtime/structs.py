@@ -45,15 +45,21 @@ def value(v: struct_pb2.Value) -> Any:
 
 def _value(v: struct_pb2.Value) -> Any:
     kind = v.WhichOneof("kind")
+    if kind == "struct_value":
+        return to_dict(v.struct_value)
+    if kind == "list_value":
+        return [_value(x) for x in v.list_value.values]
+    return scalar(v, kind)
+
+
+def scalar(v: Any, kind: str | None) -> Any:
+    """A Value that holds neither a Struct nor a list (its `kind`) as plain Python.
+    `v` may be any message with Value's fields (function/runtime/lazy.py)."""
     if kind == "string_value":
         return v.string_value
     if kind == "number_value":
         n = v.number_value
         return int(n) if n.is_integer() else n
-    if kind == "struct_value":
-        return to_dict(v.struct_value)
-    if kind == "list_value":
-        return [_value(x) for x in v.list_value.values]
     if kind == "bool_value":
         return v.bool_value
     return None

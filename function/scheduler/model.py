@@ -9,7 +9,7 @@ modules import them from function/contract/records.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,16 +44,16 @@ class Replica:
         return (self.created or "~", self.namespace, self.name)
 
 
-def _check_replica(obj: Mapping[str, Any]) -> None:
-    meta, spec = obj.get("metadata"), obj.get("spec")
+def _check_meta(meta: Any) -> None:
     expect(meta, Mapping, "metadata", optional=False)
     expect(meta.get("name"), str, "metadata.name", optional=False)
     expect(meta.get("namespace"), str, "metadata.namespace")
     expect(meta.get("labels"), Mapping, "metadata.labels")
-    expect(spec, Mapping, "spec", optional=False)
-    expect(spec.get("clusterName"), str, "spec.clusterName", optional=False)
-    expect(spec.get("engines"), list, "spec.engines", optional=False)
-    for e in spec["engines"]:
+
+
+def _check_engines(engines: Any) -> None:
+    expect(engines, list, "spec.engines", optional=False)
+    for e in engines:
         expect(e, Mapping, "an engine", optional=False)
         expect(e.get("name"), str, "an engine's name", optional=False)
         if not is_dns_label(e["name"]):
@@ -68,21 +68,75 @@ def _check_replica(obj: Mapping[str, Any]) -> None:
 
 
 @malformed_on_error
-def parse_replica(obj: Mapping[str, Any]) -> Replica:
-    _check_replica(obj)
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    labels = meta.get("labels") or {}
-    index = labels.get(LABEL_REPLICA_INDEX)
-    engines = spec["engines"]
+def _engine_pools(engines: Any) -> dict[str, str]:
+    """Checks `spec.engines`; engine name -> the one pool its members are on."""
+    _check_engines(engines)
     pools = {}
     for e in engines:
         member_pools = {m.get("nodePoolName") for m in e.get("members") or []}
         if len(member_pools) != 1 or None in member_pools:
             raise Malformed(f"engine {e.get('name')!r} is not on exactly one pool")
         pools[e["name"]] = member_pools.pop()
+    return pools
+
+
+@malformed_on_error
+def _engine_holdings(engines: list) -> tuple[dict[str, int], tuple[Claim, ...]]:
+    """(nodes held per pool, devices claimed) of checked `spec.engines`."""
+    return replica_usage(engines), claims({"engines": engines})
+
+
+@dataclass(frozen=True)
+class Engines:
+    """What a replica's `spec.engines` alone decide, each part a value or the
+    Malformed it raised. parse_replica raises them where the checks of the rest
+    of the replica put them, so a replica wrong in several places is reported
+    alike however its Engines were obtained (parsecache.py remembers them by
+    the engines' bytes, since replicas of one deployment share them)."""
+
+    pools: dict[str, str] | Malformed
+    holdings: tuple[dict[str, int], tuple[Claim, ...]] | Malformed
+
+    @staticmethod
+    def of(engines: Any) -> Engines:
+        try:
+            pools = _engine_pools(engines)
+        except Malformed as exc:
+            return Engines(Malformed(str(exc)), Malformed(str(exc)))
+        try:
+            return Engines(pools, _engine_holdings(engines))
+        except Malformed as exc:
+            return Engines(pools, Malformed(str(exc)))
+
+
+def _raised(part: Any) -> Any:
+    if isinstance(part, Malformed):
+        raise Malformed(str(part))
+    return part
+
+
+@malformed_on_error
+def parse_replica(obj: Mapping[str, Any]) -> Replica:
+    spec = obj.get("spec")
+    return assemble(obj.get("metadata"), spec, lambda: Engines.of(spec.get("engines")), obj)
+
+
+@malformed_on_error
+def assemble(meta: Any, spec: Any, engines_of: Callable[[], Engines],
+             manifest: Mapping[str, Any]) -> Replica:
+    """A replica from its metadata, its spec (of which only clusterName is read
+    here) and, called once those are checked, its spec.engines' Engines."""
+    _check_meta(meta)
+    expect(spec, Mapping, "spec", optional=False)
+    cluster = spec.get("clusterName")
+    expect(cluster, str, "spec.clusterName", optional=False)
+    engines = engines_of()
+    pools = _raised(engines.pools)
+    labels = meta.get("labels") or {}
+    index = labels.get(LABEL_REPLICA_INDEX)
     return Replica(namespace=meta.get("namespace") or "", name=meta["name"],
                    deployment=labels.get(LABEL_DEPLOYMENT, ""),
                    index=int(index) if index is not None and str(index).isdigit() else None,
-                   cluster=spec["clusterName"], pools=pools, usage=replica_usage(engines),
-                   created=str(meta.get("creationTimestamp") or ""), manifest=obj,
-                   claims=claims(spec))
+                   cluster=cluster, pools=pools, usage=_raised(engines.holdings)[0],
+                   created=str(meta.get("creationTimestamp") or ""), manifest=manifest,
+                   claims=engines.holdings[1])
