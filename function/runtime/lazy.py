@@ -96,6 +96,27 @@ def resource(item: bytes) -> Mapping[str, Message]:
     return Resource.FromString(item).resource.fields
 
 
+def version(top: Mapping[str, Message]) -> tuple[str, str] | None:
+    """(metadata.uid, metadata.resourceVersion) of a Resource whose top-level
+    fields `resource()` decoded, or None when it lacks either (an object not read
+    from an API server, e.g. render's inputs).
+
+    The API server gives an object a new resourceVersion on every write, status
+    included, so the pair names one content exactly; unlike the bytes, which Go's
+    protobuf (Crossplane's gRPC client) writes with every map in a new random
+    order on each request."""
+    meta = top.get("metadata")
+    if meta is None or meta.WhichOneof("kind") != "struct_value":
+        return None
+    fields = meta.struct_value.fields
+    uid, rv = fields.get("uid"), fields.get("resourceVersion")
+    if uid is None or rv is None or uid.WhichOneof("kind") != "string_value" \
+            or rv.WhichOneof("kind") != "string_value" or not uid.string_value \
+            or not rv.string_value:
+        return None
+    return uid.string_value, rv.string_value
+
+
 def items(data: bytes) -> list[bytes]:
     """Each element of a serialized ListValue, as the bytes of its `Value`."""
     return list(ListItems.FromString(data).values)

@@ -4,8 +4,13 @@ The scheduler's request carries the whole fleet: every InferenceCluster and
 every ModelReplica (10 MB at 1000 clusters and 5000 replicas). Converting
 all of it from protobuf Structs to Python on every reconcile costs far more
 than the placement itself, yet between two reconciles almost nothing
-changes. So each item is keyed by its serialized bytes (as they came off
-the wire: see wire.py) and decoded and parsed only when that content is new;
+changes. So each item is decoded and parsed only when its content is new.
+An object read from an API server is keyed by its uid and resourceVersion
+(lazy.version), which name one content exactly: its bytes do not, because
+Go's protobuf (Crossplane's gRPC client) writes every map in a new random
+order on each request. Anything else (render's inputs, which carry no
+resourceVersion) is keyed by its serialized bytes (as they came off the
+wire: see wire.py);
 the parsed records are frozen, so sharing them between reconciles is safe.
 Keying by the bytes themselves rather than a digest of them is faster (one
 SipHash and a memcmp on a hit) and cannot collide; the keys cost about as
@@ -24,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from google.protobuf import struct_pb2
+from google.protobuf.message import DecodeError
 
 from function.contract.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
 from function.contract.records import Cluster, Malformed, Pool, parse_cluster, parse_pool
@@ -35,24 +41,27 @@ T = TypeVar("T")
 
 
 class ParseCache(Generic[T]):
-    """Parsed items by their bytes, for as long as recent requests use them.
+    """Parsed items by their version (or bytes), for as long as recent requests use them.
 
     An item that changes (a ModelReplica's status, a cluster's capacity) comes
-    back as new bytes and its old entry is never used again. So an entry that
+    back with a new resourceVersion (or new bytes) and its old entry is never
+    used again. So an entry that
     none of the last `keep_requests` scheduler requests used is forgotten:
     every request carries the whole replica ledger, so the cache holds about
     one fleet, not its history. `limit` is a backstop on the count.
     """
 
-    def __init__(self, parse: Callable[[struct_pb2.Struct], T], limit: int,
+    def __init__(self, parse: Callable[..., T], limit: int,
                  keep_requests: int = 32, *, serialized: bool = False) -> None:
-        # `parse` takes the decoded Struct, or (serialized) the item's bytes.
-        self._read: Callable[[bytes], T] = parse if serialized \
-            else lambda item: parse(wire.resource(item).resource)
+        # `parse` takes the decoded Struct, or (serialized) the item's bytes and
+        # its top-level fields as lazy.resource decodes them (None: not decodable).
+        self._read: Callable[[bytes, Any], T] = parse if serialized \
+            else lambda item, _: parse(wire.resource(item).resource)
         self._keep = keep_requests
         self._request = 0
-        # Values are (parsed record or Malformed, the request that last used it).
-        self._entries: Lru[bytes, tuple[T | Malformed, int]] = Lru(limit)
+        # Values are (parsed record or Malformed, the request that last used it),
+        # by (uid, resourceVersion) or, for an item without them, by its bytes.
+        self._entries: Lru[bytes | tuple[str, str], tuple[T | Malformed, int]] = Lru(limit)
 
     def new_request(self) -> None:
         """Called once per scheduler request, before any get()."""
@@ -63,13 +72,31 @@ class ParseCache(Generic[T]):
 
     def get(self, item: bytes) -> T:
         """The parsed record of a serialized `Resource`; raises Malformed as the parser did."""
+        # The bytes first: a hit costs a hash (render's inputs, and whatever a
+        # sender writes alike twice); an item with a version is kept by it alone,
+        # or every request's new byte order would be kept too.
+        key: bytes | tuple[str, str] = item
         hit = self._entries.get(item)
-        parsed = _attempt(self._read, item) if hit is None else hit[0]
-        self._entries.put(item, (parsed, self._request))
+        top = None
+        if hit is None:
+            top = _top(item)
+            key = (lazy.version(top) if top is not None else None) or item
+            hit = self._entries.get(key) if key is not item else None
+        parsed = _attempt(lambda i: self._read(i, top), item) if hit is None else hit[0]
+        self._entries.put(key, (parsed, self._request))
         return _outcome(parsed)
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _top(item: bytes) -> Mapping[str, Any] | None:
+    """An item's top-level fields, decoded once for its key and its reader; None
+    when it does not decode (the plain reader then says what is wrong)."""
+    try:
+        return lazy.resource(item)
+    except DecodeError:
+        return None
 
 
 # Pools, by the bytes of their Struct. A fleet has many clusters but few pool
@@ -117,12 +144,12 @@ def _outcome(parsed: T | Malformed) -> T:
     return parsed
 
 
-def plain_cluster(item: bytes) -> Cluster:
+def plain_cluster(item: bytes, top: Any = None) -> Cluster:
     """A serialized InferenceCluster's record, each distinct pool parsed once."""
     return _cluster(wire.resource(item).resource)
 
 
-def plain_replica(item: bytes) -> Replica:
+def plain_replica(item: bytes, top: Any = None) -> Replica:
     """A serialized ModelReplica's record as the ledger keeps it."""
     return _ledger_entry(parse_replica(structs.to_dict(wire.resource(item).resource)))
 
@@ -152,8 +179,8 @@ RAW_ENGINES: Lru[bytes, Engines] = Lru(20_000)
 ENGINES: Lru[bytes, Engines] = Lru(20_000)
 
 
-def fast_cluster(item: bytes) -> Cluster:
-    top = lazy.resource(item)
+def fast_cluster(item: bytes, top: Mapping[str, Any] | None = None) -> Cluster:
+    top = lazy.resource(item) if top is None else top
     spec = top.get("spec")
     if spec is None or spec.WhichOneof("kind") != "struct_value":
         return plain_cluster(item)
@@ -183,8 +210,8 @@ _REPLICA_META = ("name", "namespace", "creationTimestamp")
 _REPLICA_LABELS = (LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX)
 
 
-def fast_replica(item: bytes) -> Replica:
-    top = lazy.resource(item)
+def fast_replica(item: bytes, top: Mapping[str, Any] | None = None) -> Replica:
+    top = lazy.resource(item) if top is None else top
     meta, spec = top.get("metadata"), top.get("spec")
     if meta is None or spec is None or meta.WhichOneof("kind") != "struct_value" \
             or spec.WhichOneof("kind") != "struct_value":
