@@ -27,6 +27,13 @@ LABEL_FRONT_DOOR = f"{GROUP}/front-door"
 # so a fleet route reaches every replica at the same path (Envoy cannot
 # rewrite the path per weighted backend: envoyproxy/gateway#7099).
 HEADER_REPLICA = "x-modelplane-replica"
+
+
+def replica_header_value(namespace: str, name: str) -> str:
+    """HEADER_REPLICA's value for a ModelReplica: what its route matches and its
+    ModelEndpoint sets (composer/routing/gateway.py, scheduler/endpoints.py)."""
+    return f"{namespace}/{name}"
+
 # The node label that pins pods to their pool.
 LABEL_POOL = f"{GROUP}/pool"
 

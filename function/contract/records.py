@@ -32,7 +32,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from function.contract.enums import DeviceClaim, ProviderConfigKind
 from function.contract.names import is_dns_label, is_dns_subdomain
@@ -40,6 +40,26 @@ from function.contract.names import is_dns_label, is_dns_subdomain
 
 class Malformed(Exception):
     """An input object the function cannot use; the message says why."""
+
+
+T = TypeVar("T")
+
+
+def attempt(parse: Callable[[Any], T], arg: Any) -> T | Malformed:
+    """`parse(arg)`, or what a cache keeps of its failure: the message. Never
+    the raised exception, whose traceback and cause hold the frames (and the
+    request) it passed through."""
+    try:
+        return parse(arg)
+    except Malformed as exc:
+        return Malformed(str(exc))
+
+
+def outcome(parsed: T | Malformed) -> T:
+    """A kept parse: the record, or a fresh Malformed raised again."""
+    if isinstance(parsed, Malformed):
+        raise Malformed(str(parsed))
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -92,6 +112,14 @@ class Gateway:
     name: str
     namespace: str
     address: str  # "" when the cluster does not publish one
+
+    @property
+    def url(self) -> str:
+        """The address as a base URL (http:// when it names no scheme), "" without one."""
+        address = self.address.rstrip("/")
+        if address and "://" not in address:
+            address = f"http://{address}"
+        return address
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.contract.api import API_VERSION, HEADER_REPLICA, KIND_MODEL_ENDPOINT
+from function.contract.api import (
+    API_VERSION,
+    HEADER_REPLICA,
+    KIND_MODEL_ENDPOINT,
+    replica_header_value,
+)
+from function.contract.endpoints import Invalid, parse_url
 from function.contract.enums import ReplicaPhase
 from function.contract.validation import dig
 from function.runtime.request import desired_ready
@@ -42,10 +47,14 @@ def manifest(mr: Mapping[str, Any]) -> dict[str, Any] | None:
     if status.get("phase") != ReplicaPhase.SERVING or not isinstance(endpoint, str) \
             or not isinstance(name, str) or not isinstance(namespace, str):
         return None
-    # The replica's endpoint is its cluster gateway's address plus its own prefix.
+    # The replica's endpoint is its cluster gateway's address plus its own prefix;
+    # the gateway must be a URL a ModelService accepts (its own parser says).
     gateway = endpoint.removesuffix(f"/{namespace}/{name}")
-    parts = urlsplit(gateway)
-    if gateway == endpoint or parts.scheme not in ("http", "https") or not parts.hostname:
+    if gateway == endpoint:
+        return None
+    try:
+        parse_url(gateway)
+    except Invalid:
         return None
     labels = meta.get("labels")
     return {
@@ -54,7 +63,8 @@ def manifest(mr: Mapping[str, Any]) -> dict[str, Any] | None:
                      "labels": dict(sorted(labels.items())) if isinstance(labels, Mapping)
                      else {}},
         "spec": {"url": gateway, "rewritePath": "/",
-                 "requestHeaders": [{"name": HEADER_REPLICA, "value": f"{namespace}/{name}"}]},
+                 "requestHeaders": [{"name": HEADER_REPLICA,
+                                     "value": replica_header_value(namespace, name)}]},
     }
 
 

@@ -55,7 +55,8 @@ from function.runtime.request import Request, desired_ready
 ROUTED = "Routed"
 MAX_MESSAGE = 1000
 PRIMARY, FALLBACK = "Primary", "Fallback"
-ROLES = ((PRIMARY, "endpoints", "primary"), (FALLBACK, "fallback", "fallback"))
+# Each role's spec field and the tag of its entries' requirements.
+ROLES = {PRIMARY: ("endpoints", "primary"), FALLBACK: ("fallback", "fallback")}
 
 
 @dataclass
@@ -76,11 +77,11 @@ class Entry:
                 "endpoints": [e.name for e in self.endpoints]}
 
     def __str__(self) -> str:
-        return f"{'endpoints' if self.role == PRIMARY else 'fallback'}[{self.index}]"
+        return f"{ROLES[self.role][0]}[{self.index}]"
 
 
 def requirement(role: str, index: int) -> str:
-    return f"{REQUIRE_ENDPOINTS}/{'primary' if role == PRIMARY else 'fallback'}-{index}"
+    return f"{REQUIRE_ENDPOINTS}/{ROLES[role][1]}-{index}"
 
 
 def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
@@ -97,7 +98,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     spec, ns, name = ms["spec"], meta["namespace"], meta["name"]
 
     entries = [Entry(role, i, e.get("weight", 1), dict(e["selector"]["matchLabels"]))
-               for role, key, _ in ROLES for i, e in enumerate(spec.get(key) or [])]
+               for role, (key, _) in ROLES.items() for i, e in enumerate(spec.get(key) or [])]
     for e in entries:
         response.require_resources(rsp, requirement(e.role, e.index), API_VERSION,
                                    KIND_MODEL_ENDPOINT, match_labels=e.selector, namespace=ns)
@@ -222,13 +223,9 @@ def front_door(objs: list[dict[str, Any]], named: str | None) -> tuple[Cluster |
 
 
 def service_address(cluster: Cluster, ns: str, name: str) -> str:
-    """`<front door's address>/<namespace>/<name>`, http:// when it names no scheme."""
-    address = cluster.gateway.address.rstrip("/") if cluster.gateway else ""
-    if not address:
-        return ""
-    if "://" not in address:
-        address = f"http://{address}"
-    return f"{address}/{ns}/{name}"
+    """`<front door's base URL>/<namespace>/<name>`, "" when it publishes no address."""
+    base = cluster.gateway.url if cluster.gateway else ""
+    return f"{base}/{ns}/{name}" if base else ""
 
 
 def notes(entries: list[Entry]) -> list[str]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from function.composer import kinds, naming
 from function.composer.model import Replica
-from function.contract.api import HEADER_REPLICA
+from function.contract.api import HEADER_REPLICA, replica_header_value
 from function.contract.records import Cluster
 
 GATEWAY_API = "gateway.networking.k8s.io"
@@ -40,17 +40,13 @@ def path_prefix(replica: Replica) -> str:
 
 def replica_header(replica: Replica) -> dict[str, str]:
     """The header a fleet route sets to reach this replica through its cluster gateway."""
-    return {"name": HEADER_REPLICA, "value": f"{replica.namespace}/{replica.name}"}
+    return {"name": HEADER_REPLICA, "value": replica_header_value(replica.namespace,
+                                                                  replica.name)}
 
 
 def endpoint(cluster: Cluster, replica: Replica) -> str | None:
-    """The gateway address (http:// when it names no scheme) plus the path prefix."""
-    address = cluster.gateway.address.rstrip("/")
-    if not address:
-        return None
-    if "://" not in address:
-        address = f"http://{address}"
-    return address + path_prefix(replica)
+    """The gateway's base URL plus the path prefix."""
+    return cluster.gateway.url + path_prefix(replica) if cluster.gateway.url else None
 
 
 def http_route(replica: Replica, cluster: Cluster,
