@@ -17,7 +17,7 @@ from function.contract.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
 from function.contract.capacity import replica_usage
 from function.contract.quotas import Claim, claims
 from function.contract.names import is_dns_label
-from function.contract.records import Malformed, expect, malformed_on_error
+from function.contract.records import Malformed, attempt, expect, malformed_on_error, outcome
 
 
 @dataclass(frozen=True)
@@ -99,20 +99,10 @@ class Engines:
 
     @staticmethod
     def of(engines: Any) -> Engines:
-        try:
-            pools = _engine_pools(engines)
-        except Malformed as exc:
-            return Engines(Malformed(str(exc)), Malformed(str(exc)))
-        try:
-            return Engines(pools, _engine_holdings(engines))
-        except Malformed as exc:
-            return Engines(pools, Malformed(str(exc)))
-
-
-def _raised(part: Any) -> Any:
-    if isinstance(part, Malformed):
-        raise Malformed(str(part))
-    return part
+        pools = attempt(_engine_pools, engines)
+        if isinstance(pools, Malformed):
+            return Engines(pools, pools)
+        return Engines(pools, attempt(_engine_holdings, engines))
 
 
 @malformed_on_error
@@ -131,12 +121,12 @@ def assemble(meta: Any, spec: Any, engines_of: Callable[[], Engines],
     cluster = spec.get("clusterName")
     expect(cluster, str, "spec.clusterName", optional=False)
     engines = engines_of()
-    pools = _raised(engines.pools)
+    pools = outcome(engines.pools)
     labels = meta.get("labels") or {}
     index = labels.get(LABEL_REPLICA_INDEX)
     return Replica(namespace=meta.get("namespace") or "", name=meta["name"],
                    deployment=labels.get(LABEL_DEPLOYMENT, ""),
                    index=int(index) if index is not None and str(index).isdigit() else None,
-                   cluster=cluster, pools=pools, usage=_raised(engines.holdings)[0],
+                   cluster=cluster, pools=pools, usage=outcome(engines.holdings)[0],
                    created=str(meta.get("creationTimestamp") or ""), manifest=manifest,
                    claims=engines.holdings[1])

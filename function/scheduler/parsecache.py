@@ -32,7 +32,15 @@ from google.protobuf import struct_pb2
 from google.protobuf.message import DecodeError
 
 from function.contract.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
-from function.contract.records import Cluster, Malformed, Pool, parse_cluster, parse_pool
+from function.contract.records import (
+    Cluster,
+    Malformed,
+    Pool,
+    attempt,
+    outcome,
+    parse_cluster,
+    parse_pool,
+)
 from function.runtime import lazy, structs, wire
 from function.runtime.lru import Lru
 from function.scheduler.model import Engines, Replica, assemble, parse_replica
@@ -82,9 +90,9 @@ class ParseCache(Generic[T]):
             top = _top(item)
             key = (lazy.version(top) if top is not None else None) or item
             hit = self._entries.get(key) if key is not item else None
-        parsed = _attempt(lambda i: self._read(i, top), item) if hit is None else hit[0]
+        parsed = attempt(lambda i: self._read(i, top), item) if hit is None else hit[0]
         self._entries.put(key, (parsed, self._request))
-        return _outcome(parsed)
+        return outcome(parsed)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -122,26 +130,9 @@ def _pool(v: struct_pb2.Value) -> Pool:
     key = v.SerializeToString(deterministic=True)
     hit = POOLS.get(key)
     if hit is None:
-        hit = _attempt(parse_pool, structs.value(v))
+        hit = attempt(parse_pool, structs.value(v))
         POOLS.put(key, hit)
-    return _outcome(hit)
-
-
-def _attempt(parse: Callable[[Any], T], arg: Any) -> T | Malformed:
-    """`parse(arg)`, or what a cache keeps of its failure: the message. Never
-    the raised exception, whose traceback and cause hold the frames (and the
-    request) it passed through."""
-    try:
-        return parse(arg)
-    except Malformed as exc:
-        return Malformed(str(exc))
-
-
-def _outcome(parsed: T | Malformed) -> T:
-    """A remembered parse: the record, or a fresh Malformed raised again."""
-    if isinstance(parsed, Malformed):
-        raise Malformed(str(parsed))
-    return parsed
+    return outcome(hit)
 
 
 def plain_cluster(item: bytes, top: Any = None) -> Cluster:
@@ -203,7 +194,7 @@ def _raw_pool(raw: bytes) -> Pool:
         except Malformed as exc:
             hit = Malformed(str(exc))
         RAW_POOLS.put(raw, hit)
-    return _outcome(hit)
+    return outcome(hit)
 
 
 _REPLICA_META = ("name", "namespace", "creationTimestamp")
