@@ -24,7 +24,7 @@ from typing import Any
 from function.composer import readiness
 from function.composer.composed import Composed, Role
 from function.composer.readiness import Judge, State
-from function.contract.api import GROUP
+from function.contract.api import DRA_API_VERSION, GROUP
 
 LABEL_PURPOSE = f"{GROUP}/purpose"  # the object's Role, as composed
 
@@ -50,7 +50,7 @@ DEPLOYMENT = Kind("apps/v1", "Deployment", Role.WORKLOAD, readiness.deployment,
                   readiness.DEPLOYMENT_READY)
 LEADERWORKERSET = Kind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", Role.WORKLOAD,
                        readiness.leaderworkerset, readiness.LEADERWORKERSET_READY)
-RESOURCECLAIMTEMPLATE = Kind("resource.k8s.io/v1", "ResourceClaimTemplate", Role.SUPPORT)
+RESOURCECLAIMTEMPLATE = Kind(DRA_API_VERSION, "ResourceClaimTemplate", Role.SUPPORT)
 NAMESPACE = Kind("v1", "Namespace", Role.SUPPORT)
 SERVICE = Kind("v1", "Service", Role.ROUTE)
 HTTPROUTE = Kind("gateway.networking.k8s.io/v1", "HTTPRoute", Role.ROUTE, readiness.httproute,

@@ -48,3 +48,8 @@ REQUIRE_QUOTA_CLUSTERS = "quota-clusters"  # every cluster, when a quota applies
 REQUIRE_ENDPOINTS = "model-endpoints"  # a ModelService's endpoints of one entry: "model-endpoints/<i>"
 REQUIRE_FRONT_DOOR = "front-door"  # the InferenceCluster whose gateway a ModelService uses
 REQUIRE_NODES = "nodes"  # the control-plane cluster's Nodes of one pool: "nodes/<pool>"
+REQUIRE_SLICES = "resource-slices"         # the control-plane cluster's ResourceSlices, all
+REQUIRE_DEVICE_CLASSES = "device-classes"  # and its DeviceClasses, all
+
+# Dynamic Resource Allocation's API: ResourceSlices, DeviceClasses, ResourceClaimTemplates.
+DRA_API_VERSION = "resource.k8s.io/v1"

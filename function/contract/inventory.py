@@ -13,14 +13,16 @@ It does not judge them, because only the InferenceCluster knows the pool's own
 taints, which its pods tolerate: `count` does that with the pool in hand. A
 report holds one group per distinct state, not one entry per node, so it stays
 small (a ConfigMap holds at most 1 MiB) on a cluster of thousands of nodes.
+Beside the node groups it carries, per pool, the devices every Ready node
+publishes in the cluster's ResourceSlices (published.py), at most 16 per pool.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from function.contract.api import LABEL_POOL
@@ -51,6 +53,10 @@ class NodeGroup:
 class Observation:
     pools: Mapping[str, tuple[NodeGroup, ...]]  # pool name -> its nodes, grouped
     observed_at: str                            # RFC 3339, UTC
+    # pool name -> the devices every node of it publishes (published.py); a
+    # pool without an entry publishes none, or the report predates devices.
+    devices: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the device reduction left out, and why
 
 
 def summarize(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[NodeGroup, ...]]:
@@ -62,7 +68,7 @@ def summarize(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[NodeGroup, 
         if not isinstance(pool, str) or not pool:
             continue
         spec, status = dig(node, "spec"), dig(node, "status")
-        state = (_ready(status), spec.get("unschedulable") is True,
+        state = (ready(status), spec.get("unschedulable") is True,
                  _repelling(spec.get("taints")))
         groups = counts.setdefault(pool, {})
         groups[state] = groups.get(state, 0) + 1
@@ -70,7 +76,7 @@ def summarize(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[NodeGroup, 
             for pool, groups in sorted(counts.items())}
 
 
-def _ready(status: Mapping[str, Any]) -> bool:
+def ready(status: Mapping[str, Any]) -> bool:
     conditions = status.get("conditions")
     return isinstance(conditions, list) and any(
         isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
@@ -99,14 +105,20 @@ def count(groups: Iterable[NodeGroup], pool_taints: Iterable[Taint]) -> tuple[in
     return ready, schedulable
 
 
-def render(pools: Mapping[str, tuple[NodeGroup, ...]], observed_at: datetime.datetime) -> str:
-    """The report as the reporter writes it: canonical JSON."""
+def render(pools: Mapping[str, tuple[NodeGroup, ...]], observed_at: datetime.datetime,
+           devices: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+           notes: Sequence[str] = ()) -> str:
+    """The report as the reporter writes it: canonical JSON. `devices` and
+    `notes` are published.py's (optional: a reader of version 1 without them
+    counts nodes alone)."""
     return json.dumps({
         "version": VERSION,
         "observedAt": rfc3339(observed_at),
         "pools": {pool: [{"ready": g.ready, "unschedulable": g.unschedulable,
                           "taints": list(g.taints), "nodes": g.nodes} for g in groups]
                   for pool, groups in sorted(pools.items())},
+        "devices": {pool: list(ds) for pool, ds in sorted((devices or {}).items())},
+        "notes": list(notes),
     }, sort_keys=True, separators=(",", ":"))
 
 
@@ -131,7 +143,15 @@ def parse(text: Any) -> Observation:
         if not isinstance(groups, list):
             raise Malformed(f"the report's pool {pool[:63]!r} is not a list")
         out[pool] = tuple(_group(pool, g) for g in groups)
-    return Observation(out, observed_at)
+    devices, notes = doc.get("devices") or {}, doc.get("notes") or []
+    if not isinstance(devices, dict) or not all(
+            isinstance(ds, list) and all(isinstance(d, dict) for d in ds)
+            for ds in devices.values()):
+        raise Malformed("the report's devices is not an object of lists of devices")
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise Malformed("the report's notes is not a list of strings")
+    return Observation(out, observed_at, {p: tuple(ds) for p, ds in devices.items()},
+                       tuple(notes))
 
 
 def _group(pool: str, g: Any) -> NodeGroup:
