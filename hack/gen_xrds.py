@@ -548,7 +548,9 @@ def inference_cluster() -> dict:
         "taints": array(taint("A taint every node of the pool carries; pods placed on the pool "
                               "tolerate it."), 8, "Node taints of the pool's nodes."),
         "devices": array(device, 16, "Devices each node offers. A CPU-only pool may publish "
-                         "Synthetic devices (or none).", map_keys=["name"]),
+                         "Synthetic devices (or none: `[]`). Left out, the devices are the "
+                         "ones the cluster publishes (status.nodePools[].publishedDevices).",
+                         map_keys=["name"]),
     }, "A group of identical nodes.", required=["name", "nodes"])
     spec = obj({
         "providerConfigRef": obj({
@@ -604,6 +606,11 @@ def inference_cluster() -> dict:
         "observedAt": string(64, "When the observation was made (RFC 3339)."),
         "usedNodes": integer(0, 10000000, "Nodes held by ModelReplicas placed on the pool."),
         "freeNodes": integer(0, 100000, "Nodes left for new replicas."),
+        "publishedDevices": array(device, 16, "Observed: the devices every Ready node of the "
+                                  "pool publishes in the cluster's DRA ResourceSlices, each with "
+                                  "the first DeviceClass that selects it. The scheduler counts "
+                                  "them for a pool whose spec leaves `devices` out.",
+                                  map_keys=["name"]),
     }, "Capacity of one pool.")
     status = obj({
         "nodes": integer(0, 10000000, "Nodes over all pools."),

@@ -117,10 +117,15 @@ def test_a_malformed_report_says_what_is_wrong(text, why):
 # --- The control-plane cluster: its Nodes, read directly ----------------------
 
 def run_cluster(ic: dict, *, nodes: dict[str, list] | None = None, observed=None,
-                replicas=()) -> fnv1.RunFunctionResponse:
+                replicas=(), slices=(), classes=()) -> fnv1.RunFunctionResponse:
+    """The cluster function with its requirements resolved: the replicas, and
+    when `nodes` are given, each pool's Nodes and the cluster's ResourceSlices
+    and DeviceClasses (none unless given)."""
     required = {"model-replicas": list(replicas)}
     for name, ns in (nodes or {}).items():
         required[f"nodes/{name}"] = ns
+    if nodes is not None:
+        required.update({"resource-slices": list(slices), "device-classes": list(classes)})
     return fn.run_function(request(ic, required=required, observed=observed))
 
 
@@ -141,7 +146,8 @@ def test_cordoned_and_not_ready_nodes_are_not_counted():
         node("a"), node("b"), node("c", cordoned=True), node("d", ready=False)]})
     assert pools_status(rsp) == [{
         "name": "h100", "nodes": 2, "declaredNodes": 4, "readyNodes": 3, "schedulableNodes": 2,
-        "observedAt": "2026-11-22T12:00:00Z", "usedNodes": 0, "freeNodes": 2}]
+        "observedAt": "2026-11-22T12:00:00Z", "usedNodes": 0, "freeNodes": 2,
+        "publishedDevices": []}]  # no DRA driver publishes anything here
     assert condition(rsp, "CapacityObserved") == (
         "True", "Observed", "schedulable of declared: h100 2/4")
 
@@ -320,6 +326,21 @@ def test_the_report_is_json_a_person_can_read():
 
 # --- The reporter process -----------------------------------------------------
 
+class FakeCustom:
+    """CustomObjectsApi as the reporter uses it: ResourceSlices and DeviceClasses in pages."""
+
+    def __init__(self, objects: dict[str, list[dict]], page: int) -> None:
+        self.objects, self.page, self.calls = objects, page, []
+
+    def list_cluster_custom_object(self, group, version, plural, limit, _continue):
+        self.calls.append(f"{group}/{version}/{plural}")
+        items = self.objects.get(plural, [])
+        start = int(_continue or 0)
+        end = start + min(limit, self.page)
+        return {"items": items[start:end],
+                "metadata": {"continue": str(end)} if end < len(items) else {}}
+
+
 class FakeCore:
     """CoreV1Api as the reporter uses it: Nodes in pages, one ConfigMap."""
 
@@ -349,9 +370,12 @@ class FakeCore:
 def test_the_reporter_lists_every_page_and_writes_one_configmap():
     from function.tools import inventory as tool
     core = FakeCore([node(f"n{i}") for i in range(7)] + [node("c", cordoned=True)], page=3)
+    custom = FakeCustom({}, page=3)
     for _ in range(2):  # the first report creates the ConfigMap, the next replaces it
-        pools = tool.report_once(core, "modelplane-system", lambda: NOW)
+        pools = tool.report_once(core, custom, "modelplane-system", lambda: NOW)
     assert core.selectors == ["modelplane.ai/pool"] * 6
+    assert custom.calls == ["resource.k8s.io/v1/resourceslices",
+                            "resource.k8s.io/v1/deviceclasses"] * 2
     assert sum(g.nodes for g in pools["h100"]) == 8
     [(where, cm)] = core.configmaps.items()
     assert where == ("modelplane-system", "modelplane-inventory")

@@ -143,6 +143,17 @@ def test_the_examples_and_the_test_fleets_read_alike():
         _check(fg.to_plain(obj), i)
 
 
+def test_a_pool_that_takes_its_clusters_published_devices_reads_alike():
+    ic = fg.cluster("c", fg.pool("h100", 4), fg.pool("l4", 2, fg.device(product="L4")))
+    del ic["spec"]["nodePools"][0]["devices"]  # undeclared: the published ones count
+    ic["status"] = {"nodePools": [{"name": p, "publishedDevices": [fg.device()]}
+                                  for p in ("h100", "l4")]}
+    _check(ic)
+    assert parsecache.plain_cluster(ordered(ic)).pools[0].devices[0].count == 8
+    ic["status"]["nodePools"][0]["publishedDevices"][0]["count"] = "eight"
+    _check(ic, 7)  # malformed alike
+
+
 @settings(max_examples=400, deadline=None)
 @given(fuzz.bent(fuzz.FLEET + fuzz.REPLICAS), st.integers(0, 1 << 30))
 def test_bent_clusters_and_replicas_read_alike_or_are_malformed_alike(doc, seed):

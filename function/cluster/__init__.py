@@ -25,11 +25,14 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function.cluster import observe, reporter
 from function.contract.api import (
     API_VERSION,
+    DRA_API_VERSION,
     KIND_MODEL_REPLICA,
     LABEL_CLUSTER,
     LABEL_POOL,
+    REQUIRE_DEVICE_CLASSES,
     REQUIRE_NODES,
     REQUIRE_REPLICAS,
+    REQUIRE_SLICES,
 )
 from function.contract.capacity import replica_usage
 from function.contract.enums import InventorySource, ProviderConfigKind
@@ -87,6 +90,9 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         for pool in pools:
             response.require_resources(rsp, f"{REQUIRE_NODES}/{pool.name}", "v1", "Node",
                                        match_labels={LABEL_POOL: pool.name})
+        # Every slice and class: a slice names its node, not its pool.
+        response.require_resources(rsp, REQUIRE_SLICES, DRA_API_VERSION, "ResourceSlice")
+        response.require_resources(rsp, REQUIRE_DEVICE_CLASSES, DRA_API_VERSION, "DeviceClass")
     if reporting:
         for key, obj in reporter.objects(cluster).items():
             resource.update(rsp.desired.resources[key], obj)
@@ -101,9 +107,11 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         observation = None
     elif not cluster.remote:
         wanted = [f"{REQUIRE_NODES}/{p.name}" for p in pools]
-        if all(req.resolved(w) for w in wanted):
+        if all(req.resolved(w) for w in (*wanted, REQUIRE_SLICES, REQUIRE_DEVICE_CLASSES)):
             nodes = [n for w in wanted for n in req.required(w)]
-            observation = observe.local(nodes, pools, dig(ic, "status"), clock)
+            observation = observe.local(nodes, pools, dig(ic, "status"), clock,
+                                        req.required(REQUIRE_SLICES),
+                                        req.required(REQUIRE_DEVICE_CLASSES))
         else:
             observation = "the cluster's Nodes are not read yet"
     elif not reporting:
@@ -130,6 +138,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         for pool, nodes in usage.items():
             used[pool] = used.get(pool, 0) + nodes
 
+    devices, notes = observe.devices(pools, observation, dig(ic, "status"))
     status_pools = []
     for count in verdict.pools:
         in_use = used.get(count.name, 0)
@@ -138,6 +147,8 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         if count.ready is not None:
             entry.update(readyNodes=count.ready, schedulableNodes=count.schedulable,
                          observedAt=verdict.observed_at)
+        if count.name in devices:
+            entry["publishedDevices"] = devices[count.name]
         status_pools.append(entry)
         if in_use > count.counted:
             response.warning(rsp, f"pool {count.name!r} is overcommitted: {in_use} nodes "
@@ -148,9 +159,11 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         "freeNodes": sum(p["freeNodes"] for p in status_pools),
         "nodePools": status_pools,
     }})
+    message = verdict.message if not notes else \
+        f"{verdict.message}; published devices: {'; '.join(notes)}"
     response.set_conditions(rsp, resource.Condition(
         typ=observe.CONDITION, status=verdict.status, reason=verdict.reason,
-        message=verdict.message))
+        message=message[:observe.MAX_MESSAGE]))
     if reporting and stale_after < 2 * DEFAULT_TTL_SECONDS:
         # Look again before a report can go stale unnoticed for long.
         rsp.meta.ttl.FromTimedelta(datetime.timedelta(seconds=stale_after // 2))

@@ -24,12 +24,13 @@ stays a pure function of its inputs.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function.contract import inventory
+from function.contract import inventory, published
 from function.contract.inventory import Observation
 from function.contract.records import Malformed, Pool
 from function.contract.validation import dig
@@ -56,20 +57,30 @@ class Verdict:
 
 
 def local(nodes: Sequence[Mapping[str, Any]], pools: Sequence[Pool],
-          previous: Mapping[str, Any], now: datetime.datetime) -> Observation:
-    """The control-plane cluster's own Nodes, observed now; `observedAt` stays
-    as the previous status had it while every pool's counts are unchanged."""
-    observation = Observation(inventory.summarize(nodes), inventory.rfc3339(now))
-    pools_before = previous.get("nodePools") if isinstance(previous, Mapping) else None
-    before = {p.get("name"): p for p in pools_before or () if isinstance(p, Mapping)} \
-        if isinstance(pools_before, list) else {}
+          previous: Mapping[str, Any], now: datetime.datetime,
+          slices: Sequence[Mapping[str, Any]] = (),
+          classes: Sequence[Mapping[str, Any]] = ()) -> Observation:
+    """The control-plane cluster's own Nodes (and the devices its ResourceSlices
+    publish), observed now; `observedAt` stays as the previous status had it
+    while every pool's counts are unchanged."""
+    found = published.pool_devices(nodes, slices, classes)
+    observation = Observation(inventory.summarize(nodes), inventory.rfc3339(now),
+                              found.devices, found.notes)
+    before = _previous_pools(previous)
     since = next((p.get("observedAt") for p in before.values()), None)
     unchanged = inventory.parse_time(since) is not None and all(
         (before.get(p.name) or {}).get(k) == v
         for p in pools
         for k, v in zip(("readyNodes", "schedulableNodes"),
                         inventory.count(observation.pools.get(p.name, ()), p.taints)))
-    return Observation(observation.pools, since) if unchanged else observation
+    return dataclasses.replace(observation, observed_at=since) if unchanged else observation
+
+
+def _previous_pools(previous: Mapping[str, Any]) -> dict[Any, Mapping[str, Any]]:
+    """The previous status's pools by name (the status is this function's own output)."""
+    listed = previous.get("nodePools") if isinstance(previous, Mapping) else None
+    return {p.get("name"): p for p in listed if isinstance(p, Mapping)} \
+        if isinstance(listed, list) else {}
 
 
 def remote(report_object: Mapping[str, Any] | None) -> Observation | str:
@@ -116,3 +127,28 @@ def _declared(pools: Sequence[Pool], reason: str, message: str) -> Verdict:
     return Verdict(tuple(PoolCount(p.name, p.nodes, p.nodes) for p in pools), "",
                    "False", reason, message)
 
+
+
+MAX_MESSAGE = 2000  # the CapacityObserved message, notes included
+
+
+def devices(pools: Sequence[Pool], observation: Observation | str | None,
+            previous: Mapping[str, Any]) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    """Per pool, the devices its nodes publish, for `status.nodePools[].publishedDevices`,
+    and notes on what was left out. Without a fresh word on a pool (no observation,
+    or none of its nodes in it), the previous status's devices stay: devices that
+    vanished from the status would move running replicas off a pool whose
+    reporter merely paused, and a stale report's node counts fall back to the
+    declared ones anyway."""
+    before = {name: p.get("publishedDevices") for name, p in _previous_pools(previous).items()}
+    out: dict[str, list[dict[str, Any]]] = {}
+    notes: list[str] = list(observation.notes) if isinstance(observation, Observation) else []
+    for p in pools:
+        reported = observation.devices.get(p.name) \
+            if isinstance(observation, Observation) else None
+        if reported is not None:
+            out[p.name], bad = published.checked(p.name, reported)
+            notes += bad
+        elif isinstance(before.get(p.name), list):
+            out[p.name], _ = published.checked(p.name, before[p.name])
+    return out, notes

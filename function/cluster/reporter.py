@@ -4,7 +4,8 @@ For an InferenceCluster with a ClusterProviderConfig, the function composes,
 through provider-kubernetes `Object`s on the control plane:
 
 * on the workload cluster: namespace modelplane-system (never deleted: other
-  things may live there), a ServiceAccount that may list Nodes (ClusterRole)
+  things may live there), a ServiceAccount that may list Nodes, ResourceSlices
+  and DeviceClasses (ClusterRole)
   and write one ConfigMap (Role), and a one-replica Deployment of the
   project's own image running `function-model-serving inventory`
   (tools/inventory.py); it tolerates every taint, so it runs on any node;
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from function.__version__ import __version__
-from function.contract.api import GROUP, LABEL_CLUSTER
+from function.contract.api import DRA_API_VERSION, GROUP, LABEL_CLUSTER
 from function.contract.inventory import REPORT_NAME, REPORT_NAMESPACE
 from function.contract.names import tagged_label
 from function.contract.records import Cluster
@@ -64,7 +65,11 @@ def objects(cluster: Cluster) -> dict[str, dict[str, Any]]:
         "clusterrole": ({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": NAME, "labels": dict(_APP)},
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+                      # What DRA drivers publish: a pool's devices (published.py).
+                      {"apiGroups": [DRA_API_VERSION.split("/")[0]],
+                       "resources": ["resourceslices", "deviceclasses"],
+                       "verbs": ["get", "list"]}],
         }, None),
         "clusterrolebinding": ({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",

@@ -98,6 +98,9 @@ class Pool:
     nodes: int
     devices: tuple[Device, ...]
     taints: tuple[Taint, ...] = ()  # the nodes' own; pods placed on the pool tolerate them
+    # False when the spec leaves `devices` out: the cluster's published devices
+    # (its status) stand in (parse_cluster).
+    declares_devices: bool = True
     # Pools with identical devices match identically: the key lets matching
     # run once per distinct shape instead of once per pool.
     shape: str = field(init=False, repr=False, compare=False)
@@ -254,7 +257,7 @@ def parse_pool(p: Any) -> Pool:
     if any(d.claim == DeviceClaim.DRA and not d.device_class for d in devices):
         raise Malformed(f"pool {p.get('name')!r} has a DRA device without deviceClassName")
     return Pool(name=p["name"], nodes=int(p.get("nodes") or 0), devices=devices,
-                taints=_taints(p.get("taints")))
+                taints=_taints(p.get("taints")), declares_devices="devices" in p)
 
 
 @malformed_on_error
@@ -268,6 +271,10 @@ def parse_cluster(obj: Mapping[str, Any],
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     pools = tuple(parse_pools() if parse_pools is not None
                   else (parse_pool(p) for p in spec.get("nodePools") or []))
+    published = _published(obj, pools)
+    if published:
+        pools = tuple(dataclasses.replace(p, devices=published[p.name])
+                      if p.name in published else p for p in pools)
     observed = _schedulable(obj)
     if observed:
         pools = tuple(dataclasses.replace(p, nodes=min(p.nodes, observed[p.name]))
@@ -292,6 +299,23 @@ def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:
         if isinstance(n, int) and not isinstance(n, bool) and n >= 0 \
                 and isinstance(p.get("name"), str):
             out[p["name"]] = n
+    return out
+
+
+def _published(obj: Mapping[str, Any], pools: Sequence[Pool]) -> dict[str, tuple[Device, ...]]:
+    """The devices the cluster publishes (its status, written by the cluster
+    function: cluster/observe.py), for each pool whose spec leaves `devices`
+    out. They are the last ones observed, whether or not the node counts are
+    fresh: a paused reporter must not take a pool's devices away."""
+    undeclared = {p.name for p in pools if not p.declares_devices}
+    if not undeclared:
+        return {}
+    out = {}
+    for p in (obj.get("status") or {}).get("nodePools") or []:
+        if isinstance(p, Mapping) and p.get("name") in undeclared \
+                and p.get("publishedDevices") is not None:
+            out[p["name"]] = parse_pool({"name": p["name"],
+                                         "devices": p["publishedDevices"]}).devices
     return out
 
 

@@ -4,10 +4,12 @@ The control plane cannot list a remote cluster's Nodes through Crossplane:
 provider-kubernetes observes one named object per `Object`, never a list. So
 each remote cluster runs this small loop (the InferenceCluster function
 composes it there as a Deployment of the project's own image, with a
-ServiceAccount that may only list Nodes and write one ConfigMap): every
-`interval` it lists the Nodes that carry modelplane.ai/pool, reduces them to
-the inventory report (contract/inventory.py, the same reduction the function
-applies to the control-plane cluster's own Nodes) and writes it to the
+ServiceAccount that may only list Nodes, ResourceSlices and DeviceClasses and
+write one ConfigMap): every
+`interval` it lists the Nodes that carry modelplane.ai/pool, and the DRA
+ResourceSlices and DeviceClasses, reduces them to the inventory report
+(contract/inventory.py and contract/published.py, the same reductions the
+function applies to the control-plane cluster's own) and writes it to the
 ConfigMap modelplane-system/modelplane-inventory. The InferenceCluster reads
 it back through an observe-only provider-kubernetes Object; the report's
 `observedAt` is its heartbeat, so a reporter that stops is noticed as a stale
@@ -24,8 +26,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from function.contract.api import LABEL_POOL
+from function.contract.api import DRA_API_VERSION, LABEL_POOL
 from function.contract.inventory import REPORT_KEY, REPORT_NAME, NodeGroup, render, summarize
+from function.contract.published import pool_devices
 
 log = logging.getLogger("inventory")
 PAGE = 500  # Nodes per list call: a large cluster is listed in pages
@@ -45,6 +48,22 @@ def list_nodes(core: Any) -> list[dict[str, Any]]:
             return nodes
 
 
+def list_dra(custom: Any, plural: str) -> list[dict[str, Any]]:
+    """Every ResourceSlice or DeviceClass (resource.k8s.io/v1), paged like Nodes.
+    Listed as plain JSON through the generic API: the client's typed models
+    would drop fields newer than the client."""
+    group, version = DRA_API_VERSION.split("/")
+    items: list[dict[str, Any]] = []
+    token = None
+    while True:
+        page = custom.list_cluster_custom_object(group, version, plural, limit=PAGE,
+                                                 _continue=token)
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
 def write(core: Any, namespace: str, report: str) -> None:
     """Create or replace the report ConfigMap."""
     from kubernetes.client.exceptions import ApiException
@@ -61,10 +80,13 @@ def write(core: Any, namespace: str, report: str) -> None:
         core.create_namespaced_config_map(namespace, body)
 
 
-def report_once(core: Any, namespace: str,
+def report_once(core: Any, custom: Any, namespace: str,
                 now: Callable[[], datetime.datetime]) -> dict[str, tuple[NodeGroup, ...]]:
-    pools = summarize(list_nodes(core))
-    write(core, namespace, render(pools, now()))
+    nodes = list_nodes(core)
+    pools = summarize(nodes)
+    found = pool_devices(nodes, list_dra(custom, "resourceslices"),
+                         list_dra(custom, "deviceclasses"))
+    write(core, namespace, render(pools, now(), found.devices, found.notes))
     return pools
 
 
@@ -75,14 +97,14 @@ def run(kubeconfig: str | None, namespace: str, interval: float, once: bool) -> 
         config.load_kube_config(config_file=kubeconfig)
     else:
         config.load_incluster_config()
-    core = client.CoreV1Api()
+    core, custom = client.CoreV1Api(), client.CustomObjectsApi()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     failures = 0
     while not stop.is_set():
         try:
-            pools = report_once(core, namespace,
+            pools = report_once(core, custom, namespace,
                                 lambda: datetime.datetime.now(datetime.timezone.utc))
             failures = 0
             log.info("reported %d pools: %s", len(pools),

@@ -174,7 +174,7 @@ class NodePool(BaseModel):
     devices: Annotated[
         list[Device] | None,
         Field(
-            description="Devices each node offers. A CPU-only pool may publish Synthetic devices (or none).",
+            description="Devices each node offers. A CPU-only pool may publish Synthetic devices (or none: `[]`). Left out, the devices are the ones the cluster publishes (status.nodePools[].publishedDevices).",
             max_length=16,
         ),
     ] = None
@@ -289,6 +289,67 @@ class Spec(BaseModel):
     ] = None
 
 
+class Value3(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
+
+
+class Capacity1(BaseModel):
+    value: Value3 | StrictInt
+
+
+class PublishedDevice(BaseModel):
+    attributes: Annotated[
+        dict[str, Attributes] | None,
+        Field(
+            description='Attributes as in a DRA ResourceSlice device. CEL reads `device.attributes["<driver>"].<name>` for a name without a domain.',
+            max_length=32,
+        ),
+    ] = None
+    capacity: Annotated[
+        dict[str, Capacity1] | None,
+        Field(
+            description="Capacities as in a DRA ResourceSlice device (`{memory: {value: 80Gi}}`).",
+            max_length=16,
+        ),
+    ] = None
+    claim: Annotated[
+        DeviceClaim | None,
+        Field(
+            description="DRA devices are claimed by pods through ResourceClaims; Synthetic devices only constrain placement (a NIC fabric, a CPU architecture) and are never claimed.",
+            title="DeviceClaim",
+        ),
+    ] = "DRA"
+    count: Annotated[
+        StrictInt | None,
+        Field(description="How many such devices each node offers.", ge=1, le=128),
+    ] = 1
+    deviceClassName: Annotated[
+        StrictStr | None,
+        Field(
+            description="The DeviceClass pods claim it through (DRA only).",
+            max_length=253,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ] = None
+    driver: Annotated[
+        StrictStr,
+        Field(
+            description="The DRA driver publishing the device; attribute and capacity names without a domain belong to it.",
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ]
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="The device's name in the pool (a DNS label).",
+            max_length=63,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        ),
+    ]
+
+
 class NodePool1(BaseModel):
     declaredNodes: Annotated[
         StrictInt | None, Field(description="spec.nodePools[].nodes.", ge=0, le=100000)
@@ -311,6 +372,13 @@ class NodePool1(BaseModel):
     observedAt: Annotated[
         StrictStr | None,
         Field(description="When the observation was made (RFC 3339).", max_length=64),
+    ] = None
+    publishedDevices: Annotated[
+        list[PublishedDevice] | None,
+        Field(
+            description="Observed: the devices every Ready node of the pool publishes in the cluster's DRA ResourceSlices, each with the first DeviceClass that selects it. The scheduler counts them for a pool whose spec leaves `devices` out.",
+            max_length=16,
+        ),
     ] = None
     readyNodes: Annotated[
         StrictInt | None,
