@@ -13,12 +13,14 @@ the rest of the same devices.
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from builders import load_one
 from conftest import REPO
-from live import (IC, MD, SETTLE, Stopwatch, apply_docs, condition, delete_and_wait,
-                  ensure_namespace, get, is_true, wait, wait_scheduled)
+from live import (IC, MD, SERVING, SETTLE, Stopwatch, apply_docs, claims_on_their_pool,
+                  condition, delete_and_wait, ensure_namespace, get, is_true, replicas_of,
+                  wait, wait_scheduled)
 
 from e2e.controlplane import fleet
 from e2e.controlplane.core import ControlPlane
@@ -130,6 +132,73 @@ def test_a_not_ready_node_on_a_remote_cluster_leaves_the_count(cp: ControlPlane,
         cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}-", cluster=handle, check=False)
         delete_and_wait(cp, NS, "not-ready-probe")
         wait_pool(cp, cluster, pool, nodes=2, readyNodes=2)
+
+
+# --- Devices the clusters publish ------------------------------------------------------
+
+def declared_pool(cluster: str, pool: str) -> tuple[int, dict]:
+    """The pool's index in its InferenceCluster and the pool as the fleet declares it."""
+    ic = next(i for i in fleet.load_fleet(REPO / "examples" / "fleet")
+              if i["metadata"]["name"] == cluster)
+    return next((i, p) for i, p in enumerate(ic["spec"]["nodePools"]) if p["name"] == pool)
+
+
+def without_claim(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k != "claim"}
+
+
+def test_a_pool_that_leaves_devices_out_counts_what_its_nodes_publish(cp: ControlPlane, timings):
+    """The harness publishes each node's devices in ResourceSlices as a DRA driver
+    would. Every pool reports what its nodes publish; with the declaration taken
+    away, the scheduler places by the published devices, and kube-scheduler
+    allocates the replicas' claims through the DeviceClass the function found."""
+    pools = {"us-east-1": "l4",     # the control-plane cluster: slices read directly
+             "eu-west-1": "l4-4x"}  # remote: the inventory reporter lists them
+    clock = Stopwatch()
+    for cluster, pool in pools.items():
+        declared = [without_claim(d) for d in declared_pool(cluster, pool)[1]["devices"]
+                    if fleet.published(d)]
+
+        def reported(cluster=cluster, pool=pool, declared=declared):
+            got = pool_status(cp, cluster, pool).get("publishedDevices")
+            # The API server defaults `claim` (DRA): published devices are all DRA's.
+            got = got if got is None else [without_claim(d) for d in got]
+            if got != declared:
+                raise AssertionError(f"{cluster}/{pool} publishes {got}, declares {declared}")
+            return got
+        wait(f"{cluster}/{pool} to report the devices its nodes publish", reported, OBSERVED)
+    timings["capacity: published devices reported (s)"] = clock.seconds()
+
+    mds = [deployment(f"published-{c}", NS, 1, {"topology.kubernetes.io/region": c})
+           for c in pools]
+    undeclare = {c: declared_pool(c, p)[0] for c, p in pools.items()}
+    try:
+        for cluster, i in undeclare.items():
+            cp.kubectl("patch", IC, cluster, "--type=json", "-p",
+                       f'[{{"op":"remove","path":"/spec/nodePools/{i}/devices"}}]')
+        apply_docs(cp, mds)
+        for md in mds:
+            name = md["metadata"]["name"]
+            wait_scheduled(cp, NS, name, 1)
+
+            def serving(name=name):
+                (mr,) = replicas_of(cp, NS, name)
+                if (mr.get("status") or {}).get("phase") != "Serving":
+                    raise AssertionError(f"{name}: {mr.get('status')}")
+                return mr
+            mr = wait(f"{name} Serving", serving, SERVING)
+            requests = [r for m in mr["spec"]["engines"][0]["members"]
+                        for r in m.get("deviceRequests") or []]
+            assert [r["deviceClassName"] for r in requests] == ["gpu.nvidia.com"], requests
+            assert claims_on_their_pool(cp, mr) == []
+    finally:
+        for md in mds:
+            delete_and_wait(cp, NS, md["metadata"]["name"])
+        for cluster, pool in pools.items():
+            i, declared = declared_pool(cluster, pool)
+            cp.kubectl("patch", IC, cluster, "--type=json", "-p", json.dumps(
+                [{"op": "add", "path": f"/spec/nodePools/{i}/devices",
+                  "value": declared["devices"]}]), check=False)
 
 
 # --- Fair share ------------------------------------------------------------------------
