@@ -192,6 +192,9 @@ def test_a_pool_that_leaves_devices_out_counts_what_its_nodes_publish(cp: Contro
             assert [r["deviceClassName"] for r in requests] == ["gpu.nvidia.com"], requests
             assert claims_on_their_pool(cp, mr) == []
     finally:
+        for md in mds:  # all at once: each wait is for the namespace's pods on every cluster
+            cp.kubectl("delete", MD, md["metadata"]["name"], "-n", NS, "--ignore-not-found",
+                       "--wait=false")
         for md in mds:
             delete_and_wait(cp, NS, md["metadata"]["name"])
         for cluster, pool in pools.items():
