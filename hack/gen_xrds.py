@@ -591,6 +591,21 @@ def inference_cluster() -> dict:
         }, "Where the nodes the scheduler counts come from. The control-plane cluster is "
            "read directly; a remote cluster runs the inventory reporter (composed onto it "
            "through the providerConfigRef), whose report is read back."),
+        "monitoring": obj({
+            "podMonitor": obj({
+                "labels": string_map(16, "Labels on the PodMonitor: what the Prometheus that "
+                                     "should scrape it selects (its podMonitorSelector).",
+                                     value_max=63),
+                "interval": string(5, "How often each engine is scraped.",
+                                   pattern=r"^[0-9]{1,4}(s|m)$", default="30s"),
+            }, "Opt in: compose a Prometheus Operator PodMonitor (monitoring.coreos.com/v1) "
+               "on this cluster that scrapes `/metrics` on port `http` of every serving "
+               "engine pod (label modelplane.ai/serving), in every namespace, keeping the "
+               "pod's modelplane.ai/deployment label as `modelplane_ai_deployment`, which "
+               "the autoscaling queries select. It lives in modelplane-system on a remote "
+               "cluster and in the function's inventory namespace (crossplane-system) on "
+               "the control-plane cluster; the Prometheus Operator must run there."),
+        }, "Engine metrics on this cluster."),
     }, "A workload cluster: its node pools and the devices each node offers.")
     pool_status = obj({
         "name": string(63, "The pool's name."),

@@ -33,7 +33,12 @@ SOURCES = [("keda", "github.com/kedacore/keda/v2",
            # end-to-end control plane runs (hack/tools/envoy-gateway).
            ("envoy-gateway", "github.com/envoyproxy/gateway",
             [f"{EG_CRDS}{n}.yaml" for n in ("backends", "backendtrafficpolicies",
-                                            "httproutefilters")], "envoy-gateway")]
+                                            "httproutefilters")], "envoy-gateway"),
+           # The PodMonitor an InferenceCluster composes when it opts in
+           # (spec.monitoring.podMonitor).
+           ("prometheus-operator", "github.com/prometheus-operator/prometheus-operator",
+            ["example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml"],
+            "prometheus-operator")]
 HEADER = "# Vendored by hack/vendor_crds.py from {module}@{version} {path}; do not edit.\n"
 
 

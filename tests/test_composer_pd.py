@@ -28,6 +28,7 @@ from function.composer.kinds import KINDS, judge
 from function.composer.routing import Routing
 from function.composer.routing.engine_flags import engine_kind, read_flag, words
 from function.composer.routing.epp import ANNOTATION_CONFIG_SHA
+from function.contract.api import LABEL_SERVING
 
 PD = "PrefillDecode"
 VLLM = {"command": ["vllm", "serve"]}
@@ -215,7 +216,7 @@ def test_a_prefill_gang_gets_no_sidecar_and_its_leader_serves_the_pool():
                      decode("--port=8200")))
     lead, work = pods_of(out, "prefill")
     assert sidecars(lead) == [] and sidecars(work) == []
-    assert lead["metadata"]["labels"][naming.LABEL_SERVING] == "llama-us-east-1-0"
+    assert lead["metadata"]["labels"][LABEL_SERVING] == "llama-us-east-1-0"
     assert routed(out)
 
 
@@ -382,7 +383,7 @@ def test_the_pool_selects_both_engines_serving_pods_on_port_8000():
     pool = out.one("InferencePool")
     assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
     selector = pool["spec"]["selector"]["matchLabels"]
-    assert selector == {naming.LABEL_SERVING: "llama-us-east-1-0"}
+    assert selector == {LABEL_SERVING: "llama-us-east-1-0"}
     assert pool["spec"]["targetPorts"] == [{"number": 8000}]
     selected = [p for k in ("Deployment", "LeaderWorkerSet") for w in out.of_kind(k)
                 for p in pod_templates(w)
@@ -411,7 +412,7 @@ def test_the_endpoint_picker_runs_against_its_pool_with_its_config():
     assert pod["spec"]["volumes"] == [{"name": "config",
                                        "configMap": {"name": cm["metadata"]["name"]}}]
     assert pod["spec"]["serviceAccountName"] == out.one("ServiceAccount")["metadata"]["name"]
-    assert naming.LABEL_SERVING not in pod["metadata"]["labels"]
+    assert LABEL_SERVING not in pod["metadata"]["labels"]
     svc = next(s for s in out.of_kind("Service")
                if s["metadata"]["name"] == pool["spec"]["endpointPickerRef"]["name"])
     assert all(pod["metadata"]["labels"].get(k) == v for k, v in svc["spec"]["selector"].items())

@@ -14,16 +14,17 @@ from composer_support import (
     standalone,
 )
 
-from function.composer import naming, routing
+from function.composer import routing
 from function.composer.composed import Composed, Role
 from function.composer.routing import Routing
+from function.contract.api import LABEL_SERVING
 
 PD_ENGINES = (dict(standalone("prefill"), phase="Prefill"),
               dict(standalone("decode", copies=2), phase="Decode"))
 
 
 def serving_label(pod):
-    return pod["metadata"]["labels"].get(naming.LABEL_SERVING)
+    return pod["metadata"]["labels"].get(LABEL_SERVING)
 
 
 # --- which pods serve --------------------------------------------------------------
@@ -58,7 +59,7 @@ def test_only_serving_pods_expose_port_8000_and_a_health_probe():
 def test_one_service_selects_every_serving_pod_of_the_replica():
     out = compose(replica(gang("g"), standalone("s", copies=2)))
     (svc,) = out.of_kind("Service")
-    assert svc["spec"]["selector"] == {naming.LABEL_SERVING: "llama-us-east-1-0"}
+    assert svc["spec"]["selector"] == {LABEL_SERVING: "llama-us-east-1-0"}
     assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": "http",
                                      "protocol": "TCP"}]
     serving = [p for k in ("Deployment", "LeaderWorkerSet") for w in out.of_kind(k)

@@ -22,7 +22,7 @@ import datetime
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.cluster import observe, reporter
+from function.cluster import monitoring, observe, reporter
 from function.contract.api import (
     API_VERSION,
     DRA_API_VERSION,
@@ -36,7 +36,7 @@ from function.contract.api import (
 )
 from function.contract.capacity import replica_usage
 from function.contract.enums import InventorySource, ProviderConfigKind
-from function.contract.models.inferencecluster import InferenceCluster
+from function.contract.models.inferencecluster import InferenceCluster, Monitoring
 from function.contract.records import Malformed, parse_cluster
 from function.contract.validation import dig, metadata_errors, model_errors
 from function.runtime import requeue
@@ -93,12 +93,15 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         # Every slice and class: a slice names its node, not its pool.
         response.require_resources(rsp, REQUIRE_SLICES, DRA_API_VERSION, "ResourceSlice")
         response.require_resources(rsp, REQUIRE_DEVICE_CLASSES, DRA_API_VERSION, "DeviceClass")
-    if reporting:
-        for key, obj in reporter.objects(cluster).items():
-            resource.update(rsp.desired.resources[key], obj)
-            # The reporter's health shows in CapacityObserved, never in the
-            # cluster's readiness: an unready cluster takes no new replicas.
-            rsp.desired.resources[key].ready = fnv1.READY_TRUE
+    composed = dict(reporter.objects(cluster)) if reporting else {}
+    pod_monitor = Monitoring.model_validate(spec.get("monitoring") or {}).podMonitor
+    if pod_monitor is not None:
+        composed.update(monitoring.objects(cluster, pod_monitor))
+    for key, obj in composed.items():
+        resource.update(rsp.desired.resources[key], obj)
+        # The reporter's and the PodMonitor's health never show in the cluster's
+        # readiness: an unready cluster takes no new replicas.
+        rsp.desired.resources[key].ready = fnv1.READY_TRUE
     if not req.resolved(REQUIRE_REPLICAS):
         return  # Crossplane calls again with the requirements resolved.
 

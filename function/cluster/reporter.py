@@ -39,7 +39,8 @@ DEFAULT_NAMESPACE = "crossplane-system"
 INTERVAL_SECONDS = 30
 REPORT = "inventory-report"  # the composed resource key of the observe-only Object
 NAME = REPORT_NAME           # the reporter's ServiceAccount, roles and Deployment
-_APP = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "function-model-serving"}
+PART_OF = {"app.kubernetes.io/part-of": "function-model-serving"}
+_APP = {"app.kubernetes.io/name": NAME, **PART_OF}
 # Everything but Delete: create the namespace if missing, never remove it.
 _SHARED = ["Observe", "Create", "Update", "LateInitialize"]
 
@@ -58,8 +59,6 @@ def objects(cluster: Cluster) -> dict[str, dict[str, Any]]:
     meta = {"namespace": REPORT_NAMESPACE, "labels": dict(_APP)}
     subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": REPORT_NAMESPACE}]
     remote: dict[str, tuple[dict[str, Any], list[str] | None]] = {
-        "namespace": ({"apiVersion": "v1", "kind": "Namespace",
-                       "metadata": {"name": REPORT_NAMESPACE}}, _SHARED),
         "serviceaccount": ({"apiVersion": "v1", "kind": "ServiceAccount",
                             "metadata": {"name": NAME, **meta}}, None),
         "clusterrole": ({
@@ -94,9 +93,10 @@ def objects(cluster: Cluster) -> dict[str, dict[str, Any]]:
         }, None),
         "deployment": (_deployment(meta), None),
     }
-    out = {f"inventory-{part}": _wrap(cluster, part, manifest, policies)
-           for part, (manifest, policies) in remote.items()}
-    report = _wrap(cluster, "report", {
+    out = {**namespace_object(cluster),
+           **{f"inventory-{part}": wrap(cluster, part, manifest, policies)
+              for part, (manifest, policies) in remote.items()}}
+    report = wrap(cluster, "report", {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": REPORT_NAME, "namespace": REPORT_NAMESPACE}}, ["Observe"])
     report["spec"]["watch"] = True
@@ -137,8 +137,18 @@ def _deployment(meta: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _wrap(cluster: Cluster, part: str, manifest: dict[str, Any],
-          policies: list[str] | None) -> dict[str, Any]:
+def namespace_object(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    """The namespace on the remote cluster that the reporter (and a PodMonitor,
+    monitoring.py) live in, by its composed resource key: whoever composes it
+    composes the same one."""
+    return {"inventory-namespace": wrap(cluster, "namespace", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": REPORT_NAMESPACE}},
+        _SHARED)}
+
+
+def wrap(cluster: Cluster, part: str, manifest: dict[str, Any],
+         policies: list[str] | None = None, purpose: str = "inventory") -> dict[str, Any]:
+    """`manifest` on the remote cluster, through a provider-kubernetes Object."""
     pc = cluster.provider_config
     assert pc is not None
     spec: dict[str, Any] = {
@@ -150,8 +160,8 @@ def _wrap(cluster: Cluster, part: str, manifest: dict[str, Any],
         spec["managementPolicies"] = list(policies)
     return {
         "apiVersion": OBJECT_API_VERSION, "kind": "Object",
-        "metadata": {"name": tagged_label("inventory", cluster.name, tag=part),
+        "metadata": {"name": tagged_label(purpose, cluster.name, tag=part),
                      "namespace": namespace(),
-                     "labels": {LABEL_CLUSTER: cluster.name, f"{GROUP}/purpose": "inventory"}},
+                     "labels": {LABEL_CLUSTER: cluster.name, f"{GROUP}/purpose": purpose}},
         "spec": spec,
     }

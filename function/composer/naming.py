@@ -36,7 +36,6 @@ LABEL_REPLICA = f"{GROUP}/replica"      # every object and pod of a replica
 LABEL_ENGINE = f"{GROUP}/engine"        # pods of one engine
 LABEL_ROLE = f"{GROUP}/role"            # Standalone, Leader or Worker
 LABEL_WORKLOAD = f"{GROUP}/workload"    # pods of one Deployment/LWS: its selector
-LABEL_SERVING = f"{GROUP}/serving"      # serving pods only; value: the replica
 
 MAX_LWS_NAME = 45
 

@@ -34,12 +34,11 @@ from typing import Any
 
 from function.composer import naming
 from function.composer.model import Engine, Member, Replica
-from function.contract.api import LABEL_POOL
+from function.contract.api import LABEL_POOL, LABEL_SERVING, SERVING_PORT_NAME
 from function.contract.enums import EngineContainerName, TolerationOperator
 from function.contract.records import Taint
 
 SERVING_PORT = 8000
-SERVING_PORT_NAME = "http"
 HEALTH_PATH = "/health"
 # The pod's own name for its ResourceClaim; the engine container claims it.
 CLAIM = "devices"
@@ -122,7 +121,7 @@ def pod_template(replica: Replica, engine: Engine, member: Member, *, workload: 
         naming.LABEL_WORKLOAD: workload,
     })
     if member.serves:
-        labels[naming.LABEL_SERVING] = naming.replica_label(replica)
+        labels[LABEL_SERVING] = naming.replica_label(replica)
     metadata: dict[str, Any] = {"labels": dict(sorted(labels.items()))}
     if tmeta.get("annotations"):
         metadata["annotations"] = dict(sorted(tmeta["annotations"].items()))

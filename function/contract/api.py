@@ -37,6 +37,11 @@ def replica_header_value(namespace: str, name: str) -> str:
 # The node label that pins pods to their pool.
 LABEL_POOL = f"{GROUP}/pool"
 
+# Serving pods (a Standalone pod, a gang's leader) carry this label (value: the
+# replica) and serve on the port of this name: what routes and a PodMonitor select.
+LABEL_SERVING = f"{GROUP}/serving"
+SERVING_PORT_NAME = "http"
+
 # Required-resource names the scheduler asks Crossplane for.
 REQUIRE_CLUSTERS = "inference-clusters"
 REQUIRE_REPLICAS = "model-replicas"

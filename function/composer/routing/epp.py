@@ -45,7 +45,7 @@ from function.composer.routing.engine_flags import block_size
 from function.composer.routing.gateway import http_route
 from function.composer.routing.serving_config import ConfigError, ServingConfig
 from function.composer.status import NotRouted
-from function.contract.api import GROUP
+from function.contract.api import GROUP, LABEL_SERVING
 from function.contract.records import Cluster
 
 INFERENCE_API = "inference.networking.k8s.io"
@@ -159,7 +159,7 @@ def objects(replica: Replica, cluster: Cluster, config: ServingConfig,
         **kinds.INFERENCEPOOL.header(),
         "metadata": meta(names.pool),
         "spec": {
-            "selector": {"matchLabels": {naming.LABEL_SERVING: naming.replica_label(replica)}},
+            "selector": {"matchLabels": {LABEL_SERVING: naming.replica_label(replica)}},
             "targetPorts": [{"number": serving_config.POOL_TARGET_PORT}],
             "endpointPickerRef": {"group": "", "kind": "Service", "name": names.service,
                                   "port": {"number": serving_config.EPP_GRPC_PORT},

@@ -31,6 +31,7 @@ from function.composer import pods
 from function.composer.composed import PodTemplate
 from function.composer.routing import serving_config
 from function.composer.routing.serving_config import POOL_TARGET_PORT, ServingConfig
+from function.contract.api import SERVING_PORT_NAME
 
 LABEL_LLMD_ROLE = "llm-d.ai/role"
 SIDECAR_NAME = "routing-proxy"
@@ -83,7 +84,7 @@ def add_sidecar(pod: PodTemplate, engine_port: int, connector: str,
         "restartPolicy": "Always",
         "args": [f"--port={POOL_TARGET_PORT}", f"--vllm-port={engine_port}",
                  f"--connector={connector}", "--secure-proxy=false"],
-        "ports": [{"name": pods.SERVING_PORT_NAME, "containerPort": POOL_TARGET_PORT,
+        "ports": [{"name": SERVING_PORT_NAME, "containerPort": POOL_TARGET_PORT,
                    "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": POOL_TARGET_PORT}, "periodSeconds": 5},
         "resources": {"requests": {"cpu": config.sidecar_cpu_request,

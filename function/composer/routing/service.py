@@ -11,9 +11,10 @@ from __future__ import annotations
 from function.composer import kinds, naming
 from function.composer.composed import Backends, Composed, Role
 from function.composer.model import Replica
-from function.composer.pods import SERVING_PORT, SERVING_PORT_NAME
+from function.composer.pods import SERVING_PORT
 from function.composer.routing import Routing
 from function.composer.routing.gateway import endpoint, http_route
+from function.contract.api import LABEL_SERVING, SERVING_PORT_NAME
 from function.contract.records import Cluster
 
 
@@ -26,7 +27,7 @@ class ServiceRouting:
                          "labels": labels},
             "spec": {
                 "type": "ClusterIP",
-                "selector": {naming.LABEL_SERVING: naming.replica_label(replica)},
+                "selector": {LABEL_SERVING: naming.replica_label(replica)},
                 "ports": [{"name": SERVING_PORT_NAME, "port": SERVING_PORT,
                            "targetPort": SERVING_PORT_NAME, "protocol": "TCP"}],
             },

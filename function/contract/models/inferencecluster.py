@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, Field, RootModel, StrictBool, StrictInt, StrictStr
+from typing_extensions import TypeAliasType
 
 
 class Gateway(BaseModel):
@@ -57,6 +58,38 @@ class Inventory(BaseModel):
             le=86400,
         ),
     ] = 300
+
+
+LabelsAdditionalProperty = TypeAliasType(
+    "LabelsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
+)
+
+
+class PodMonitor(BaseModel):
+    interval: Annotated[
+        StrictStr | None,
+        Field(
+            description="How often each engine is scraped.",
+            max_length=5,
+            pattern="^[0-9]{1,4}(s|m)$",
+        ),
+    ] = "30s"
+    labels: Annotated[
+        dict[str, LabelsAdditionalProperty] | None,
+        Field(
+            description="Labels on the PodMonitor: what the Prometheus that should scrape it selects (its podMonitorSelector).",
+            max_length=16,
+        ),
+    ] = None
+
+
+class Monitoring(BaseModel):
+    podMonitor: Annotated[
+        PodMonitor | None,
+        Field(
+            description="Opt in: compose a Prometheus Operator PodMonitor (monitoring.coreos.com/v1) on this cluster that scrapes `/metrics` on port `http` of every serving engine pod (label modelplane.ai/serving), in every namespace, keeping the pod's modelplane.ai/deployment label as `modelplane_ai_deployment`, which the autoscaling queries select. It lives in modelplane-system on a remote cluster and in the function's inventory namespace (crossplane-system) on the control-plane cluster; the Prometheus Operator must run there."
+        ),
+    ] = None
 
 
 class Attributes(BaseModel):
@@ -267,6 +300,9 @@ class Spec(BaseModel):
         Field(
             description="Where the nodes the scheduler counts come from. The control-plane cluster is read directly; a remote cluster runs the inventory reporter (composed onto it through the providerConfigRef), whose report is read back."
         ),
+    ] = None
+    monitoring: Annotated[
+        Monitoring | None, Field(description="Engine metrics on this cluster.")
     ] = None
     nodePools: Annotated[
         list[NodePool] | None,
