@@ -124,6 +124,14 @@ def envoy_gateway_crds(repo: Path) -> list[Path]:
     return crd_files(Path(repo) / "crds" / "envoy-gateway")
 
 
+def prometheus_operator_crds(repo: Path) -> list[Path]:
+    """The Prometheus Operator's PodMonitor CRD, as vendored from its Go module
+    (crds/prometheus-operator, `make vendor-crds`): what an InferenceCluster that
+    opts in to monitoring composes on its cluster. Every cluster gets it, so the
+    real API server admits the PodMonitor; no operator or Prometheus runs."""
+    return crd_files(Path(repo) / "crds" / "prometheus-operator")
+
+
 def lws_crds(src: Path) -> list[Path]:
     files = [Path(src) / rel for rel in LWS_CRDS]
     missing = [str(f) for f in files if not f.is_file()]

@@ -673,7 +673,8 @@ class _Builder:
         crds = [*addons.gateway_api_crds(Path(self.tools["GATEWAY_API_SRC"])),
                 *addons.inference_extension_crds(Path(self.tools["INFERENCE_EXTENSION_SRC"])),
                 *addons.lws_crds(Path(self.tools["LWS_SRC"])),
-                *addons.envoy_gateway_crds(REPO)]
+                *addons.envoy_gateway_crds(REPO),
+                *addons.prometheus_operator_crds(REPO)]
         keda = addons.keda_crds(REPO)
         stages = addons.kwok_stage_files(Path(self.tools["KWOK_SRC"]))
         webhooks_yaml = (Path(self.tools["LWS_SRC"]) / addons.LWS_WEBHOOKS).read_text()

@@ -15,10 +15,11 @@ import copy
 
 from builders import load_one
 from conftest import REPO
-from live import (MD, SERVING, SETTLE, apply_docs, condition, delete_and_wait, ensure_namespace,
-                  get, items, wait, wait_scheduled)
+from live import (IC, MD, SERVING, SETTLE, apply_docs, condition, delete_and_wait,
+                  ensure_namespace, get, items, wait, wait_scheduled)
 
 from e2e.controlplane.core import ControlPlane
+from function.contract.api import LABEL_DEPLOYMENT
 
 NS = "autoscale-team"
 EXAMPLE = load_one(REPO / "examples" / "deployments" / "autoscaled.yaml")
@@ -57,3 +58,61 @@ def test_the_scaled_object_targets_the_scale_subresource_and_scaling_it_places(c
         wait_scheduled(cp, NS, name, 2)
     finally:
         delete_and_wait(cp, NS, name)
+
+
+# --- Engine metrics on the workload clusters ------------------------------------------
+
+PODMONITORS = "podmonitors.monitoring.coreos.com"
+
+
+def test_a_cluster_that_opts_in_gets_a_pod_monitor_selecting_its_serving_engines(
+        cp: ControlPlane):
+    """The PodMonitor is admitted by each cluster's real API server against the
+    Prometheus Operator's CRD (no operator or Prometheus runs), and what it
+    selects on the control-plane cluster are the serving pods of a live replica,
+    on the port it names, with the label it keeps. Opting out removes it."""
+    clusters = {"us-east-1": None, "eu-west-1": "modelplane-system"}  # control plane, remote
+    md = copy.deepcopy(EXAMPLE)
+    md["metadata"].update(name="monitored", namespace=NS)
+    md["spec"].pop("autoscaling")
+    md["spec"]["replicas"] = 1
+    md["spec"]["template"]["spec"]["clusterSelector"] = {
+        "matchLabels": {"topology.kubernetes.io/region": "us-east-1"}}
+    ensure_namespace(cp, NS)
+    opt_in = '{"spec": {"monitoring": {"podMonitor": {"labels": {"release": "e2e"}}}}}'
+    try:
+        for ic in clusters:
+            cp.kubectl("patch", IC, ic, "--type=merge", "-p", opt_in)
+        monitors = {}
+        for ic, ns in clusters.items():
+            handle = cp.cluster(ic)
+            monitors[ic] = wait(f"the PodMonitor on {ic}", lambda handle=handle, ns=ns: next(
+                (m for m in items(cp, PODMONITORS, ns, cluster=handle)
+                 if m["metadata"]["name"] == "modelplane-engines"), None), SETTLE)
+            assert monitors[ic]["metadata"]["labels"]["release"] == "e2e"
+        apply_docs(cp, [md])
+        wait_scheduled(cp, NS, "monitored", 1, SERVING)
+        spec = monitors["us-east-1"]["spec"]
+        (expr,) = spec["selector"]["matchExpressions"]
+        assert expr["operator"] == "Exists"
+
+        def selected():
+            pods = [p for p in items(cp, "pods", NS, expr["key"], cluster=cp.cluster("us-east-1"))
+                    if p["metadata"]["labels"].get(LABEL_DEPLOYMENT) == "monitored"]
+            return pods or None
+        pods = wait("the replica's serving pods, as the PodMonitor selects them", selected,
+                    SERVING)
+        port = spec["podMetricsEndpoints"][0]["port"]
+        for pod in pods:
+            assert port in [p.get("name") for c in pod["spec"]["containers"]
+                            for p in c.get("ports") or []]
+            assert all(label in pod["metadata"]["labels"] for label in spec["podTargetLabels"])
+    finally:
+        delete_and_wait(cp, NS, "monitored")
+        for ic in clusters:
+            cp.kubectl("patch", IC, ic, "--type=json", "-p",
+                       '[{"op": "remove", "path": "/spec/monitoring"}]', check=False)
+    for ic, ns in clusters.items():
+        handle = cp.cluster(ic)
+        wait(f"the PodMonitor on {ic} to be gone",
+             lambda handle=handle, ns=ns: items(cp, PODMONITORS, ns, cluster=handle) == [], SETTLE)
