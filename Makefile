@@ -53,8 +53,9 @@ check-generated: venv
 	$(PY) hack/gen_models.py --check
 	$(PY) hack/gen_reference.py --check
 
-# Copy KEDA's CRDs from the Go module hack/tools/keda pins into crds/keda
-# (through the module proxy); check-vendored fails when a copy is stale.
+# Copy the CRDs of what the functions compose but do not own (KEDA, Envoy Gateway,
+# the Prometheus Operator) from the Go modules hack/tools/* pin into crds/ (through
+# the module proxy); check-vendored fails when a copy is stale.
 .PHONY: vendor-crds check-vendored
 vendor-crds: venv
 	$(PY) hack/vendor_crds.py
