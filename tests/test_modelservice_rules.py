@@ -139,6 +139,10 @@ def test_a_rule_with_several_matches_is_one_http_route_rule_per_match():
      {"headers": [header("x-tier", "gold|silver", "RegularExpression"),
                   header("x-region", "eu")]},
      "it matches 2 headers and the other 1"),  # a regex is taken to overlap
+    ({"headers": [header("x-tier", "gold|silver", "RegularExpression")]},
+     {"headers": [header("x-tier", "gold")]},
+     "as many headers, more of them Exact: Envoy Gateway ranks Exact header matches above "
+     "regular expressions"),
 ])
 def test_a_later_rule_more_specific_than_an_overlapping_earlier_one_is_refused(
         earlier, later, why):
@@ -311,13 +315,15 @@ def first_match(spec, prefix, p, req):
 
 
 def gateway_api(rules, p, req):
-    """Gateway API's precedence over the composed HTTPRoute: index of the winning rule."""
+    """Gateway API's precedence over the composed HTTPRoute, as Envoy Gateway v1.9.1
+    sorts it (more Exact headers first among as many): index of the winning rule."""
     best = None
     for i, r in enumerate(rules):
         for m in r["matches"]:
             if _path_ok(m, p) and _headers_ok(m.get("headers", []), req):
-                rank = (m["path"]["type"] == "Exact", len(m["path"]["value"]),
-                        len(m.get("headers", [])))
+                hs = m.get("headers", [])
+                rank = (m["path"]["type"] == "Exact", len(m["path"]["value"]), len(hs),
+                        sum(h["type"] == "Exact" for h in hs))
                 if best is None or rank > best[0]:  # ties: the first in list order
                     best = (rank, i)
     return None if best is None else best[1]
@@ -333,7 +339,8 @@ def random_match(rng):
         m["path"] = path(rng.choice(PATHS), rng.choice(["PathPrefix", "PathPrefix", "Exact"]))
     names = rng.sample(HEADERS, rng.randint(0 if m else 1, 2))
     if names:
-        m["headers"] = [header(n, rng.choice(vs)) for n, vs in names]
+        m["headers"] = [header(n, rng.choice(vs)) if rng.random() < 0.8
+                        else header(n, "|".join(vs), "RegularExpression") for n, vs in names]
     return m
 
 

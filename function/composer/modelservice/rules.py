@@ -5,7 +5,9 @@ does not: across all of an HTTPRoute's rules it takes the most specific
 matching match (an Exact path, then the longest path prefix, then a method,
 then the most headers, then the most query parameters) and uses list order
 only among equally specific ones (HTTPRouteRule.matches in the Gateway API
-CRD, v1.6.1). The rules are composed in order, one HTTPRoute rule per match,
+CRD, v1.6.1). Envoy Gateway v1.9.1 implements that with one refinement: among
+as many headers, more Exact ones first (a stable sort otherwise keeping list
+order: internal/gatewayapi/sort.go). The rules are composed in order, one HTTPRoute rule per match,
 with the service's own entries last; composing them is faithful exactly
 when no later match can take a request an earlier one matches while being
 ranked above it. `conflict` finds the first such pair and says why, so the
@@ -51,9 +53,11 @@ class Match:
     def path(self) -> str:
         return self.prefix + self.relative
 
-    def rank(self) -> tuple[bool, int, int]:
-        """Gateway API's precedence (higher first); the API has no method or query matches."""
-        return self.exact, len(self.path), len(self.headers)
+    def rank(self) -> tuple[bool, int, int, int]:
+        """Envoy Gateway's precedence (higher first): Gateway API's (the API has no
+        method or query matches), then the number of Exact headers."""
+        exact_headers = sum(t == RuleHeaderType.EXACT for _, t, _ in self.headers)
+        return self.exact, len(self.path), len(self.headers), exact_headers
 
     def http(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": {"type": (RulePathType.EXACT if self.exact else
@@ -174,7 +178,10 @@ def _why(earlier: Match, later: Match) -> str:
     if len(later.path) != len(earlier.path):
         return (f"its path {later.relative or '(any)'} is longer than "
                 f"{earlier.relative or '(any)'}")
-    return f"it matches {len(later.headers)} headers and the other {len(earlier.headers)}"
+    if len(later.headers) != len(earlier.headers):
+        return f"it matches {len(later.headers)} headers and the other {len(earlier.headers)}"
+    return ("as many headers, more of them Exact: Envoy Gateway ranks Exact header matches "
+            "above regular expressions")
 
 
 def conflict(names: Sequence[str], matches: Sequence[Sequence[Match]]) -> str | None:
