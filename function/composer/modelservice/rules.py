@@ -185,7 +185,12 @@ def _why(earlier: Match, later: Match) -> str:
 
 
 def conflict(names: Sequence[str], matches: Sequence[Sequence[Match]]) -> str | None:
-    """The first later rule Gateway API would rank above an earlier one it overlaps, and why."""
+    """The first later rule Gateway API would rank above an earlier one it overlaps, and why.
+
+    The service's own match, last in the route, needs no check: every rule
+    match has its prefix and model constraint and more (a longer path, or a
+    header more, or an Exact model name for its alternation), so it never
+    ranks above one; and where it ties it comes last."""
     def label(m: Match) -> str:
         return f"rules[{m.rule}] ({names[m.rule]}) matches[{m.index}]"
     for i, earlier in enumerate(matches):
