@@ -113,9 +113,13 @@ def test_the_rendered_route_validates_against_the_real_crds(example, tools, tmp_
 def test_model_names_and_every_kind_of_rule_match_validate_against_the_real_crds(
         tools, tmp_path):
     # Gateway API's CEL allows a prefix rewrite only beside exactly one
-    # PathPrefix match, and an Exact path only a full-path rewrite.
+    # PathPrefix match, and an Exact path only a full-path rewrite. As many
+    # matches as the XRD allows: 16 HTTPRoute rules, Gateway API's bound.
     from test_modelservice import endpoint, run, service
-    ms = service(modelName="llama-3.1-8b", loraAdapters=["sql", "chat"], rules=[
+    fillers = [{"name": f"f{i}", "matches": [{"path": {"value": f"/x{i}/a"}},
+                                             {"path": {"value": f"/x{i}/b"}}],
+                "endpoints": [{"selector": {"matchLabels": {"app": "a"}}}]} for i in range(6)]
+    ms = service(modelName="llama-3.1-8b", loraAdapters=["sql", "chat"], rules=[*fillers,
         {"name": "embed", "matches": [{"path": {"type": "Exact", "value": "/v1/embeddings"}}],
          "endpoints": [{"selector": {"matchLabels": {"app": "a"}}}]},
         {"name": "sql", "matches": [{"headers": [{"name": "X-Gateway-Model-Name",
@@ -125,11 +129,11 @@ def test_model_names_and_every_kind_of_rule_match_validate_against_the_real_crds
                                                   "value": "gold|silver"}]}],
          "endpoints": [{"selector": {"matchLabels": {"app": "a"}}}]}])
     eps = [endpoint("a", "https://api.example.com/openai")]
-    rsp = run(ms, [eps], required_extra={"model-endpoints/rule-0-primary-0": eps,
-                                         "model-endpoints/rule-1-primary-0": eps})
+    rsp = run(ms, [eps], required_extra={f"model-endpoints/rule-{r}-primary-0": eps
+                                         for r in range(8)})
     docs = [d for d in desired(rsp).values() if d.get("kind") in ROUTE_KINDS]
     (route,) = [d for d in docs if d["kind"] == "HTTPRoute"]
-    assert len(route["spec"]["rules"]) == 4
+    assert len(route["spec"]["rules"]) == 16
     validate(tools, tmp_path, docs)
 
 
