@@ -1003,6 +1003,15 @@ ENDPOINT_URL = (r"^https?://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})
                 r"(/[^?#\s]*)?$")
 REWRITE_PATH = r"^/[^?#\s]*$"
 SERVICE_ROLE = ("ServiceRole", ["Primary", "Fallback"])
+RULE_PATH_TYPE = ("RulePathType", ["PathPrefix", "Exact"])
+RULE_HEADER_TYPE = ("RuleHeaderType", ["Exact", "RegularExpression"])
+# A path under the service's prefix: segments of Gateway API's path characters,
+# none starting with '.' (so no `.` or `..` segment), no trailing '/', no '%'
+# (so no encoded '/'): what an HTTPRoute accepts once the prefix is in front.
+RULE_PATH = r"^(/[-A-Za-z0-9_~!$&'()*+,;=:@][-A-Za-z0-9._~!$&'()*+,;=:@]*)+$"
+MODEL_HEADER = "X-Gateway-Model-Name"  # function/composer/modelservice/objects.py
+# An HTTPRoute holds 16 rules: one per rule match, and one for the service's own entries.
+MAX_RULE_MATCHES = 15
 SERVICE_ACTIVE = ("ServiceActive", ["Primary", "Fallback", "None"])
 
 
@@ -1048,13 +1057,68 @@ SERVICE_ENTRY = {"title": "ServiceEntry", **obj({
 }, "A weighted set of ModelEndpoints.", required=["selector"])}
 
 
+def entries_rule(what: str) -> tuple[str, str]:
+    return ("self.exists(e, !has(e.weight) || e.weight > 0)",
+            f"at least one {what} entry needs a weight above 0")
+
+
+def service_rule() -> dict:
+    header = obj({
+        "name": string(256, "The header's name (an HTTP token), matched whatever its case.",
+                       pattern=HEADER_NAME, min_length=1),
+        "type": string(0, "Exact (default) or RegularExpression (RE2, Envoy's dialect, the "
+                       "whole value).", enum=RULE_HEADER_TYPE, default="Exact"),
+        "value": string(1024, "The value, or the regular expression.", min_length=1),
+    }, "A request header the rule requires.", required=["name", "value"])
+    match = obj({
+        "path": obj({
+            "type": string(0, "PathPrefix (default: the path and everything below it) or "
+                           "Exact.", enum=RULE_PATH_TYPE, default="PathPrefix"),
+            "value": string(512, "A path under the service's address, e.g. "
+                            "`/v1/chat/completions` for `<address>/v1/chat/completions`.",
+                            pattern=RULE_PATH, min_length=2),
+        }, "The request path under the service's prefix `/<namespace>/<name>`; default "
+           "any.", required=["value"]),
+        "headers": array(header, 8, "Headers that must all match.", min_items=1, rules=[
+            ("self.all(h, self.exists_one(o, o.name.lowerAscii() == h.name.lowerAscii()))",
+             "a match names each header once, whatever its case")]),
+    }, "A request the rule takes: the path AND every header.", rules=[
+        ("has(self.path) || has(self.headers)",
+         "a match needs a path or headers (a match of neither takes every request)")])
+    return obj({
+        "name": string(63, "The rule's name, unique in the service.", pattern=DNS_LABEL,
+                       min_length=1),
+        "matches": array(match, 8, "The requests the rule takes: any of these matches.",
+                         min_items=1),
+        "endpoints": array(copy.deepcopy(SERVICE_ENTRY), 4, "The rule's primary entries.",
+                           min_items=1, rules=[entries_rule("primary")]),
+        "fallback": array(copy.deepcopy(SERVICE_ENTRY), 4, "The rule's entries used only "
+                          "while none of its primary entries has a valid ModelEndpoint. "
+                          "Without a serving entry the rule's requests answer 500: they "
+                          "never fall through to a later rule or the service's own entries "
+                          "(list those here to fail over to them)."),
+    }, "Requests matching this rule, and no earlier one, go to its own entries.",
+        required=["name", "matches", "endpoints"])
+
+
 def model_service() -> dict:
     spec = obj({
-        "endpoints": array(copy.deepcopy(SERVICE_ENTRY), 16, "The primary entries.", min_items=1,
-                           rules=[("self.exists(e, !has(e.weight) || e.weight > 0)",
-                                   "at least one primary entry needs a weight above 0")]),
+        "endpoints": array(copy.deepcopy(SERVICE_ENTRY), 16, "The primary entries: requests "
+                           "no rule matches.", min_items=1, rules=[entries_rule("primary")]),
         "fallback": array(copy.deepcopy(SERVICE_ENTRY), 16, "Entries used only while no primary "
                           "entry has a valid ModelEndpoint."),
+        "rules": array(service_rule(), 8, "Ordered rules, Kthena ModelRoute's: a request goes "
+                       "to the first rule it matches, else to `endpoints` (and `fallback`). "
+                       "Gateway API ranks matches by specificity (an Exact path, then the "
+                       "longest path prefix, then the most headers; Envoy Gateway then the "
+                       "most Exact headers) and keeps list order only among equals, so a later rule that can take an earlier rule's "
+                       "requests and is more specific is refused (`Routed=False`, "
+                       "`RuleConflict`): put it first, or make the two disjoint (one header "
+                       "with different Exact values).", rules=[
+            ("self.all(x, self.exists_one(y, y.name == x.name))", "rule names must be unique"),
+            (f"self.map(r, size(r.matches)).sum() <= {MAX_RULE_MATCHES}",
+             f"the rules hold at most {MAX_RULE_MATCHES} matches in all (one HTTPRoute holds "
+             "16 rules: one per match and one for the service's own entries)")]),
         "modelName": string(253, "The request's `model` this service answers to, matched on "
                             "the `X-Gateway-Model-Name` header that the Gateway API Inference "
                             "Extension's body-based router sets from the request body. Leave "
@@ -1080,25 +1144,38 @@ def model_service() -> dict:
     }, "One OpenAI-compatible URL over weighted sets of ModelEndpoints.",
         required=["endpoints"],
         rules=[("!has(self.loraAdapters) || has(self.modelName)",
-                "loraAdapters need modelName")])
+                "loraAdapters need modelName"),
+               ("!has(self.modelName) || !has(self.rules) || self.rules.all(r, r.matches.all("
+                "m, !has(m.headers) || m.headers.all(h, h.name.lowerAscii() != "
+                f"'{MODEL_HEADER.lower()}' || ((!has(h.type) || h.type == 'Exact') && "
+                "(h.value == self.modelName || (has(self.loraAdapters) && "
+                "h.value in self.loraAdapters))))))",
+                f"a rule matching {MODEL_HEADER} names modelName or one of loraAdapters "
+                "exactly: the service answers only to those")])
     entry_status = obj({
         "role": string(0, "Primary or Fallback.", enum=SERVICE_ROLE),
-        "index": integer(0, 15, "The entry's index in spec.endpoints or spec.fallback."),
+        "index": integer(0, 15, "The entry's index in its endpoints or fallback list."),
         "weight": integer(0, 1000, "The entry's weight."),
         "endpoints": array(string(253), 1000, "The valid ModelEndpoints it selects now."),
     }, "One entry and the endpoints behind it.")
+    rule_status = obj({
+        "name": string(63, "The rule's name."),
+        "active": string(0, "Which of its entries take its traffic now.", enum=SERVICE_ACTIVE),
+        "entries": array(copy.deepcopy(entry_status), 8, "Its entries, primaries first."),
+    }, "One rule and the endpoints behind it.")
     status = obj({
         "address": string(2048, "The service's URL: `<front-door address>/<namespace>/<name>`; "
                           "an OpenAI client uses `<address>/v1`."),
         "active": string(0, "Which entries take traffic now.", enum=SERVICE_ACTIVE),
         "entries": array(entry_status, 32, "Every entry, primaries first."),
+        "rules": array(rule_status, 8, "Every rule, in order."),
     }, "Where the service answers and what is behind it. " + CONDITIONS_NOTE)
     return xrd("ModelService", "modelservices", "Namespaced", spec, status, ["ms"], [
         col("Address", "string", ".status.address"),
         col("Active", "string", ".status.active"),
         condition_col("Routed"), AGE,
     ], description="One URL for a model across the fleet: a weighted route over "
-                   "ModelEndpoints, with fallbacks.")
+                   "ModelEndpoints, with fallbacks and ordered rules.")
 
 
 def col(name: str, typ: str, path: str) -> dict:

@@ -49,7 +49,8 @@ DEPLOYMENTS = load(EXAMPLES / "deployments") + [
     d for d in load(EXAMPLES / "caches") if d["kind"] == "ModelDeployment"]
 REPLICAS = load(EXAMPLES / "replicas")
 QUOTAS = load(EXAMPLES / "quotas")
-SERVICES = load(EXAMPLES / "services" / "llama.yaml")
+SERVICES = [*load(EXAMPLES / "services" / "llama.yaml"),
+            *load(EXAMPLES / "services" / "llama-rules.yaml")]
 ENDPOINTS = load(EXAMPLES / "services" / "endpoints.yaml")
 NAMESPACES = [{"apiVersion": "v1", "kind": "Namespace",
                "metadata": {"name": "ml-team", "labels": {"org": "research"}}}]
@@ -184,7 +185,8 @@ def requests(draw) -> fnv1.RunFunctionRequest:
         xr = draw(bent(SERVICES))
         if draw(st.booleans()):
             required[REQUIRE_FRONT_DOOR] = draw(st.lists(stored(FLEET), max_size=2))
-            for name in ("primary-0", "primary-1", "fallback-0"):
+            for name in ("primary-0", "primary-1", "fallback-0", "rule-0-primary-0",
+                         "rule-0-fallback-0", "rule-1-primary-0"):
                 required[f"{REQUIRE_ENDPOINTS}/{name}"] = draw(
                     st.lists(stored(ENDPOINTS), max_size=3))
     else:

@@ -72,11 +72,12 @@ def test_a_render_failure_exits_non_zero_and_shows_the_clis_error(tools, tmp_pat
     assert "preview failed" in out.stderr and "crossplane" in out.stderr
 
 
-def services_fleet(tmp_path):
-    """The example fleet plus the llama ModelService and its external provider."""
+def services_fleet(tmp_path, service="llama"):
+    """The example fleet plus a ModelService example and its external provider."""
     for path in (ROOT / "examples" / "fleet").glob("*.yaml"):
         (tmp_path / path.name).write_text(path.read_text())
-    (tmp_path / "llama.yaml").write_text((ROOT / "examples/services/llama.yaml").read_text())
+    (tmp_path / f"{service}.yaml").write_text(
+        (ROOT / f"examples/services/{service}.yaml").read_text())
     external = [d for d in yaml.safe_load_all((ROOT / "examples/services/endpoints.yaml")
                                               .read_text()) if d and "provider" in
                 (d["metadata"].get("labels") or {})]
@@ -99,6 +100,21 @@ def test_the_preview_shows_the_routes_its_replicas_would_receive(tools, tmp_path
                                        for r in previewed), routes
     assert any(r.split()[:2] == ["endpoints[1]", "(none)"] for r in routes), routes
     assert "Routed=True (Primary)" in out.stdout
+
+
+def test_the_preview_shows_each_rules_share_of_its_own_traffic(tools, tmp_path):
+    fleet = services_fleet(tmp_path, "llama-rules")
+    out = preview("--fleet", str(fleet), "--deployment", "examples/deployments/single-gpu.yaml",
+                  tools=tools)
+    assert out.returncode == 0, out.stderr
+    rows = [r.split() for r in out.stdout.splitlines()]
+    # The canary has no replica: its rule's fallback, the previewed replicas, takes
+    # the rule's traffic, half each.
+    canary = [r for r in rows if r[:3] == ["rules[0]", "(canary-testers)", "fallback[0]"]]
+    assert len(canary) == 2 and all(r[-3:] == ["(this", "preview)", "50%"] for r in canary), rows
+    # Only the replica on eu-west-1 takes eu-residency's requests.
+    (eu,) = [r for r in rows if r[:2] == ["rules[1]", "(eu-residency)"]]
+    assert "eu-west-1" in eu[3] and eu[-1] == "100%", rows
 
 
 def test_without_a_serving_replica_the_preview_routes_to_the_fallback(tools, tmp_path):

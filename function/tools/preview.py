@@ -189,19 +189,26 @@ def route_lines(routes: list[dict], stage1: list[dict]) -> list[str]:
         status = ms.get("status") or {}
         lines.append(f"  {ms['metadata']['name']} -> {status.get('address', '(no address)')} "
                      f"({status.get('active', 'None')} entries take traffic)")
-        entries = [e for e in status.get("entries") or []
-                   if e.get("role") == status.get("active")]
-        total = sum(e.get("weight", 0) for e in entries if e.get("endpoints"))
+        # The service's own entries, then each rule's: a share is of that part's traffic.
+        parts = [("", status)] + [(f"rules[{i}] ({r.get('name')}) ", r)
+                                  for i, r in enumerate(status.get("rules") or [])]
         rows = [("ENTRY", "ENDPOINT", "SHARE")]
-        for e in entries:
-            where = f"{'endpoints' if e['role'] == 'Primary' else 'fallback'}[{e['index']}]"
-            names = e.get("endpoints") or []
-            for name in names:
-                share = e["weight"] * 100 / total / len(names) if total else 0
-                rows.append((where, name + (" (this preview)" if name in mine else ""),
-                             f"{share:.4g}%"))
-            if not names:
-                rows.append((where, "(none)", "0%"))
+        for label, part in parts:
+            entries = [e for e in part.get("entries") or []
+                       if e.get("role") == part.get("active")]
+            total = sum(e.get("weight", 0) for e in entries if e.get("endpoints"))
+            if label and not entries:
+                rows.append((label.strip(), "(none)", "0%"))
+            for e in entries:
+                where = (f"{label}{'endpoints' if e['role'] == 'Primary' else 'fallback'}"
+                         f"[{e['index']}]")
+                names = e.get("endpoints") or []
+                for name in names:
+                    share = e["weight"] * 100 / total / len(names) if total else 0
+                    rows.append((where, name + (" (this preview)" if name in mine else ""),
+                                 f"{share:.4g}%"))
+                if not names:
+                    rows.append((where, "(none)", "0%"))
         lines += ["    " + r for r in _columns(rows)]
         for c in status.get("conditions") or []:
             if c.get("type") == "Routed":

@@ -8,22 +8,32 @@ control-plane cluster or wrapped in provider-kubernetes Objects on a remote
 one (placement.py):
 
 * one Envoy Gateway `Backend` per endpoint in use (`objects.py`);
-* one HTTPRoute on the front door's Gateway, matching `/<namespace>/<name>`
-  (and the model names, when set), rewriting that prefix to the endpoints'
-  rewritePath, with a weighted backendRef per endpoint (`weights.py`: an
-  entry's weight is its share however many endpoints it selects) that sets
-  the endpoint's request headers;
+* one HTTPRoute on the front door's Gateway: a rule per match of each of
+  `spec.rules`, in order, then one matching `/<namespace>/<name>` (and the
+  model names, when set) for the service's own entries; each rewrites that
+  prefix to its endpoints' rewritePath and has a weighted backendRef per
+  endpoint (`weights.py`: an entry's weight is its share however many
+  endpoints it selects) that sets the endpoint's request headers;
 * an `HTTPRouteFilter` rewriting the Host to the backend's hostname when an
   endpoint is a DNS name, and a `BackendTrafficPolicy` when `spec.retry` is set.
 
-Which entries take traffic: the primaries while any primary entry of weight
-above 0 has a valid endpoint; else the fallbacks; else none: the route stays,
+Which entries take traffic, for the service's own entries and for each rule
+alike: the primaries while any primary entry of weight above 0 has a valid
+endpoint; else the fallbacks; else none: that part of the route stays,
 without backends (it answers 500), and `Routed=False, NoServingEndpoints`.
+A rule's requests never fall through to a later rule or to the service's own
+entries: a matched rule is final, in Kthena's ModelRoute and in Gateway API
+alike, and a rule may exist to keep requests away from some endpoints (list
+the service's entries as the rule's fallback to fail over to them).
+
+Rules whose order Gateway API would not keep (rules.py) are refused:
+`Routed=False, RuleConflict`, naming both rules and why.
 
 Never destructive: until the requirements are resolved, without a front
 door, with a bad spec, or when the endpoints in use need different rewrite
 paths (Envoy cannot rewrite per weighted backend: envoyproxy/gateway#7099),
-the observed objects are kept as they are and `Routed` says why.
+the observed objects are kept as they are and `Routed` says why. The
+rewrite paths need to agree only within one rule: each has its own filter.
 """
 
 from __future__ import annotations
@@ -36,8 +46,9 @@ from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer import keep, kinds, placement
-from function.composer.modelservice import objects, weights
+from function.composer.modelservice import objects, rules, weights
 from function.composer.modelservice.endpoint import check
+from function.composer.modelservice.rules import Match
 from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
@@ -65,6 +76,7 @@ class Entry:
     index: int
     weight: int
     selector: dict[str, str]
+    rule: int | None = None  # the rule's index; None: the service's own entries
     endpoints: list[Endpoint] = field(default_factory=list)  # valid, by name
     invalid: list[str] = field(default_factory=list)         # "<name> (<why>)"
 
@@ -77,11 +89,42 @@ class Entry:
                 "endpoints": [e.name for e in self.endpoints]}
 
     def __str__(self) -> str:
-        return f"{ROLES[self.role][0]}[{self.index}]"
+        where = "" if self.rule is None else f"rules[{self.rule}]."
+        return f"{where}{ROLES[self.role][0]}[{self.index}]"
 
 
-def requirement(role: str, index: int) -> str:
-    return f"{REQUIRE_ENDPOINTS}/{ROLES[role][1]}-{index}"
+def requirement(role: str, index: int, rule: int | None = None) -> str:
+    tag = f"{ROLES[role][1]}-{index}"
+    return f"{REQUIRE_ENDPOINTS}/{tag if rule is None else f'rule-{rule}-{tag}'}"
+
+
+@dataclass
+class Part:
+    """One part of the route: a rule, or the service's own entries (`rule` None)."""
+
+    rule: int | None
+    name: str
+    matches: list[Match]
+    entries: list[Entry]
+
+    @property
+    def serving(self) -> list[Entry]:
+        return [e for e in self.entries if e.role == PRIMARY and e.serving] \
+            or [e for e in self.entries if e.role == FALLBACK and e.serving]
+
+    @property
+    def active(self) -> str:
+        serving = self.serving
+        return serving[0].role if serving else "None"
+
+    def __str__(self) -> str:
+        return "the service's own entries" if self.rule is None \
+            else f"rules[{self.rule}] ({self.name})"
+
+
+def entries_of(spec: Mapping[str, Any], rule: int | None) -> list[Entry]:
+    return [Entry(role, i, e.get("weight", 1), dict(e["selector"]["matchLabels"]), rule)
+            for role, (key, _) in ROLES.items() for i, e in enumerate(spec.get(key) or [])]
 
 
 def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
@@ -96,11 +139,20 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         return
     ms = pruned(ModelService, ms)
     spec, ns, name = ms["spec"], meta["namespace"], meta["name"]
+    prefix = f"/{ns}/{name}"
+    spec_rules = spec.get("rules") or []
+    per_rule = rules.rule_matches(spec, prefix)
+    conflict = rules.conflict([r["name"] for r in spec_rules], per_rule)
+    if conflict:
+        hold(rsp, observed, "RuleConflict", conflict)
+        return
 
-    entries = [Entry(role, i, e.get("weight", 1), dict(e["selector"]["matchLabels"]))
-               for role, (key, _) in ROLES.items() for i, e in enumerate(spec.get(key) or [])]
+    parts = [Part(r, rule["name"], per_rule[r], entries_of(rule, r))
+             for r, rule in enumerate(spec_rules)]
+    parts.append(Part(None, "", [rules.own_match(spec, prefix)], entries_of(spec, None)))
+    entries = [e for p in parts for e in p.entries]
     for e in entries:
-        response.require_resources(rsp, requirement(e.role, e.index), API_VERSION,
+        response.require_resources(rsp, requirement(e.role, e.index, e.rule), API_VERSION,
                                    KIND_MODEL_ENDPOINT, match_labels=e.selector, namespace=ns)
     door = (spec.get("gateway") or {}).get("clusterName")
     if door:
@@ -109,7 +161,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     else:
         response.require_resources(rsp, REQUIRE_FRONT_DOOR, API_VERSION, KIND_INFERENCE_CLUSTER,
                                    match_labels={LABEL_FRONT_DOOR: "true"})
-    wanted = [REQUIRE_FRONT_DOOR] + [requirement(e.role, e.index) for e in entries]
+    wanted = [REQUIRE_FRONT_DOOR] + [requirement(e.role, e.index, e.rule) for e in entries]
     if not all(req.resolved(w) for w in wanted):
         hold(rsp, observed, "Resolving", "waiting for the ModelEndpoints and the front door's "
              "InferenceCluster", status="Unknown")
@@ -120,49 +172,75 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         hold(rsp, observed, "NoGateway", why)
         return
     for e in entries:
-        resolve(e, req.required(requirement(e.role, e.index)))
-    serving = [e for e in entries if e.role == PRIMARY and e.serving] \
-        or [e for e in entries if e.role == FALLBACK and e.serving]
-    active = serving[0].role if serving else "None"
+        resolve(e, req.required(requirement(e.role, e.index, e.rule)))
+    own = parts[-1]
     address = service_address(cluster, ns, name)
-    status = {"entries": [e.status() for e in entries], "active": active}
+    status: dict[str, Any] = {"entries": [e.status() for e in own.entries], "active": own.active}
+    if spec_rules:
+        status["rules"] = [{"name": p.name, "active": p.active,
+                            "entries": [e.status() for e in p.entries]} for p in parts[:-1]]
     if address:
         status["address"] = address
     resource.update(rsp.desired.composite, {"status": status})
 
-    rewrites = sorted({ep.rewrite_path for e in serving for ep in e.endpoints})
-    if len(rewrites) > 1:
-        users = "; ".join(f"{p}: " + ", ".join(sorted({ep.name for e in serving
-                                                        for ep in e.endpoints
-                                                        if ep.rewrite_path == p}))
-                          for p in rewrites)
-        hold(rsp, observed, "RewriteConflict",
-             f"the {active.lower()} endpoints need different rewrite paths ({users}); Envoy "
-             "cannot rewrite the path per weighted backend (envoyproxy/gateway#7099): give "
-             "them one rewritePath, or select them from different ModelServices",
-             notes=notes(entries))
-        return
+    for part in parts:
+        clash = rewrite_conflict(part)
+        if clash:
+            hold(rsp, observed, "RewriteConflict", clash, notes=notes(entries))
+            return
 
-    composed = objects.compose(ns, name, spec, cluster, serving,
-                               weights.split([(e.weight, len(e.endpoints)) for e in serving]))
+    composed = objects.compose(ns, name, spec, cluster, [target(p) for p in parts])
     placed = placement.place(kinds.recorded(composed), objects.owner(ns, name), cluster,
                              namespace_key=objects.key(cluster, "namespace"))
     for c in placed:
         resource.update(rsp.desired.resources[c.key], c.manifest)
         rsp.desired.resources[c.key].ready = desired_ready(kinds.judge(observed.get(c.key)).ready)
     accepted = kinds.judge(observed.get(objects.key(cluster, "route"))).ready
-    if serving:
-        total = sum(e.weight for e in serving)
-        split_text = ", ".join(f"{e} {e.weight * 100 / total:g}% over {len(e.endpoints)} "
-                               f"endpoint{'s' if len(e.endpoints) > 1 else ''}"
-                               for e in serving)
-        message = f"{active} entries take traffic: {split_text}"
-        set_routed(rsp, "True", active, message, notes(entries))
+    unserved = [p for p in parts if not p.serving]
+    if not unserved:
+        message = "; ".join(f"{'' if p.rule is None else f'{p}: '}{p.active} entries take "
+                            f"traffic: {split_text(p.serving)}" for p in [own, *parts[:-1]])
+        set_routed(rsp, "True", own.active, message, notes(entries))
     else:
         set_routed(rsp, "False", "NoServingEndpoints",
-                   "no entry of weight above 0 has a valid ModelEndpoint: the route answers "
-                   "500 until one does", notes(entries))
-    rsp.desired.composite.ready = desired_ready(bool(serving) and accepted)
+                   f"{' and '.join(map(str, unserved))}: no entry of weight above 0 has a "
+                   "valid ModelEndpoint: their requests answer 500 until one does",
+                   notes(entries))
+    rsp.desired.composite.ready = desired_ready(not unserved and accepted)
+
+
+def split_text(serving: list[Entry]) -> str:
+    total = sum(e.weight for e in serving)
+    return ", ".join(f"{e} {e.weight * 100 / total:g}% over {len(e.endpoints)} "
+                     f"endpoint{'s' if len(e.endpoints) > 1 else ''}" for e in serving)
+
+
+def rewrite_conflict(part: Part) -> str:
+    """Why the part's endpoints cannot share one rule, or ""."""
+    serving = part.serving
+    rewrites = sorted({ep.rewrite_path for e in serving for ep in e.endpoints})
+    if len(rewrites) < 2:
+        return ""
+    users = "; ".join(f"{p}: " + ", ".join(sorted({ep.name for e in serving
+                                                    for ep in e.endpoints
+                                                    if ep.rewrite_path == p}))
+                      for p in rewrites)
+    return (f"the {part.active.lower()} endpoints of {part} need different rewrite paths "
+            f"({users}); Envoy cannot rewrite the path per weighted backend "
+            "(envoyproxy/gateway#7099): give them one rewritePath, or select them from "
+            "different ModelServices or rules")
+
+
+def target(part: Part) -> objects.Target:
+    """The part's matches and each endpoint's weight: an endpoint two entries
+    select is one backend with both shares."""
+    serving = part.serving
+    split = weights.split([(e.weight, len(e.endpoints)) for e in serving])
+    per_endpoint: dict[str, tuple[Endpoint, int]] = {}
+    for entry, ws in zip(serving, split, strict=True):
+        for ep, w in zip(entry.endpoints, ws, strict=True):
+            per_endpoint[ep.name] = (ep, per_endpoint.get(ep.name, (ep, 0))[1] + w)
+    return objects.Target(tuple(part.matches), tuple(per_endpoint[n] for n in sorted(per_endpoint)))
 
 
 ALL_ZERO = ("spec.endpoints: every primary entry has weight 0; give at least one a weight "
@@ -170,7 +248,7 @@ ALL_ZERO = ("spec.endpoints: every primary entry has weight 0; give at least one
 
 
 def spec_errors(spec: Mapping[str, Any]) -> list[str]:
-    """The XRD's rules, checked again."""
+    """The XRD's CEL rules, checked again."""
     errors = []
     if not any((e or {}).get("weight", 1) > 0 for e in spec.get("endpoints") or []):
         errors.append(ALL_ZERO)
@@ -179,7 +257,7 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
         errors.append("spec.loraAdapters need spec.modelName")
     if len(set(adapters)) != len(adapters):
         errors.append("spec.loraAdapters must be unique")
-    return errors
+    return errors + rules.rule_errors(spec)
 
 
 def resolve(entry: Entry, objs: list[dict[str, Any]]) -> None:

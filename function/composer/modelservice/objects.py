@@ -8,11 +8,14 @@ ModelReplica's objects in the same namespace (their tags differ).
   the endpoint's host is an IPv4 address, else `fqdn`; the URL's port, or 80
   and 443. An https endpoint gets TLS verified against the system CAs, with
   its host as SNI.
-* `HTTPRoute`: one rule on the front door's Gateway, matching the path prefix
-  `/<namespace>/<service>` and, when `modelName` is set, the header
-  `X-Gateway-Model-Name` (one match per name); the prefix is rewritten to the
-  endpoints' rewritePath; one weighted backendRef per endpoint, each setting
-  the endpoint's request headers; `timeouts.request` is spec.timeout or `0s`
+* `HTTPRoute` on the front door's Gateway: one rule per match of each of
+  spec.rules, in order, then one for the service's own entries matching the
+  path prefix `/<namespace>/<service>`; every match also requires, when
+  `modelName` is set, the header `X-Gateway-Model-Name` (rules.py). One match
+  per rule, because a rule rewriting a prefix may hold only one (Gateway API's
+  CEL); the prefix is rewritten to the endpoints' rewritePath (an Exact path
+  replaced whole); one weighted backendRef per endpoint, each setting the
+  endpoint's request headers; `timeouts.request` is spec.timeout or `0s`
   (none: token streams are never cut).
 * `HTTPRouteFilter` (Envoy Gateway) `urlRewrite.hostname.type: Backend`,
   referenced by the rule, when an endpoint is a DNS name: an external
@@ -25,10 +28,12 @@ ModelReplica's objects in the same namespace (their tags differ).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from function.composer import kinds, placement
 from function.composer.composed import Composed, Role
+from function.composer.modelservice.rules import Match
 from function.contract.api import GROUP
 from function.contract.endpoints import Endpoint
 from function.contract.names import tagged_label
@@ -36,9 +41,17 @@ from function.contract.records import Cluster
 
 GATEWAY_API = "gateway.networking.k8s.io"
 ENVOY_GATEWAY = "gateway.envoyproxy.io"
-MODEL_HEADER = "X-Gateway-Model-Name"  # set by the Inference Extension's body-based router
 LABEL_SERVICE = f"{GROUP}/model-service"
 LOCAL = "control-plane"  # the key prefix of every InferenceCluster without providerConfigRef
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a part of the route sends where: its matches, and each of its
+    endpoints (by name) with its backendRef weight."""
+
+    matches: tuple[Match, ...]
+    backends: tuple[tuple[Endpoint, int], ...]
 
 
 def key(cluster: Cluster, what: str) -> str:
@@ -61,24 +74,16 @@ def meta(ns: str, name: str, object_name: str) -> dict[str, Any]:
 
 
 def compose(ns: str, name: str, spec: Mapping[str, Any], cluster: Cluster,
-            serving: Sequence[Any], split: Sequence[Sequence[int]]) -> list[Composed]:
-    """The objects for the entries taking traffic (`serving`, each with its
-    valid endpoints) with the weights `split` gives each endpoint."""
-    per_endpoint: dict[str, tuple[Endpoint, int]] = {}
-    for entry, ws in zip(serving, split, strict=True):
-        for ep, w in zip(entry.endpoints, ws, strict=True):
-            # An endpoint two entries select is one backend with both shares.
-            prior = per_endpoint.get(ep.name, (ep, 0))[1]
-            per_endpoint[ep.name] = (ep, prior + w)
+            targets: Sequence[Target]) -> list[Composed]:
+    """The objects for the route's parts, in order: one Backend per endpoint in use."""
+    endpoints = {ep.name: ep for t in targets for ep, _ in t.backends}
     route_name = name_of(ns, name, tag="route")
     out = [Composed(key(cluster, f"backend-{ep_name}"), backend(ns, name, ep), Role.ROUTE)
-           for ep_name, (ep, _) in sorted(per_endpoint.items())]
-    fqdn = any(not ep.is_ip for ep, _ in per_endpoint.values())
+           for ep_name, ep in sorted(endpoints.items())]
+    fqdn = any(not ep.is_ip for ep in endpoints.values())
     host_filter = name_of(ns, name, tag="host") if fqdn else None
-    rewrite = next((ep.rewrite_path for ep, _ in per_endpoint.values()), "/")
-    out.append(Composed(key(cluster, "route"), http_route(ns, name, route_name, spec, cluster, rewrite,
-                                              host_filter, sorted(per_endpoint.items())),
-                        Role.ROUTE))
+    out.append(Composed(key(cluster, "route"), http_route(ns, name, route_name, spec, cluster,
+                                                          host_filter, targets), Role.ROUTE))
     if host_filter:
         out.append(Composed(key(cluster, "route-host-rewrite"), {
             **kinds.HTTPROUTEFILTER.header(), "metadata": meta(ns, name, host_filter),
@@ -115,25 +120,33 @@ def backend_name(ns: str, name: str, endpoint: str) -> str:
 
 
 def http_route(ns: str, name: str, route_name: str, spec: Mapping[str, Any], cluster: Cluster,
-               rewrite: str, host_filter: str | None,
-               backends: Sequence[tuple[str, tuple[Endpoint, int]]]) -> dict[str, Any]:
+               host_filter: str | None, targets: Sequence[Target]) -> dict[str, Any]:
     gateway = cluster.gateway
     assert gateway is not None
-    prefix = {"type": "PathPrefix", "value": f"/{ns}/{name}"}
-    models = [m for m in [spec.get("modelName"), *(spec.get("loraAdapters") or [])] if m]
-    matches = [{"path": prefix, "headers": [{"type": "Exact", "name": MODEL_HEADER,
-                                             "value": m}]} for m in models] \
-        or [{"path": prefix}]
-    filters: list[dict[str, Any]] = [{"type": "URLRewrite", "urlRewrite": {"path": {
-        "type": "ReplacePrefixMatch", "replacePrefixMatch": rewrite}}}]
-    if host_filter:
+    rules = [http_rule(ns, name, spec, m, t, host_filter) for t in targets for m in t.matches]
+    return {
+        **kinds.HTTPROUTE.header(),
+        "metadata": meta(ns, name, route_name),
+        "spec": {"parentRefs": [{"group": GATEWAY_API, "kind": "Gateway", "name": gateway.name,
+                                 "namespace": gateway.namespace}],
+                 "rules": rules},
+    }
+
+
+def http_rule(ns: str, name: str, spec: Mapping[str, Any], match: Match, target: Target,
+              host_filter: str | None) -> dict[str, Any]:
+    """One match of a part, its rewrite and its weighted backends."""
+    rewrite = next((ep.rewrite_path for ep, _ in target.backends), "/")
+    filters: list[dict[str, Any]] = [{"type": "URLRewrite",
+                                      "urlRewrite": {"path": match.rewrite(rewrite)}}]
+    if host_filter and any(not ep.is_ip for ep, _ in target.backends):
         filters.append({"type": "ExtensionRef", "extensionRef": {
             "group": ENVOY_GATEWAY, "kind": "HTTPRouteFilter", "name": host_filter}})
-    rule: dict[str, Any] = {"matches": matches, "filters": filters}
+    rule: dict[str, Any] = {"matches": [match.http()], "filters": filters}
     refs = []
-    for ep_name, (ep, weight) in backends:
+    for ep, weight in target.backends:
         ref: dict[str, Any] = {"group": ENVOY_GATEWAY, "kind": "Backend",
-                               "name": backend_name(ns, name, ep_name), "weight": weight}
+                               "name": backend_name(ns, name, ep.name), "weight": weight}
         if ep.headers:
             ref["filters"] = [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
                 "set": [{"name": n, "value": v} for n, v in ep.headers]}}]
@@ -141,10 +154,4 @@ def http_route(ns: str, name: str, route_name: str, spec: Mapping[str, Any], clu
     if refs:
         rule["backendRefs"] = refs
     rule["timeouts"] = {"request": spec.get("timeout") or "0s"}
-    return {
-        **kinds.HTTPROUTE.header(),
-        "metadata": meta(ns, name, route_name),
-        "spec": {"parentRefs": [{"group": GATEWAY_API, "kind": "Gateway", "name": gateway.name,
-                                 "namespace": gateway.namespace}],
-                 "rules": [rule]},
-    }
+    return rule

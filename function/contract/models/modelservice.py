@@ -101,10 +101,170 @@ class Retry(BaseModel):
     ] = None
 
 
+class Selector2(BaseModel):
+    matchLabels: Annotated[
+        dict[str, MatchLabelsAdditionalProperty],
+        Field(
+            description="ModelEndpoint labels that must all match.",
+            max_length=8,
+            min_length=1,
+        ),
+    ]
+
+
+class ServiceEntry2(BaseModel):
+    selector: Annotated[
+        Selector2,
+        Field(
+            description="Which ModelEndpoints of the ModelService's namespace this entry spreads over."
+        ),
+    ]
+    weight: Annotated[
+        StrictInt | None,
+        Field(
+            description="The entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
+            ge=0,
+            le=1000,
+        ),
+    ] = 1
+
+
+class Selector3(BaseModel):
+    matchLabels: Annotated[
+        dict[str, MatchLabelsAdditionalProperty],
+        Field(
+            description="ModelEndpoint labels that must all match.",
+            max_length=8,
+            min_length=1,
+        ),
+    ]
+
+
+class ServiceEntry3(BaseModel):
+    selector: Annotated[
+        Selector3,
+        Field(
+            description="Which ModelEndpoints of the ModelService's namespace this entry spreads over."
+        ),
+    ]
+    weight: Annotated[
+        StrictInt | None,
+        Field(
+            description="The entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
+            ge=0,
+            le=1000,
+        ),
+    ] = 1
+
+
+class RuleHeaderType(StrEnum):
+    EXACT = "Exact"
+    REGULAR_EXPRESSION = "RegularExpression"
+
+
+class Header(BaseModel):
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="The header's name (an HTTP token), matched whatever its case.",
+            max_length=256,
+            min_length=1,
+            pattern="^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$",
+        ),
+    ]
+    type: Annotated[
+        RuleHeaderType | None,
+        Field(
+            description="Exact (default) or RegularExpression (RE2, Envoy's dialect, the whole value).",
+            title="RuleHeaderType",
+        ),
+    ] = "Exact"
+    value: Annotated[
+        StrictStr,
+        Field(
+            description="The value, or the regular expression.",
+            max_length=1024,
+            min_length=1,
+        ),
+    ]
+
+
+class RulePathType(StrEnum):
+    PATH_PREFIX = "PathPrefix"
+    EXACT = "Exact"
+
+
+class Path(BaseModel):
+    type: Annotated[
+        RulePathType | None,
+        Field(
+            description="PathPrefix (default: the path and everything below it) or Exact.",
+            title="RulePathType",
+        ),
+    ] = "PathPrefix"
+    value: Annotated[
+        StrictStr,
+        Field(
+            description="A path under the service's address, e.g. `/v1/chat/completions` for `<address>/v1/chat/completions`.",
+            max_length=512,
+            min_length=2,
+            pattern="^(/[-A-Za-z0-9_~!$&'()*+,;=:@][-A-Za-z0-9._~!$&'()*+,;=:@]*)+$",
+        ),
+    ]
+
+
+class Match(BaseModel):
+    headers: Annotated[
+        list[Header] | None,
+        Field(description="Headers that must all match.", max_length=8, min_length=1),
+    ] = None
+    path: Annotated[
+        Path | None,
+        Field(
+            description="The request path under the service's prefix `/<namespace>/<name>`; default any."
+        ),
+    ] = None
+
+
+class Rule(BaseModel):
+    endpoints: Annotated[
+        list[ServiceEntry2],
+        Field(description="The rule's primary entries.", max_length=4, min_length=1),
+    ]
+    fallback: Annotated[
+        list[ServiceEntry3] | None,
+        Field(
+            description="The rule's entries used only while none of its primary entries has a valid ModelEndpoint. Without a serving entry the rule's requests answer 500: they never fall through to a later rule or the service's own entries (list those here to fail over to them).",
+            max_length=4,
+        ),
+    ] = None
+    matches: Annotated[
+        list[Match],
+        Field(
+            description="The requests the rule takes: any of these matches.",
+            max_length=8,
+            min_length=1,
+        ),
+    ]
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="The rule's name, unique in the service.",
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        ),
+    ]
+
+
 class Spec(BaseModel):
     endpoints: Annotated[
         list[ServiceEntry],
-        Field(description="The primary entries.", max_length=16, min_length=1),
+        Field(
+            description="The primary entries: requests no rule matches.",
+            max_length=16,
+            min_length=1,
+        ),
     ]
     fallback: Annotated[
         list[ServiceEntry1] | None,
@@ -140,6 +300,13 @@ class Spec(BaseModel):
             description="Retries, by an Envoy Gateway BackendTrafficPolicy on the route."
         ),
     ] = None
+    rules: Annotated[
+        list[Rule] | None,
+        Field(
+            description="Ordered rules, Kthena ModelRoute's: a request goes to the first rule it matches, else to `endpoints` (and `fallback`). Gateway API ranks matches by specificity (an Exact path, then the longest path prefix, then the most headers; Envoy Gateway then the most Exact headers) and keeps list order only among equals, so a later rule that can take an earlier rule's requests and is more specific is refused (`Routed=False`, `RuleConflict`): put it first, or make the two disjoint (one header with different Exact values).",
+            max_length=8,
+        ),
+    ] = None
     timeout: Annotated[
         StrictStr | None,
         Field(
@@ -173,7 +340,7 @@ class Entry(BaseModel):
     index: Annotated[
         StrictInt | None,
         Field(
-            description="The entry's index in spec.endpoints or spec.fallback.",
+            description="The entry's index in its endpoints or fallback list.",
             ge=0,
             le=15,
         ),
@@ -184,6 +351,45 @@ class Entry(BaseModel):
     ] = None
     weight: Annotated[
         StrictInt | None, Field(description="The entry's weight.", ge=0, le=1000)
+    ] = None
+
+
+class Entry1(BaseModel):
+    endpoints: Annotated[
+        list[Endpoint] | None,
+        Field(description="The valid ModelEndpoints it selects now.", max_length=1000),
+    ] = None
+    index: Annotated[
+        StrictInt | None,
+        Field(
+            description="The entry's index in its endpoints or fallback list.",
+            ge=0,
+            le=15,
+        ),
+    ] = None
+    role: Annotated[
+        ServiceRole | None,
+        Field(description="Primary or Fallback.", title="ServiceRole"),
+    ] = None
+    weight: Annotated[
+        StrictInt | None, Field(description="The entry's weight.", ge=0, le=1000)
+    ] = None
+
+
+class Rule1(BaseModel):
+    active: Annotated[
+        ServiceActive | None,
+        Field(
+            description="Which of its entries take its traffic now.",
+            title="ServiceActive",
+        ),
+    ] = None
+    entries: Annotated[
+        list[Entry1] | None,
+        Field(description="Its entries, primaries first.", max_length=8),
+    ] = None
+    name: Annotated[
+        StrictStr | None, Field(description="The rule's name.", max_length=63)
     ] = None
 
 
@@ -202,6 +408,9 @@ class Status(BaseModel):
     entries: Annotated[
         list[Entry] | None,
         Field(description="Every entry, primaries first.", max_length=32),
+    ] = None
+    rules: Annotated[
+        list[Rule1] | None, Field(description="Every rule, in order.", max_length=8)
     ] = None
 
 
