@@ -145,7 +145,7 @@ def test_a_device_that_does_not_fit_the_xrd_is_left_out_and_noted():
     long = [dict(gpu(i), attributes={"productName": {"string": "x" * 65}}) for i in range(2)]
     got = pool_devices([node("a")], [slice_of("a", long)], [CLASS])
     assert got.devices == {"h100": ()}
-    assert "do not fit an InferenceCluster device" in got.notes[0]
+    assert "does not fit an InferenceCluster device" in got.notes[0]
 
 
 def test_the_reduction_is_deterministic_whatever_the_order_of_its_inputs():

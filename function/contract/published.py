@@ -190,15 +190,23 @@ def _pool(pool: str, reference: Sequence[str],
         device = {"name": name, "driver": kind["driver"], "deviceClassName": device_class,
                   "count": min(count, MAX_COUNT)}
         device.update({k: kind[k] for k in ("attributes", "capacity") if kind[k]})
-        try:
-            Device.model_validate(device)
-        except pydantic.ValidationError as exc:
-            notes.append(f"pool {pool}: its {name} devices of {kind['driver']} do not fit an "
-                         f"InferenceCluster device ({exc.error_count()} errors): left out")
+        misfit = _misfit(device)
+        if misfit:
+            notes.append(f"pool {pool}: the kind of its {name} devices of "
+                         f"{kind['driver']} {misfit}")
             continue
         taken.add(name)
         out.append(device)
     return tuple(out)
+
+
+def _misfit(device: Any) -> str:
+    """Why a device cannot land in the InferenceCluster's status, or ""."""
+    try:
+        Device.model_validate(device)
+    except pydantic.ValidationError as exc:
+        return f"does not fit an InferenceCluster device ({exc.error_count()} errors): left out"
+    return ""
 
 
 def _identity(devices: Sequence[Sequence[Mapping[str, Any]]]) -> set[str]:
@@ -246,11 +254,9 @@ def checked(pool: str, devices: Sequence[Any]) -> tuple[list[dict[str, Any]], li
     out: list[dict[str, Any]] = []
     notes: list[str] = []
     for d in devices:
-        try:
-            Device.model_validate(d)
-        except pydantic.ValidationError as exc:
-            notes.append(f"pool {pool}: a reported device does not fit an InferenceCluster "
-                         f"device ({exc.error_count()} errors): left out")
+        misfit = _misfit(d)
+        if misfit:
+            notes.append(f"pool {pool}: a reported device {misfit}")
             continue
         if len(out) == MAX_KINDS or any(o["name"] == d["name"] for o in out):
             notes.append(f"pool {pool}: reported device {d['name']!r} is one too many "
