@@ -127,6 +127,61 @@ def share(r: Mapping[str, Any], deployment_name: str) -> Fraction:
     return Fraction(mine, total)
 
 
+RULES = "chat-rules"
+CANARY_PATH = "/v1/chat/completions"
+
+
+def rules_doc(reverse: bool = False) -> dict[str, Any]:
+    """A service whose canary-testers rule sends requests with `x-canary: true` on the
+    chat path to the canary, and everything else to stable. Reversed, a broader rule
+    comes first and the narrower one after it: Gateway API would rank the later above."""
+    rules = [{"name": "canary-testers",
+              "matches": [{"path": {"value": CANARY_PATH},
+                           "headers": [{"name": "x-canary", "value": "true"}]}],
+              "endpoints": [{"selector": {"matchLabels": {LABEL_DEPLOYMENT: "canary"}}}]},
+             {"name": "all-canary-headers",
+              "matches": [{"headers": [{"name": "x-canary", "value": "true"}]}],
+              "endpoints": [{"selector": {"matchLabels": {LABEL_DEPLOYMENT: "stable"}}}]}]
+    return {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
+            "metadata": {"name": RULES, "namespace": NS},
+            "spec": {"rules": rules[::-1] if reverse else rules,
+                     "endpoints": [{"selector": {"matchLabels": {LABEL_DEPLOYMENT: "stable"}}}]}}
+
+
+def check_rules(cp: ControlPlane) -> None:
+    apply_docs(cp, [rules_doc()])
+    try:
+        def accepted():
+            (r,) = items(cp, ROUTES, NS, f"{LABEL_SERVICE}={RULES}")
+            problems = accepted_and_resolved(r)
+            if len(r["spec"]["rules"]) != 3 or problems:
+                raise AssertionError(f"{len(r['spec']['rules'])} rules; {problems}")
+            return r
+        r = wait(f"Envoy Gateway to accept {RULES}'s rules", accepted, SETTLE)
+        paths = [rule["matches"][0]["path"] for rule in r["spec"]["rules"]]
+        assert paths == [{"type": "PathPrefix", "value": f"/{NS}/{RULES}{CANARY_PATH}"},
+                         {"type": "PathPrefix", "value": f"/{NS}/{RULES}"},
+                         {"type": "PathPrefix", "value": f"/{NS}/{RULES}"}]
+        sends = [{h["value"].split("/")[1].split("-")[0] for ref in rule["backendRefs"]
+                  for f in ref.get("filters") or []
+                  for h in f.get("requestHeaderModifier", {}).get("set", [])
+                  if h["name"] == HEADER_REPLICA} for rule in r["spec"]["rules"]]
+        assert sends == [{"canary"}, {"stable"}, {"stable"}]
+        ms = wait_condition(cp, MS, RULES, NS, "Routed", SETTLE)
+        assert [rule["name"] for rule in ms["status"]["rules"]] == [
+            "canary-testers", "all-canary-headers"]
+
+        apply_docs(cp, [rules_doc(reverse=True)])
+        ms = wait_condition(cp, MS, RULES, NS, "Routed", SETTLE, status="False")
+        assert condition(ms, "Routed")["reason"] == "RuleConflict"
+        (kept,) = items(cp, ROUTES, NS, f"{LABEL_SERVICE}={RULES}")
+        assert kept["spec"] == r["spec"]  # never destructive: the accepted route stays
+    finally:
+        cp.kubectl("delete", MS, RULES, "-n", NS, "--ignore-not-found", "--wait=false")
+        wait(f"{RULES}'s route to be gone", lambda: not items(
+            cp, ROUTES, NS, f"{LABEL_SERVICE}={RULES}"), SETTLE)
+
+
 def scale(cp: ControlPlane, name: str, replicas: int) -> None:
     cp.kubectl("scale", MD, name, "-n", NS, f"--replicas={replicas}")
 
@@ -160,6 +215,10 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
         assert ms["status"]["active"] == "Primary"
         parent = r["spec"]["parentRefs"][0]
         assert (parent["name"], parent["namespace"]) == ("inference-gateway", "gateway-system")
+
+        # Ordered rules: Envoy Gateway accepts them in order, each with its own backends;
+        # an order it would not keep is refused and the route left as it was.
+        check_rules(cp)
 
         # Scale-down: the entry's share holds whatever its replica count.
         scale(cp, "stable", 1)
