@@ -35,6 +35,7 @@ OPTIONS = [
     "--use-annotated", "--field-constraints", "--use-double-quotes",
     "--disable-timestamp", "--use-standard-collections", "--use-union-operator",
     "--capitalise-enum-members", "--use-title-as-name", "--collapse-root-models",
+    "--reuse-model",  # one class per shape: a device in spec and status is one model
     # Kubernetes types are strict: a bool is not a count, a number is not a name.
     "--strict-types", "str", "int", "bool",
 ]

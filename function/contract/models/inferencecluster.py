@@ -268,26 +268,8 @@ class Storage(BaseModel):
     ]
 
 
-class Taint1(BaseModel):
-    effect: Annotated[
-        TaintEffect,
-        Field(
-            description="NoSchedule keeps new replicas away; NoExecute also drains existing replicas, which are re-placed elsewhere; PreferNoSchedule is advisory.",
-            title="TaintEffect",
-        ),
-    ]
-    key: Annotated[
-        StrictStr,
-        Field(
-            description="The taint key.",
-            max_length=253,
-            min_length=1,
-            pattern="^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
-        ),
-    ]
-    value: Annotated[
-        StrictStr | None, Field(description="The taint value.", max_length=63)
-    ] = None
+class Taint1(Taint):
+    pass
 
 
 class Spec(BaseModel):

@@ -253,9 +253,7 @@ class Metadata(BaseModel):
     ] = None
 
 
-MatchLabelsAdditionalProperty = TypeAliasType(
-    "MatchLabelsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
-)
+MatchLabelsAdditionalProperty = TypeAliasType("MatchLabelsAdditionalProperty", LabelsAdditionalProperty)
 
 
 class ClusterSelector(BaseModel):
@@ -878,14 +876,10 @@ class Spec(BaseModel):
     template: Annotated[Template, Field(description="The replica template.")]
 
 
-AlternativesAdditionalProperty = TypeAliasType(
-    "AlternativesAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
-)
+AlternativesAdditionalProperty = TypeAliasType("AlternativesAdditionalProperty", LabelsAdditionalProperty)
 
 
-PoolsAdditionalProperty = TypeAliasType(
-    "PoolsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
-)
+PoolsAdditionalProperty = TypeAliasType("PoolsAdditionalProperty", LabelsAdditionalProperty)
 
 
 class Placement1(BaseModel):

@@ -42,15 +42,8 @@ class ServiceEntry(BaseModel):
     ] = 1
 
 
-class Selector1(BaseModel):
-    matchLabels: Annotated[
-        dict[str, MatchLabelsAdditionalProperty],
-        Field(
-            description="ModelEndpoint labels that must all match.",
-            max_length=8,
-            min_length=1,
-        ),
-    ]
+class Selector1(Selector):
+    pass
 
 
 class ServiceEntry1(BaseModel):
@@ -101,15 +94,8 @@ class Retry(BaseModel):
     ] = None
 
 
-class Selector2(BaseModel):
-    matchLabels: Annotated[
-        dict[str, MatchLabelsAdditionalProperty],
-        Field(
-            description="ModelEndpoint labels that must all match.",
-            max_length=8,
-            min_length=1,
-        ),
-    ]
+class Selector2(Selector):
+    pass
 
 
 class ServiceEntry2(BaseModel):
@@ -129,15 +115,8 @@ class ServiceEntry2(BaseModel):
     ] = 1
 
 
-class Selector3(BaseModel):
-    matchLabels: Annotated[
-        dict[str, MatchLabelsAdditionalProperty],
-        Field(
-            description="ModelEndpoint labels that must all match.",
-            max_length=8,
-            min_length=1,
-        ),
-    ]
+class Selector3(Selector):
+    pass
 
 
 class ServiceEntry3(BaseModel):
@@ -354,26 +333,8 @@ class Entry(BaseModel):
     ] = None
 
 
-class Entry1(BaseModel):
-    endpoints: Annotated[
-        list[Endpoint] | None,
-        Field(description="The valid ModelEndpoints it selects now.", max_length=1000),
-    ] = None
-    index: Annotated[
-        StrictInt | None,
-        Field(
-            description="The entry's index in its endpoints or fallback list.",
-            ge=0,
-            le=15,
-        ),
-    ] = None
-    role: Annotated[
-        ServiceRole | None,
-        Field(description="Primary or Fallback.", title="ServiceRole"),
-    ] = None
-    weight: Annotated[
-        StrictInt | None, Field(description="The entry's weight.", ge=0, le=1000)
-    ] = None
+class Entry1(Entry):
+    pass
 
 
 class Rule1(BaseModel):
