@@ -132,6 +132,24 @@ def serving_pods(cp: ControlPlane, mr: Mapping[str, Any]) -> list[dict]:
                  f"{LABEL_REPLICA}={mr['metadata']['name']}", cluster=handle)
 
 
+def accepted_and_resolved(r: Mapping[str, Any]) -> list[str]:
+    """What Envoy Gateway's controller says is wrong with the route; empty when nothing."""
+    ours = [p for p in (r.get("status") or {}).get("parents") or []
+            if p.get("controllerName") == envoy_gateway.CONTROLLER]
+    if not ours:
+        return ["no parent status from Envoy Gateway yet"]
+    problems = []
+    for p in ours:
+        for typ in ("Accepted", "ResolvedRefs"):
+            c = next((c for c in p.get("conditions") or [] if c.get("type") == typ), {})
+            if c.get("status") != "True":
+                problems.append(f"{typ}={c.get('status')} {c.get('reason')}: {c.get('message')}")
+            elif c.get("observedGeneration") != r["metadata"].get("generation"):
+                problems.append(f"{typ} is about generation {c.get('observedGeneration')}, "
+                                f"not {r['metadata'].get('generation')}")
+    return problems
+
+
 def routes_accepted_by_envoy_gateway(cp: ControlPlane, mr: Mapping[str, Any]) -> list[str]:
     """Problems with the replica's HTTPRoutes on its cluster, as the Gateway controller
     reports them: each route has a status.parents[] entry written by Envoy Gateway

@@ -7,8 +7,8 @@ import pytest
 from builders import load_one
 from conftest import REPO
 from day2 import NAME, NS, clusters_of, deploy, inference_cluster, ready
-from live import (IC, SETTLE, apply_docs, delete_and_wait, ensure_namespace, get, items,
-                  replicas_of, serving_pods, wait, wait_condition)
+from live import (IC, SETTLE, accepted_and_resolved, apply_docs, delete_and_wait,
+                  ensure_namespace, get, items, replicas_of, serving_pods, wait, wait_condition)
 
 from e2e.controlplane.core import ControlPlane
 
@@ -31,10 +31,38 @@ def test_scale_up_and_down_with_kubectl_scale(cp, deployment):
          SETTLE)
 
 
+SERVICE = "day2-route"
+MS = "modelservices.modelplane.ai"
+
+
+def routed_hosts(cp: ControlPlane) -> set[str]:
+    """The gateways the fleet route for the deployment sends to, once Envoy Gateway
+    has accepted it and resolved every Backend it names."""
+    selector = f"modelplane.ai/model-service={SERVICE}"
+    (route,) = items(cp, "httproutes.gateway.networking.k8s.io", NS, selector)
+    problems = accepted_and_resolved(route)
+    if problems:
+        raise AssertionError(problems)
+    backends = {b["metadata"]["name"]: b
+                for b in items(cp, "backends.gateway.envoyproxy.io", NS, selector)}
+    return {e["fqdn"]["hostname"]
+            for rule in route["spec"]["rules"] for ref in rule.get("backendRefs") or []
+            for e in backends[ref["name"]]["spec"]["endpoints"]}
+
+
 def test_a_noexecute_taint_drains_the_cluster_and_replaces_its_replica(cp, deployment):
+    """The drained cluster's replica moves, and the fleet route (a ModelService over
+    the deployment) leaves the drained cluster's gateway as it does."""
     deploy(cp, 2)
     assert clusters_of(cp) == ["eu-west-1", "us-east-1"]
     (remote,) = [mr for mr in replicas_of(cp, NS, NAME) if mr["spec"]["clusterName"] == "eu-west-1"]
+    apply_docs(cp, [{"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
+                     "metadata": {"name": SERVICE, "namespace": NS},
+                     "spec": {"endpoints": [{"selector": {"matchLabels": {
+                         "modelplane.ai/deployment": NAME}}}]}}])
+    both = {"llm.eu-west-1.example.com", "llm.us-east-1.example.com"}
+    wait("the fleet route to send to both clusters' gateways",
+         lambda: routed_hosts(cp) == both, SETTLE)
     tainted = inference_cluster("eu-west-1")
     tainted["spec"]["taints"] = [{"key": "maintenance", "effect": "NoExecute"}]
     cp.apply([tainted])
@@ -44,7 +72,10 @@ def test_a_noexecute_taint_drains_the_cluster_and_replaces_its_replica(cp, deplo
         ready(cp, 2)
         wait("the drained replica's pods to leave eu-west-1",
              lambda: serving_pods(cp, remote) == [], SETTLE)
+        wait("the fleet route to leave the drained cluster's gateway",
+             lambda: routed_hosts(cp) == {"llm.us-east-1.example.com"}, SETTLE)
     finally:
+        cp.kubectl("delete", MS, SERVICE, "-n", NS, "--ignore-not-found", "--wait=false")
         cp.apply([inference_cluster("eu-west-1")])
 
 

@@ -20,10 +20,9 @@ from typing import Any
 
 from builders import load_one
 from conftest import REPO
-from live import (MD, MR, SERVING, SETTLE, apply_docs, condition, delete_and_wait, ensure_namespace,
-                  get, items, wait, wait_condition)
+from live import (MD, MR, SERVING, SETTLE, accepted_and_resolved, apply_docs, condition,
+                  delete_and_wait, ensure_namespace, get, items, wait, wait_condition)
 
-from e2e.controlplane import envoy_gateway
 from e2e.controlplane.core import ControlPlane
 from function.contract.api import HEADER_REPLICA, LABEL_DEPLOYMENT
 
@@ -71,24 +70,6 @@ def backends(cp: ControlPlane) -> dict[str, dict]:
 
 def serving_endpoints(cp: ControlPlane, deployment_name: str) -> list[dict]:
     return items(cp, ME, NS, f"{LABEL_DEPLOYMENT}={deployment_name}")
-
-
-def accepted_and_resolved(r: Mapping[str, Any]) -> list[str]:
-    """What Envoy Gateway's controller says is wrong with the route; empty when nothing."""
-    ours = [p for p in (r.get("status") or {}).get("parents") or []
-            if p.get("controllerName") == envoy_gateway.CONTROLLER]
-    if not ours:
-        return ["no parent status from Envoy Gateway yet"]
-    problems = []
-    for p in ours:
-        for typ in ("Accepted", "ResolvedRefs"):
-            c = next((c for c in p.get("conditions") or [] if c.get("type") == typ), {})
-            if c.get("status") != "True":
-                problems.append(f"{typ}={c.get('status')} {c.get('reason')}: {c.get('message')}")
-            elif c.get("observedGeneration") != r["metadata"].get("generation"):
-                problems.append(f"{typ} is about generation {c.get('observedGeneration')}, "
-                                f"not {r['metadata'].get('generation')}")
-    return problems
 
 
 def routed_to(cp: ControlPlane, expect: Mapping[str, int]) -> dict:
