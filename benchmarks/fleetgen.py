@@ -81,6 +81,8 @@ def fleet(size: Size, rng: random.Random) -> list[dict]:
             pools.append({"name": f"pool-{p}", "nodes": rng.choice([4, 8, 16, 32]),
                           "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
                           "devices": devices})
+            if (c + p) % 4 != 3:  # a quarter unpriced: the cost score weighs both
+                pools[-1]["costPerNodeHour"] = f"{10 + (7 * c + 3 * p) % 90}.{(c + p) % 100:02d}"
         spec: dict = {"gateway": {"name": "inference", "namespace": "gateway",
                                   "address": f"c{c}.llm.example.com"},
                       "nodePools": pools}
