@@ -35,7 +35,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from function.contract import cost
 from function.contract.enums import PlacementStrategy
 from function.contract.records import Cluster
 from function.scheduler import filters, reasons
@@ -153,8 +152,8 @@ def plan(inp: Inputs) -> Plan:
     def ranking(level: int) -> Ranking:
         key = level if priced else 0
         if key not in rankings:
-            at = dataclasses.replace(state, options=_options(dep, clusters, static, matcher,
-                                                             level)) if priced else state
+            at = dataclasses.replace(state, nodes=_nodes(dep, clusters, matcher, level)) \
+                if priced else state
             rankings[key] = Ranking(clusters, at, dep.strategy)
         return rankings[key]
     # A copy: the plan reserves in it, and stays a pure function of its inputs.
@@ -269,21 +268,16 @@ def _usable(dep: Deployment, clusters: Mapping[str, Cluster], static: Mapping[st
             for name, c in clusters.items() if not static[name]}
 
 
-def _options(dep: Deployment, clusters: Mapping[str, Cluster], static: Mapping[str, str | None],
-             matcher: Matcher, level: int) -> dict[str, tuple]:
-    """What the cost score weighs (scores.py): per admitted cluster, per
-    engine, the pools it fits at `level` with the nodes it would take there,
-    cheapest first (the listed order breaking ties)."""
+def _nodes(dep: Deployment, clusters: Mapping[str, Cluster], matcher: Matcher,
+           level: int) -> dict[str, tuple[int | None, ...]]:
+    """What the cost score weighs (scores.py): per pool shape in the fleet, the
+    nodes each engine takes on one such pool at `level` (None: it does not fit)."""
+    shapes = {p.shape: p for c in clusters.values() for p in c.pools}
     out = {}
-    for name, c in clusters.items():
-        if static[name]:
-            continue
-        per_engine = []
-        for engine in dep.engines:
-            fits = [(p, engine_cost(engine, fit)) for p in c.pools
-                    if (fit := matcher.engine_fit(engine, p, level)) is not None]
-            per_engine.append(tuple(sorted(fits, key=lambda o: cost.of(o[0].cost, o[1]))))
-        out[name] = tuple(per_engine)
+    for shape, pool in shapes.items():
+        fits = (matcher.engine_fit(e, pool, level) for e in dep.engines)
+        out[shape] = tuple(None if f is None else engine_cost(e, f)
+                           for e, f in zip(dep.engines, fits))
     return out
 
 

@@ -47,10 +47,10 @@ class State:
     warm: frozenset[str] = frozenset()  # clusters where the deployment's ModelCache is Ready
     # Pack only: cluster -> its pools one of the deployment's engines fits a node of.
     usable: Mapping[str, tuple[Pool, ...]] = field(default_factory=dict)
-    # With some pool priced: cluster -> per engine, (pool, nodes) for each pool
-    # it fits at the ranking's priority level, cheapest first. Empty: no prices.
-    options: Mapping[str, tuple[tuple[tuple[Pool, int], ...], ...]] = \
-        field(default_factory=dict)
+    # With some pool priced: pool shape -> the nodes each engine takes on one
+    # such pool at the ranking's priority level (None: it does not fit there).
+    # Empty: no pool of the fleet has a price.
+    nodes: Mapping[str, tuple[int | None, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,16 +91,25 @@ def cost(cluster: Cluster, state: State) -> int:
     for one engine; for several, a floor: they may contend for one pool, and
     capacity then finds the cheapest that fits them together). Unpriced pools
     and clusters without room rank after every priced placement."""
-    ledger, name, parts = state.ledger, cluster.name, []
-    for options in state.options.get(name, ()):
-        part = next((prices.of(pool.cost, nodes) for pool, nodes in options
-                     if ledger.free(name, pool) >= nodes), prices.UNKNOWN)
-        parts.append(part)
-    return -prices.total(parts) if parts else -prices.UNKNOWN
+    ledger, name, nodes = state.ledger, cluster.name, state.nodes
+    best: list[int] = []
+    for pool in cluster.pools:
+        price = pool.cost
+        if price is None:
+            continue  # unknown: no better than no room at all
+        per_engine = nodes.get(pool.shape, ())
+        if not best:
+            best = [prices.UNKNOWN] * len(per_engine)
+        free = ledger.free(name, pool)
+        for i, n in enumerate(per_engine):
+            # Inline (prices.of): the L fleet ranks 1000 clusters of 8 pools.
+            if n is not None and n <= free and price * n < best[i]:
+                best[i] = price * n
+    return -prices.total(best) if best else -prices.UNKNOWN
 
 
 def _priced(state: State) -> bool:
-    return bool(state.options)
+    return bool(state.nodes)
 
 
 def warm_cache(cluster: Cluster, state: State) -> int:
