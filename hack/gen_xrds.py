@@ -555,9 +555,11 @@ def inference_cluster() -> dict:
             "scheduler compares costs, it never converts them). Among the placements a "
             "deployment's placement strategy ranks equal, within one firstAvailable priority "
             "level, the scheduler takes the cheapest: nodes used times this cost, summed over "
-            "the replica's engines. It never places fewer replicas, spreads less or packs less "
-            "for cost. Unset means unknown: ranked after every priced pool. \"0\" marks nodes "
-            "that cost nothing more to use (owned hardware).", pattern=cost.PATTERN),
+            "the replica's engines. Cost never outranks the strategy: a Spread deployment "
+            "spreads and a Pack one packs as without prices. Unset means unknown: ranked after "
+            "every priced pool. \"0\" marks nodes that cost nothing more to use (owned "
+            "hardware).",
+            pattern=cost.PATTERN),
     }, "A group of identical nodes.", required=["name", "nodes"])
     spec = obj({
         "providerConfigRef": obj({

@@ -47,6 +47,12 @@ def fungible(replicas: int, strategy: str | None = None) -> dict:
     return md
 
 
+def three_h100_clusters() -> list[dict]:
+    """a the dearest, b the cheapest, c between."""
+    return [cluster(n, priced(pool("h100", 4, H100), p))
+            for n, p in (("a", "98.32"), ("b", "12.5"), ("c", "40"))]
+
+
 def where(rsp) -> list[tuple[str, str]]:
     """(cluster, pool) of each replica, by index."""
     placed = placements(rsp)
@@ -82,17 +88,12 @@ def test_an_unset_price_is_unknown():
 # --- Spread -----------------------------------------------------------------------
 
 def test_spread_puts_the_first_replica_on_the_cheapest_of_equally_spread_clusters():
-    fleet = [cluster("a", priced(pool("h100", 4, H100), "98.32")),
-             cluster("b", priced(pool("h100", 4, H100), "12.5")),
-             cluster("c", priced(pool("h100", 4, H100), "40"))]
-    assert where(World(one_node(1), fleet).run()) == [("b", "h100")]
+    assert where(World(one_node(1), three_h100_clusters()).run()) == [("b", "h100")]
 
 
 def test_spread_still_spreads_before_it_saves():
-    fleet = [cluster("a", priced(pool("h100", 4, H100), "98.32")),
-             cluster("b", priced(pool("h100", 4, H100), "12.5")),
-             cluster("c", priced(pool("h100", 4, H100), "40"))]
-    assert [c for c, _ in where(World(one_node(3), fleet).run())] == ["b", "c", "a"]
+    placed = where(World(one_node(3), three_h100_clusters()).run())
+    assert [c for c, _ in placed] == ["b", "c", "a"]
 
 
 def test_within_a_cluster_the_cheaper_pool_wins_over_the_listed_order():

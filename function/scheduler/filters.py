@@ -205,7 +205,8 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
     # Spread with prices: every placement is weighed, the first found of the
     # least cost kept; none can cost less than each engine's cheapest pool.
     cheapest = priced and dep.strategy != PlacementStrategy.PACK
-    floor = cost.total(cost.of(o[0].pool.cost, o[0].nodes) for o in options if o)
+    floor = cost.total(cost.of(o[0].pool.cost, o[0].nodes) for o in options if o) \
+        if cheapest else 0
     best: list = []  # [cost, placement] once one is found
 
     def free(pool: Pool) -> int:
