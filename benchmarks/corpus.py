@@ -22,6 +22,13 @@ The traps are the shapes where placing one replica at a time goes wrong:
 Capacity is counted in whole nodes (function/contract/capacity.py), so a
 one-GPU replica takes a node as an eight-GPU one does. Everything comes from
 `random.Random(f"{seed}-{trap}-{i}")`: the same seed gives the same corpus.
+
+Pools have a costPerNodeHour: a list price per kind, each cluster's within
+40% of it either way. In the `mixed` trap about one pool in five has none
+(unknown, which the scheduler ranks after any price); elsewhere every pool
+is priced, so a strategy's cost compares with the least as one number.
+Prices come from a second generator, `random.Random(f"{seed}-{trap}-{i}-cost")`,
+so adding them left every fleet and deployment of a seed as it was.
 """
 
 from __future__ import annotations
@@ -85,6 +92,21 @@ def held_replica(n: int, cluster_name: str, pool_name: str, nodes: int) -> dict:
                                         "deviceClassName": GPU}],
                     "template": {"spec": {"containers": [{"name": "engine",
                                                           "image": "vllm/vllm-openai:v0.11.0"}]}}}]}]}}
+
+
+# Per node-hour list prices (eight H100s or A100s, four L4s), in cents.
+LIST_CENTS = {"h100": 9832, "a100": 4096, "l4": 340}
+
+
+def price(rng: random.Random, clusters: list[dict], unpriced: float = 0.0) -> None:
+    """Give the fleet's pools a costPerNodeHour, leaving about `unpriced` of them
+    without one (module docstring)."""
+    for c in clusters:
+        factor = rng.randint(60, 140)  # the cluster's region: percent of the list price
+        for p in c["spec"]["nodePools"]:
+            if rng.random() >= unpriced:
+                cents = LIST_CENTS[p["name"]] * factor // 100 + rng.randint(0, 99)
+                p["costPerNodeHour"] = f"{cents // 100}.{cents % 100:02d}"
 
 
 # --- the deployments ---------------------------------------------------------
@@ -249,6 +271,8 @@ def generate(seed: int = 19, per_trap: int = 12) -> list[Case]:
         for i in range(per_trap):
             rng = random.Random(f"{seed}-{trap}-{i}")
             clusters, held, deps = GENERATORS[trap](rng)
+            price(random.Random(f"{seed}-{trap}-{i}-cost"), clusters,
+                  unpriced=0.2 if trap == "mixed" else 0.0)
             cases.append(Case(f"{trap}-{i}", trap, clusters, held, deps))
     return cases
 

@@ -81,6 +81,12 @@ def fleet(size: Size, rng: random.Random) -> list[dict]:
             pools.append({"name": f"pool-{p}", "nodes": rng.choice([4, 8, 16, 32]),
                           "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
                           "devices": devices})
+            # A price per product and pool (as a list price is): no pool's bytes
+            # become distinct that were alike, so the parse cache shares them as
+            # before. Some unpriced: the cost score weighs both.
+            g = (c + p) % len(GPUS)
+            if (g + p) % 4 != 3:
+                pools[-1]["costPerNodeHour"] = f"{10 + 7 * g + 3 * p}.{(11 * g + p) % 100:02d}"
         spec: dict = {"gateway": {"name": "inference", "namespace": "gateway",
                                   "address": f"c{c}.llm.example.com"},
                       "nodePools": pools}

@@ -8,8 +8,10 @@ ModelReplicas it composes join the ledger for the next. It then compares the
 replicas placed with the reference solver's optimum for the same set
 (benchmarks/solver.py), and checks that no pool ended overcommitted.
 
-Prints a row per case, a row per trap, the overcommits, and last the ratio
-over the whole corpus. Beside the optimum, the "in order" optimum: the most a
+Prints a row per case, a row per trap, the cost per hour of what each
+strategy placed against the least cost of placing the same replicas
+(solver.least_cost; the pools' costPerNodeHour), the overcommits, and last
+the ratio over the whole corpus. Beside the optimum, the "in order" optimum: the most a
 scheduler serving deployments first come, first served could place knowing
 what comes next (solver.solve_in_order); the part of a strategy's loss that it
 shares is the arrival order's, not the strategy's. A measurement, not a test: nothing here asserts a
@@ -46,6 +48,15 @@ class Replay:
     # deployment -> the most of its replicas the fleet had room for when it
     # arrived (the solver on the ModelReplicas its reconcile saw); empty unless asked.
     possible: dict[str, int] = field(default_factory=dict)
+    # (cluster, pool) -> nodes the case's deployments hold (not the held replicas').
+    usage: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Summed over the deployments, each on the fleet as it arrived: what the
+    # replicas it got cost, and the least they could have cost there (empty
+    # Costs unless asked, as `possible`). The gap is the scheduler's own
+    # choice plus its strategy's (spreading or packing is not free); the rest
+    # of the gap to `least_cost` is earlier placements that later ones paid for.
+    arrival_cost: solver.Cost = field(default_factory=solver.Cost)
+    arrival_least: solver.Cost = field(default_factory=solver.Cost)
 
     @property
     def short_at_arrival(self) -> int:
@@ -79,19 +90,39 @@ def replay(case: corpus.Case, strategy: str | None, time_limit: float | None = N
     ledger = list(case.held)
     result = Replay()
     clusters = [parse_cluster(c) for c in case.clusters] if time_limit is not None else []
+    price = solver.prices(clusters)
     for n, md in enumerate(case.deployments):
+        name = md["metadata"]["name"]
+        free = solver.free_nodes(clusters, ledger) if time_limit is not None else {}
         if time_limit is not None:
-            room = solver.solve(solver.free_nodes(clusters, ledger),
-                                [solver.demand(md, clusters)], time_limit)
-            result.possible[md["metadata"]["name"]] = room.placed
+            room = solver.solve(free, [solver.demand(md, clusters)], time_limit)
+            result.possible[name] = room.placed
         placed = reconcile(corpus.with_strategy(md, strategy), case.clusters, ledger)
         for i, mr in enumerate(placed):
             # Stamped as the API server would: later arrivals are younger.
             mr["metadata"]["creationTimestamp"] = f"2026-02-01T{n:02d}:00:{i % 60:02d}Z"
         ledger += placed
-        result.placed[md["metadata"]["name"]] = len(placed)
+        result.placed[name] = len(placed)
+        usage = _usage(placed)
+        for key, nodes in usage.items():
+            result.usage[key] = result.usage.get(key, 0) + nodes
+        if time_limit is not None:
+            least = solver.least_cost(free, [solver.demand(md, clusters)], {name: len(placed)},
+                                      price, time_limit).cost
+            result.arrival_cost = _sum([result.arrival_cost, solver.cost_of(usage, price)])
+            result.arrival_least = _sum([result.arrival_least, least])
     result.overcommitted = overcommits(case.clusters, ledger)
     return result
+
+
+def _usage(replicas: Sequence[dict]) -> dict[tuple[str, str], int]:
+    """(cluster, pool) -> nodes the ModelReplicas hold."""
+    out: dict[tuple[str, str], int] = {}
+    for mr in replicas:
+        for pool_name, nodes in replica_usage(mr["spec"]["engines"]).items():
+            key = (mr["spec"]["clusterName"], pool_name)
+            out[key] = out.get(key, 0) + nodes
+    return out
 
 
 def overcommits(clusters: Sequence[dict], ledger: Sequence[dict]) -> list[str]:
@@ -108,12 +139,28 @@ def overcommits(clusters: Sequence[dict], ledger: Sequence[dict]) -> list[str]:
 
 def optimum(case: corpus.Case, time_limit: float,
             in_order: bool = False) -> solver.Optimum:
-    """The most replicas the case's deployments can place (in_order: first come,
-    first served, solver.solve_in_order)."""
+    """The most replicas the case's deployments can place, and the least cost
+    of placing that many (in_order: first come, first served,
+    solver.solve_in_order, without cost)."""
     clusters = [parse_cluster(c) for c in case.clusters]
     demands = [solver.demand(md, clusters) for md in case.deployments]
-    solve = solver.solve_in_order if in_order else solver.solve
-    return solve(solver.free_nodes(clusters, case.held), demands, time_limit)
+    free = solver.free_nodes(clusters, case.held)
+    if in_order:
+        return solver.solve_in_order(free, demands, time_limit)
+    return solver.solve(free, demands, time_limit, price=solver.prices(clusters))
+
+
+def least_cost(case: corpus.Case, placed: dict[str, int], time_limit: float) -> solver.Cost:
+    """The least cost of placing exactly `placed` replicas of each deployment."""
+    clusters = [parse_cluster(c) for c in case.clusters]
+    demands = [solver.demand(md, clusters) for md in case.deployments]
+    best = solver.least_cost(solver.free_nodes(clusters, case.held), demands, placed,
+                             solver.prices(clusters), time_limit)
+    return best.cost
+
+
+def prices(case: corpus.Case) -> solver.Prices:
+    return solver.prices([parse_cluster(c) for c in case.clusters])
 
 
 def measure(cases: Sequence[corpus.Case], strategies: Sequence[str],
@@ -126,11 +173,14 @@ def measure(cases: Sequence[corpus.Case], strategies: Sequence[str],
                "deployments": len(case.deployments),
                "optimal": best.placed, "bound": best.bound, "solver": best.status,
                "in_order": optimum(case, time_limit, in_order=True).placed,
-               "overcommits": []}
+               "optimal cost": best.cost, "overcommits": []}
         for s in strategies:
             r = replay(case, s, time_limit)
             row[s] = sum(r.placed.values())
             row[f"{s} short"] = r.short_at_arrival
+            row[f"{s} cost"] = solver.cost_of(r.usage, prices(case))
+            row[f"{s} least"] = least_cost(case, r.placed, time_limit)
+            row[f"{s} arrival cost"], row[f"{s} arrival least"] = r.arrival_cost, r.arrival_least
             row["overcommits"] += [f"{s}: {o}" for o in r.overcommitted]
         rows.append(row)
     return rows
@@ -168,6 +218,19 @@ def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
             cell += [str(got), pct(ratio(got, opt)), pct(worst), str(opt - got)]
         cells.append(cell)
     lines += _table(cols, cells)
+    lines += ["", "cost per hour of the replicas placed (unpriced pools' nodes apart), against "
+                  "the least cost of placing the same replicas; the optimum's: of placing the most"]
+    cols = ["trap", "optimum's"] + [c for s in strategies
+                                    for c in (f"{s} cost", f"{s} least", f"{s} over")]
+    cells = []
+    for trap in dict.fromkeys(r["trap"] for r in rows):
+        group = [r for r in rows if r["trap"] == trap]
+        cell = [trap, str(_sum(r["optimal cost"] for r in group))]
+        for s in strategies:
+            got, least = _sum(r[f"{s} cost"] for r in group), _sum(r[f"{s} least"] for r in group)
+            cell += [str(got), str(least), excess(got, least)]
+        cells.append(cell)
+    lines += _table(cols, cells)
     unproven = [r["case"] for r in rows if r["bound"] != r["optimal"]]
     over = [o for r in rows for o in r["overcommits"]]
     lines += ["", f"solver: {len(rows) - len(unproven)}/{len(rows)} optima proven"
@@ -180,6 +243,16 @@ def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
                      f"{s} {sum(r[f'{s} short'] for r in rows)}" for s in strategies)
                  + "; the rest of the loss is placements that fitted everything then and "
                    "left a later deployment short")
+    for what, cost_key, least_key in (
+            ("the least cost of placing the same replicas", "cost", "least"),
+            ("each deployment's least on the fleet as it arrived", "arrival cost",
+             "arrival least")):
+        lines.append(f"cost per hour, against {what}: " + ", ".join(
+            f"{s} {_sum(r[f'{s} {cost_key}'] for r in rows)} for "
+            f"{_sum(r[f'{s} {least_key}'] for r in rows)}, "
+            + excess(_sum(r[f"{s} {cost_key}"] for r in rows),
+                     _sum(r[f"{s} {least_key}"] for r in rows))
+            for s in strategies))
     opt, first_come = sum(r["optimal"] for r in rows), sum(r["in_order"] for r in rows)
     lines.append(f"in order (first come, first served, knowing what comes next): {first_come}/"
                  f"{opt} of the optimum; " + ", ".join(
@@ -192,6 +265,20 @@ def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
                      f"{pct(ratio(got, opt))} (worst case {worst['case']} "
                      f"{pct(ratio(worst[s], worst['optimal']))})")
     return "\n".join(lines)
+
+
+def _sum(costs) -> solver.Cost:
+    total = solver.Cost()
+    for c in costs:
+        total = solver.Cost(total.unpriced_nodes + c.unpriced_nodes, total.priced + c.priced)
+    return total
+
+
+def excess(got: solver.Cost, least: solver.Cost) -> str:
+    """How much more the priced nodes cost than the least (unpriced ones apart)."""
+    if least.priced == 0:
+        return "+0.0%" if got.priced == 0 else "n/a"
+    return f"{100 * (got.priced - least.priced) / least.priced:+.1f}%"
 
 
 def _table(cols: Sequence[str], cells: Sequence[Sequence[str]]) -> list[str]:
@@ -212,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = corpus.generate(args.seed, args.per_trap)
     rows = measure(cases, STRATEGIES, args.time_limit)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows, indent=2, default=str))  # a Cost as it prints
         return 0
     print(f"corpus: seed {args.seed}, {len(cases)} cases, "
           f"{sum(len(c.deployments) for c in cases)} deployments "

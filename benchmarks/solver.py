@@ -29,16 +29,26 @@ distinct usage vector per way of putting its engines on c's pools).
 Maximize the sum of x subject to every pool's free nodes and every
 deployment's replicas. HiGHS solves it; a missing highspy is an ImportError,
 never a skipped measurement.
+
+With the pools' prices (`prices`: nodePools[].costPerNodeHour) the objective
+is lexicographic, as the scheduler's is: the most replicas first; among
+placements of that many, the fewest nodes on unpriced pools (the scheduler
+ranks an unknown price after every known one); among those, the least cost
+per hour. Each stage is solved exactly (no relative gap) with the earlier
+stages' optima fixed as constraints; `Cost` is then summed in integers from
+the solution, never read back from a float objective.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import highspy
 
+from function.contract import cost
 from function.contract.capacity import replica_usage
 from function.contract.records import Cluster
 from function.scheduler import filters
@@ -57,12 +67,28 @@ class Demand:
     shapes: Mapping[str, tuple[Usage, ...]]  # cluster -> the distinct footprints a replica may take
 
 
+Prices = Mapping[tuple[str, str], "int | None"]  # (cluster, pool) -> cost.UNIT per node-hour
+
+
+@dataclass(frozen=True, order=True)
+class Cost:
+    """A placement's cost per hour, compared as the scheduler compares them."""
+
+    unpriced_nodes: int = 0  # nodes on pools with no costPerNodeHour
+    priced: int = 0          # cost.UNIT ten-thousandths per hour on the priced ones
+
+    def __str__(self) -> str:
+        text = cost.text(self.priced)
+        return text + (f" + {self.unpriced_nodes} unpriced nodes" if self.unpriced_nodes else "")
+
+
 @dataclass(frozen=True)
 class Optimum:
     placed: int                  # replicas in the best placement found
     bound: int                   # no placement places more (== placed when proven)
     per_deployment: Mapping[str, int]
     status: str                  # HiGHS's model status
+    cost: Cost | None = None     # the least cost of placing `placed` (when priced)
 
     @property
     def proven(self) -> bool:
@@ -107,22 +133,36 @@ def free_nodes(clusters: Sequence[Cluster], held: Sequence[Mapping]) -> dict[tup
     return {k: max(0, v) for k, v in free.items()}
 
 
+def prices(clusters: Sequence[Cluster]) -> dict[tuple[str, str], int | None]:
+    """(cluster, pool) -> its costPerNodeHour in cost.UNIT (None: unpriced)."""
+    return {(c.name, p.name): p.cost for c in clusters for p in c.pools}
+
+
+def cost_of(usage: Mapping[tuple[str, str], int], price: Prices) -> Cost:
+    """What nodes held on (cluster, pool)s cost per hour."""
+    return Cost(sum(n for k, n in usage.items() if price.get(k) is None),
+                sum(n * price[k] for k, n in usage.items() if price.get(k) is not None))
+
+
 def solve(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],
           time_limit: float = 30.0, *, count: frozenset[str] | None = None,
-          floors: Mapping[str, int] | None = None) -> Optimum:
+          floors: Mapping[str, int] | None = None, price: Prices | None = None) -> Optimum:
     """The most replicas of the deployments in `count` (None: all) that can be
-    placed while every deployment in `floors` keeps at least that many."""
+    placed while every deployment in `floors` keeps at least that many; with
+    `price`, the least cost of placing that many (module docstring)."""
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", time_limit)
     h.setOptionValue("threads", 1)
+    h.setOptionValue("mip_rel_gap", 0.0)  # costs are integers: exact, not within 0.01%
     cols: list[tuple[str, str, Usage]] = []
     for d in demands:
         for cluster_name, footprints in sorted(d.shapes.items()):
             for usage in footprints:
                 cols.append((d.name, cluster_name, usage))
     if not cols:
-        return Optimum(0, 0, {d.name: 0 for d in demands}, "no placement possible")
+        return Optimum(0, 0, {d.name: 0 for d in demands}, "no placement possible",
+                       None if price is None else Cost())
     replicas = {d.name: d.replicas for d in demands}
     h.addVars(len(cols), [0.0] * len(cols), [float(replicas[d]) for d, _, _ in cols])
     h.changeColsIntegrality(len(cols), list(range(len(cols))),
@@ -145,8 +185,7 @@ def solve(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],
 
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
-    values = h.getSolution().col_value
-    counts = [round(v) for v in values]
+    counts = [round(v) for v in h.getSolution().col_value]
     _check(cols, counts, free, replicas)
     per: dict[str, int] = {d.name: 0 for d in demands}
     for (d, _, _), n in zip(cols, counts):
@@ -154,7 +193,41 @@ def solve(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],
     placed = sum(n for d, n in per.items() if count is None or d in count)
     info = h.getInfo()
     bound = placed if status == "Optimal" else int(info.mip_dual_bound + 1e-6)
-    return Optimum(placed, max(bound, placed), per, status)
+    if price is None:
+        return Optimum(placed, max(bound, placed), per, status)
+
+    # Keep `placed`, then the fewest unpriced nodes, then the least cost.
+    counted = [j for j, (d, _, _) in enumerate(cols) if count is None or d in count]
+    h.addRow(float(placed), float(placed), len(counted), counted, [1.0] * len(counted))
+    h.changeObjectiveSense(highspy.ObjSense.kMinimize)
+    for stage in (0, 1):
+        weights = [float(_stage_costs(usage, cluster_name, price)[stage])
+                   for _, cluster_name, usage in cols]
+        h.changeColsCost(len(cols), list(range(len(cols))), weights)
+        h.run()
+        stage_status = h.modelStatusToString(h.getModelStatus())
+        if stage_status != "Optimal":
+            status = f"{status}; cost stage {stage}: {stage_status}"
+        found = [round(v) for v in h.getSolution().col_value]
+        _check(cols, found, free, replicas)
+        if sum(found[j] for j in counted) == placed:
+            counts = found
+        least = sum(round(w) * n for w, n in zip(weights, counts))
+        h.addRow(-highspy.kHighsInf, float(least), len(cols), list(range(len(cols))), weights)
+    per = {d.name: 0 for d in demands}
+    usage_total: dict[tuple[str, str], int] = {}
+    for (d, cluster_name, usage), n in zip(cols, counts):
+        per[d] += n
+        for pool_name, nodes in usage:
+            key = (cluster_name, pool_name)
+            usage_total[key] = usage_total.get(key, 0) + nodes * n
+    return Optimum(placed, max(bound, placed), per, status, cost_of(usage_total, price))
+
+
+def _stage_costs(usage: Usage, cluster_name: str, price: Prices) -> tuple[int, int]:
+    """One replica's (unpriced nodes, priced cost) for the footprint `usage`."""
+    c = cost_of({(cluster_name, p): n for p, n in usage}, price)
+    return c.unpriced_nodes, c.priced
 
 
 def _check(cols, counts, free, replicas) -> None:
@@ -170,6 +243,15 @@ def _check(cols, counts, free, replicas) -> None:
     over = [k for k, v in used.items() if v > free.get(k, 0)]
     if over or any(per[d] > replicas[d] for d in per):
         raise AssertionError(f"solver solution is not a placement: over on {over}")
+
+
+def least_cost(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],
+               placed: Mapping[str, int], price: Prices, time_limit: float = 30.0) -> Optimum:
+    """The cheapest placement of exactly `placed[d]` replicas of each deployment
+    (what the scheduler placed): its cost is the least any placement of the
+    same replicas could cost, the yardstick of the scheduler's own."""
+    exact = [dataclasses.replace(d, replicas=placed.get(d.name, 0)) for d in demands]
+    return solve(free, exact, time_limit, floors=placed, price=price)
 
 
 def solve_in_order(free: Mapping[tuple[str, str], int], demands: Sequence[Demand],

@@ -24,7 +24,7 @@ VERSION = "v1alpha1"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the serving modes' table: function/contract/serving.py
 
-from function.contract import serving  # noqa: E402
+from function.contract import cost, serving  # noqa: E402
 
 
 def dependency_name(package: str) -> str:
@@ -551,6 +551,17 @@ def inference_cluster() -> dict:
                          "Synthetic devices (or none: `[]`). Left out, the devices are the "
                          "ones the cluster publishes (status.nodePools[].publishedDevices).",
                          map_keys=["name"]),
+        "costPerNodeHour": string(
+            cost.MAX_LENGTH, "What one node of the pool costs per hour: a decimal of at most 6 "
+            "digits and 4 decimals (\"2.48\", \"0\") in one currency for the whole fleet (the "
+            "scheduler compares costs, it never converts them). Among the placements a "
+            "deployment's placement strategy ranks equal, within one firstAvailable priority "
+            "level, the scheduler takes the cheapest: nodes used times this cost, summed over "
+            "the replica's engines. Cost never outranks the strategy: a Spread deployment "
+            "spreads and a Pack one packs as without prices. Unset means unknown: ranked after "
+            "every priced pool. \"0\" marks nodes that cost nothing more to use (owned "
+            "hardware).",
+            pattern=cost.PATTERN),
     }, "A group of identical nodes.", required=["name", "nodes"])
     spec = obj({
         "providerConfigRef": obj({

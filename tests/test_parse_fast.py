@@ -126,8 +126,26 @@ def _check(obj: dict, seed: int = 0) -> None:
 def test_generated_fleets_read_alike(size):
     _clear_fast_caches()
     _, clusters, live = bench_fleet.generate(size)
+    assert {p.get("costPerNodeHour") is None for c in clusters
+            for p in c["spec"]["nodePools"]} == {True, False}  # priced and unpriced pools
     for i, obj in enumerate(clusters[:200] + live[:400]):
         _check(obj, i)
+
+
+def test_a_pools_price_is_carried_by_the_fast_reader():
+    _clear_fast_caches()
+    obj = copy.deepcopy(bench_fleet.generate("S")[1][0])
+    pools = obj["spec"]["nodePools"]
+    pools[0]["costPerNodeHour"], pools[1]["costPerNodeHour"] = "98.32", "0"
+    pools[2].pop("costPerNodeHour", None)
+    _check(obj)
+    for item in (ordered(obj), shuffled(obj, 3)):
+        got = [p.cost for p in parsecache.fast_cluster(item).pools[:3]]
+        assert got == [983200, 0, None]
+    pools[1]["costPerNodeHour"] = "0.00001"  # one decimal too many: malformed alike
+    _check(obj)
+    with pytest.raises(Malformed, match="costPerNodeHour"):
+        parsecache.fast_cluster(ordered(obj))
 
 
 def test_the_examples_and_the_test_fleets_read_alike():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pathlib
+import random
 import sys
 
 import pytest
@@ -134,6 +135,10 @@ def test_the_harness_reports_every_case_trap_and_last_the_headline_ratio():
         assert f"\n{trap} " in text
     assert "overcommits: 0" in text
     assert "short at arrival" in text
+    assert "\ncost per hour, against the least cost of placing the same replicas: Spread " in text
+    assert "\ncost per hour, against each deployment's least on the fleet as it arrived: Spread " in text
+    for r in rows:
+        assert all(r[f"{s} least"] <= r[f"{s} cost"] for s in quality.STRATEGIES)
     for r in rows:
         assert all(r[f"{s} short"] >= 0 for s in quality.STRATEGIES)
     assert text.splitlines()[-1].startswith(f"{quality.STRATEGIES[-1]}: ")
@@ -155,3 +160,49 @@ def test_the_function_never_imports_the_benchmarks_or_the_solver():
             wrong += [f"{path.relative_to(ROOT)}: {n}" for n in names
                       if n.split(".")[0] in ("benchmarks", "highspy")]
     assert not wrong
+
+
+def priced(cluster: dict, **per_pool: str) -> dict:
+    for p in cluster["spec"]["nodePools"]:
+        if p["name"] in per_pool:
+            p["costPerNodeHour"] = per_pool[p["name"]]
+    return cluster
+
+
+def test_the_solver_places_the_most_replicas_first_and_then_the_cheapest():
+    # Three one-node replicas: the cheap cluster has room for two; the third
+    # goes to the dearer one rather than being left out.
+    clusters = [priced(corpus.cluster("a", corpus.pool("h100", 2)), h100="1"),
+                priced(corpus.cluster("b", corpus.pool("h100", 4)), h100="5.5")]
+    opt = best(clusters, [small(3)])
+    assert opt.placed == 3
+    assert opt.cost == solver.Cost(0, 2 * 10_000 + 55_000)
+
+
+def test_the_solver_puts_unpriced_nodes_after_any_priced_ones():
+    clusters = [corpus.cluster("a", corpus.pool("h100", 4)),
+                priced(corpus.cluster("b", corpus.pool("h100", 1)), h100="900")]
+    assert best(clusters, [small(2)]).cost == solver.Cost(1, 900 * 10_000)
+
+
+def test_the_least_cost_of_what_the_scheduler_placed_is_no_more_than_its_own():
+    case = corpus.generate(5, 1)[4]  # mixed: most pools priced
+    for strategy in quality.STRATEGIES:
+        r = quality.replay(case, strategy)
+        got = solver.cost_of(r.usage, quality.prices(case))
+        least = quality.least_cost(case, r.placed, 10)
+        assert least <= got  # (unpriced nodes, then priced cost), as the scheduler ranks
+        assert sum(r.usage.values()) > 0
+
+
+def test_the_corpus_prices_most_pools_and_leaves_its_fleets_as_they_were():
+    cases = corpus.generate(7, 2)
+    pools = [p for c in cases for cl in c.clusters for p in cl["spec"]["nodePools"]]
+    priced_pools = [p for p in pools if "costPerNodeHour" in p]
+    assert 0 < len(priced_pools) < len(pools)
+    unpriced = [{**cl, "spec": {**cl["spec"], "nodePools": [
+        {k: v for k, v in p.items() if k != "costPerNodeHour"} for p in cl["spec"]["nodePools"]]}}
+        for c in cases for cl in c.clusters]
+    as_generated = [cl for trap in corpus.TRAPS for i in range(2)
+                    for cl in corpus.GENERATORS[trap](random.Random(f"7-{trap}-{i}"))[0]]
+    assert unpriced == as_generated

@@ -66,6 +66,7 @@ PRODUCTS = {"H100": "80Gi", "A100": "40Gi", "L4": "24Gi"}
 TAINTS = [taint("dedicated", "NoSchedule", "batch"), taint("evict", "NoExecute"),
           taint("soft", "PreferNoSchedule")]
 FABRIC = 'device.attributes["fabric.example.com"].type == "infiniband"'
+PRICES = ["0", "1.5", "2", "31.5", "98.32"]
 
 
 # --- Strategies ----------------------------------------------------------------
@@ -89,6 +90,8 @@ def pools(draw, prefix: str = "p") -> list[dict]:
         if sometimes(draw, 2):
             devices.append(synthetic("fabric", type="infiniband"))
         out.append(pool(f"{prefix}{i}", draw(st.integers(0, 8)), *devices))
+        if not sometimes(draw, 3):  # most pools priced, some not (unknown): the cost step
+            out[-1]["costPerNodeHour"] = draw(st.sampled_from(PRICES))
     return out
 
 
@@ -378,6 +381,31 @@ def test_the_order_of_required_resources_does_not_change_the_placement(world, rn
     assert status(again) == status(rsp)
     assert [(c.type, c.status, c.reason, c.message) for c in again.conditions] == \
         [(c.type, c.status, c.reason, c.message) for c in rsp.conditions]
+
+
+def one_price(fleet: list[dict], price: str | None) -> list[dict]:
+    out = copy.deepcopy(fleet)
+    for c in out:
+        for p in c["spec"]["nodePools"]:
+            p.pop("costPerNodeHour", None)
+            if price is not None:
+                p["costPerNodeHour"] = price
+    return out
+
+
+@PROPERTY
+@given(worlds(), st.sampled_from(["0", "2.5"]), st.randoms(use_true_random=False))
+def test_one_price_on_every_pool_places_as_no_price_at_all(world, price, rnd):
+    # Cost only chooses among placements that differ in price: where none do,
+    # the cost step changes nothing, however the fleet evolves.
+    world.apply(world.run())
+    world.clusters = evolve(world.clusters, rnd)
+    unpriced = World(world.md, one_price(world.clusters, None), world.others,
+                     observed=world.observed).run()
+    priced = World(world.md, one_price(world.clusters, price), world.others,
+                   observed=world.observed).run()
+    assert mrs(priced) == mrs(unpriced)
+    assert status(priced) == status(unpriced)
 
 
 @PROPERTY

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from function.contract import cost
 from function.contract.enums import DeviceClaim, ProviderConfigKind
 from function.contract.names import is_dns_label, is_dns_subdomain
 
@@ -101,6 +102,7 @@ class Pool:
     # False when the spec leaves `devices` out: the cluster's published devices
     # (its status) stand in (parse_cluster).
     declares_devices: bool = True
+    cost: int | None = None  # per node-hour in cost.UNIT ten-thousandths; None: unknown
     # Pools with identical devices match identically: the key lets matching
     # run once per distinct shape instead of once per pool.
     shape: str = field(init=False, repr=False, compare=False)
@@ -223,6 +225,7 @@ def _check_pool(p: Any) -> None:
         # Pools are named in ModelReplicas and node labels: a DNS label.
         raise Malformed(f"node pool name {p['name']!r} is not a DNS label")
     _check_taints(p.get("taints"), f"pool {p['name']!r} taints")
+    expect(p.get("costPerNodeHour"), str, f"pool {p['name']!r} costPerNodeHour")
     expect(p.get("devices"), list, f"pool {p['name']!r} devices")
     for d in p.get("devices") or []:
         expect(d, Mapping, f"a device of pool {p['name']!r}", optional=False)
@@ -256,8 +259,17 @@ def parse_pool(p: Any) -> Pool:
         for d in p.get("devices") or [])
     if any(d.claim == DeviceClaim.DRA and not d.device_class for d in devices):
         raise Malformed(f"pool {p.get('name')!r} has a DRA device without deviceClassName")
+    price = p.get("costPerNodeHour")
     return Pool(name=p["name"], nodes=int(p.get("nodes") or 0), devices=devices,
-                taints=_taints(p.get("taints")), declares_devices="devices" in p)
+                taints=_taints(p.get("taints")), declares_devices="devices" in p,
+                cost=None if price is None else _cost(price, p["name"]))
+
+
+def _cost(price: str, pool: str) -> int:
+    try:
+        return cost.parse(price)
+    except ValueError as exc:
+        raise Malformed(f"pool {pool!r}: {exc}") from exc
 
 
 @malformed_on_error

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from function.contract import cost
 from function.contract.caches import Cache
 from function.contract.capacity import member_pods
 from function.contract.enums import PlacementStrategy, TaintEffect, TolerationOperator
@@ -155,6 +156,12 @@ class EnginePlacement:
     nodes: int  # nodes it takes on the pool
 
 
+def placement_cost(engines: Mapping[str, EnginePlacement]) -> int:
+    """A replica's cost per hour: each engine's nodes times its pool's
+    costPerNodeHour, summed (cost.UNKNOWN when some pool has no price)."""
+    return cost.total(cost.of(e.pool.cost, e.nodes) for e in engines.values())
+
+
 def engine_cost(engine: Mapping[str, Any], fit: EngineFit) -> int:
     copies = int(engine.get("copies") or 1)
     return sum(member_pods(m) * copies
@@ -169,23 +176,38 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
     A trial ledger keeps two engines of the replica from double-booking a
     pool; a backtracking search over pool choices finds a placement whenever
     one exists. Pools are tried in the order the platform team listed them;
-    under Pack, fewest free nodes first (that order breaking ties), so an
-    engine takes the fullest pool it fits and leaves larger blocks whole.
-    An engine is never split across pools.
+    under Pack, fewest free nodes first, then the cheapest (costPerNodeHour),
+    so an engine takes the fullest pool it fits and leaves larger blocks
+    whole. Under Spread, where some pool is priced, the search goes on to the
+    cheapest placement of all the replica's engines together (the listed
+    order breaking ties): one engine's cheap pool may be worth leaving to
+    another that needs more of it. An engine is never split across pools.
     """
     options = []
+    priced = False
     for engine in dep.engines:
         opts = []
         for pool in cluster.pools:
             fit = matcher.engine_fit(engine, pool, level)
             if fit is not None:
                 opts.append(EnginePlacement(pool, fit, engine_cost(engine, fit)))
+                priced = priced or pool.cost is not None
         if dep.strategy == PlacementStrategy.PACK:
-            opts.sort(key=lambda o: ledger.free(cluster.name, o.pool))  # stable: listed order
+            # Stable: the listed order breaks what both leave tied.
+            opts.sort(key=lambda o: (ledger.free(cluster.name, o.pool),
+                                     cost.of(o.pool.cost, o.nodes)))
+        elif priced:
+            opts.sort(key=lambda o: cost.of(o.pool.cost, o.nodes))
         options.append(opts)
     trial: dict[str, int] = {}
     chosen: dict[str, EnginePlacement] = {}
     steps = 0
+    # Spread with prices: every placement is weighed, the first found of the
+    # least cost kept; none can cost less than each engine's cheapest pool.
+    cheapest = priced and dep.strategy != PlacementStrategy.PACK
+    floor = cost.total(cost.of(o[0].pool.cost, o[0].nodes) for o in options if o) \
+        if cheapest else 0
+    best: list = []  # [cost, placement] once one is found
 
     def free(pool: Pool) -> int:
         return ledger.free(cluster.name, pool) - trial.get(pool.name, 0)
@@ -193,7 +215,12 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
     def search(i: int) -> bool:
         nonlocal steps
         if i == len(dep.engines):
-            return True
+            if not cheapest:
+                return True
+            found = placement_cost(chosen)
+            if not best or found < best[0]:
+                best[:] = [found, dict(chosen)]
+            return found <= floor  # nothing cheaper exists: stop
         for opt in options[i]:
             steps += 1
             if steps > budget:
@@ -209,6 +236,8 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
 
     if search(0):
         return dict(chosen), None
+    if best:
+        return best[1], None
     return None, _capacity_reason(dep, cluster, options, ledger)
 
 

@@ -17,10 +17,13 @@ policy:
               index) go one at a time to the best-ranked cluster (scores.py:
               by placement.strategy, Spread the fewest of this deployment's
               replicas, Pack the fewest free nodes on the pools it can use;
-              then where its ModelCache is Ready; ties by name) that
-              every filter step admits and whose free nodes (ledger.py) fit,
-              each engine on a pool of it (filters.capacity: Spread in the
-              listed order, Pack the fullest that fits).
+              then the cheapest by nodePools[].costPerNodeHour; then where
+              its ModelCache is Ready; ties by name) that every filter step
+              admits and whose free nodes (ledger.py) fit, each engine on a
+              pool of it (filters.capacity: Spread the cheapest placement,
+              else the listed order; Pack the fullest that fits, then the
+              cheapest). firstAvailable priority levels come before all of
+              it: cost chooses only within the level the walk is at.
 
 Never destructive: a displaced replica is removed only once it has a new
 place, except a NoExecute drain, which the platform team asked for.
@@ -140,7 +143,19 @@ def plan(inp: Inputs) -> Plan:
     warm = frozenset(n for n in clusters if dep.cache is not None and dep.cache.ready_on(n))
     usable = _usable(dep, clusters, static, matcher) \
         if dep.strategy == PlacementStrategy.PACK else {}
-    ranking = Ranking(clusters, State(hosted, ledger, warm, usable), dep.strategy)
+    state = State(hosted, ledger, warm, usable)
+    priced = any(p.cost is not None for c in clusters.values() for p in c.pools)
+    # One ranking per firstAvailable level the walk reaches when the fleet has
+    # prices (the cost score depends on the level: scores.py); else one for all.
+    rankings: dict[int, Ranking] = {}
+
+    def ranking(level: int) -> Ranking:
+        key = level if priced else 0
+        if key not in rankings:
+            at = dataclasses.replace(state, nodes=_nodes(dep, clusters, matcher, level)) \
+                if priced else state
+            rankings[key] = Ranking(clusters, at, dep.strategy)
+        return rankings[key]
     # A copy: the plan reserves in it, and stays a pure function of its inputs.
     quota = dataclasses.replace(inp.quota, used=dict(inp.quota.used)) if inp.quota else None
 
@@ -151,7 +166,8 @@ def plan(inp: Inputs) -> Plan:
     unfit: dict[tuple[str, int], str] = {}
 
     def changed(name: str) -> None:
-        ranking.changed(name)
+        for r in rankings.values():
+            r.changed(name)
         for level in range(levels(dep.engines)):
             unfit.pop((name, level), None)
 
@@ -166,7 +182,7 @@ def plan(inp: Inputs) -> Plan:
         # rank clusters within each priority level.
         for level in range(levels(dep.engines)):
             verdicts = []
-            for name in ranking:
+            for name in ranking(level):
                 if static[name]:
                     verdicts.append((name, static[name]))
                     continue
@@ -250,6 +266,19 @@ def _usable(dep: Deployment, clusters: Mapping[str, Cluster], static: Mapping[st
         return ok
     return {name: tuple(p for p in c.pools if fit(p))
             for name, c in clusters.items() if not static[name]}
+
+
+def _nodes(dep: Deployment, clusters: Mapping[str, Cluster], matcher: Matcher,
+           level: int) -> dict[str, tuple[int | None, ...]]:
+    """What the cost score weighs (scores.py): per pool shape in the fleet, the
+    nodes each engine takes on one such pool at `level` (None: it does not fit)."""
+    shapes = {p.shape: p for c in clusters.values() for p in c.pools}
+    out = {}
+    for shape, pool in shapes.items():
+        fits = (matcher.engine_fit(e, pool, level) for e in dep.engines)
+        out[shape] = tuple(None if f is None else engine_cost(e, f)
+                           for e, f in zip(dep.engines, fits))
+    return out
 
 
 def _dedupe(own: Sequence[Replica]) -> list[Replica]:

@@ -15,10 +15,15 @@ A score may belong to one placement strategy (the deployment's
 `placement.strategy`); the ranking uses the scores of its strategy and those
 of none. In SCORES order, the key of a cluster is:
 
-  Spread (default): spread, warm_cache, name
-  Pack:             pack, pack_cluster, warm_cache, name
+  Spread (default): spread, cost, warm_cache, name
+  Pack:             pack, pack_cluster, cost, warm_cache, name
 
-so a strategy decides first and the cache only breaks its ties.
+so a strategy decides first, cost (nodePools[].costPerNodeHour) chooses
+among the clusters it ranks equal, and the cache only breaks the ties left.
+Cost ranks only where some pool of the fleet is priced (elsewhere it would
+rank every cluster alike), and per firstAvailable priority level: the plan
+keeps one ranking per level it reaches, so a cheaper pool that needs a later
+alternative never beats a pricier one the first alternative fits.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from function.contract import cost as prices
 from function.contract.enums import PlacementStrategy
 from function.contract.records import Cluster, Pool
 from function.scheduler.ledger import Ledger
@@ -41,6 +47,10 @@ class State:
     warm: frozenset[str] = frozenset()  # clusters where the deployment's ModelCache is Ready
     # Pack only: cluster -> its pools one of the deployment's engines fits a node of.
     usable: Mapping[str, tuple[Pool, ...]] = field(default_factory=dict)
+    # With some pool priced: pool shape -> the nodes each engine takes on one
+    # such pool at the ranking's priority level (None: it does not fit there).
+    # Empty: no pool of the fleet has a price.
+    nodes: Mapping[str, tuple[int | None, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,9 @@ class Score:
     name: str
     rank: Callable[[Cluster, State], int]  # higher is better
     strategy: PlacementStrategy | None = None  # the strategy it ranks for; None: every one
+    # Whether it ranks at all for this plan (None: always); one that would give
+    # every cluster the same number is left out rather than computed.
+    applies: Callable[[State], bool] | None = None
 
 
 def spread(cluster: Cluster, state: State) -> int:
@@ -72,6 +85,33 @@ def pack_cluster(cluster: Cluster, state: State) -> int:
     return -sum(max(0, ledger.free(name, p)) for p in cluster.pools)
 
 
+def cost(cluster: Cluster, state: State) -> int:
+    """Cheapest first: what the replica costs per hour on the cluster if each
+    engine takes the cheapest pool it fits that has the nodes for it (exact
+    for one engine; for several, a floor: they may contend for one pool, and
+    capacity then finds the cheapest that fits them together). Unpriced pools
+    and clusters without room rank after every priced placement."""
+    ledger, name, nodes = state.ledger, cluster.name, state.nodes
+    best: list[int] = []
+    for pool in cluster.pools:
+        price = pool.cost
+        if price is None:
+            continue  # unknown: no better than no room at all
+        per_engine = nodes.get(pool.shape, ())
+        if not best:
+            best = [prices.UNKNOWN] * len(per_engine)
+        free = ledger.free(name, pool)
+        for i, n in enumerate(per_engine):
+            # Inline (prices.of): the L fleet ranks 1000 clusters of 8 pools.
+            if n is not None and n <= free and price * n < best[i]:
+                best[i] = price * n
+    return -prices.total(best) if best else -prices.UNKNOWN
+
+
+def _priced(state: State) -> bool:
+    return bool(state.nodes)
+
+
 def warm_cache(cluster: Cluster, state: State) -> int:
     """Where the deployment's ModelCache is Ready, a new replica starts without
     waiting for its weights. Ranked after the strategy's scores: under Spread
@@ -84,6 +124,7 @@ SCORES: tuple[Score, ...] = (
     Score("spread", spread, PlacementStrategy.SPREAD),
     Score("pack", pack, PlacementStrategy.PACK),
     Score("pack_cluster", pack_cluster, PlacementStrategy.PACK),
+    Score("cost", cost, applies=_priced),
     Score("warm_cache", warm_cache),
 )
 
@@ -95,7 +136,8 @@ class Ranking:
     def __init__(self, clusters: Mapping[str, Cluster], state: State,
                  strategy: PlacementStrategy = PlacementStrategy.SPREAD) -> None:
         self._clusters, self._state = clusters, state
-        self._scores = tuple(s for s in SCORES if s.strategy in (None, strategy))
+        self._scores = tuple(s for s in SCORES if s.strategy in (None, strategy)
+                             and (s.applies is None or s.applies(state)))
         self._keys = {name: self._key(c) for name, c in clusters.items()}
         self._order = sorted(clusters, key=self._keys.__getitem__)
 
