@@ -558,7 +558,8 @@ def inference_cluster() -> dict:
             "deployment's placement strategy ranks equal, within one firstAvailable priority "
             "level, the scheduler takes the cheapest: nodes used times this cost, summed over "
             "the replica's engines. Cost never outranks the strategy: a Spread deployment "
-            "spreads and a Pack one packs as without prices. Unset means unknown: ranked after "
+            "spreads and a Pack one packs as without prices, and a cluster where the deployment's "
+            "ModelCache is Ready comes before a cheaper one. Unset means unknown: ranked after "
             "every priced pool. \"0\" marks nodes that cost nothing more to use (owned "
             "hardware).",
             pattern=cost.PATTERN),

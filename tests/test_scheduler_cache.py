@@ -3,6 +3,8 @@ warm clusters first, and never moved because the cache's footprint narrowed."""
 
 from __future__ import annotations
 
+import pytest
+
 from crossplane.function import resource
 from fleetgen import (
     World,
@@ -100,6 +102,22 @@ def test_a_warm_cluster_wins_among_equally_loaded_ones():
     clusters = [stored("a"), stored("b")]
     rsp = run(World(cached(deployment("llama")), clusters), model_cache(ready=["b"]))
     assert placements(rsp) == {0: ("b", {"vllm": "h100"})}
+
+
+@pytest.mark.parametrize("strategy", ["Spread", "Pack"])
+def test_a_warm_cluster_wins_over_a_cheaper_one(strategy):
+    """Where the weights are staged the replica serves without downloading them,
+    and no second copy is staged: warmth ranks before cost."""
+    clusters = [stored("a"), stored("b")]
+    clusters[0]["spec"]["nodePools"][0]["costPerNodeHour"] = "1"
+    clusters[1]["spec"]["nodePools"][0]["costPerNodeHour"] = "50"
+    md = cached(deployment("llama"))
+    md["spec"]["template"]["spec"]["placement"] = {"strategy": strategy}
+    rsp = run(World(md, clusters), model_cache(ready=["b"]))
+    assert placements(rsp) == {0: ("b", {"vllm": "h100"})}
+    # Without a warm cluster, the cheaper one.
+    rsp = run(World(md, clusters), model_cache())
+    assert placements(rsp) == {0: ("a", {"vllm": "h100"})}
 
 
 def test_spread_still_comes_before_warmth():

@@ -17,8 +17,8 @@ policy:
               index) go one at a time to the best-ranked cluster (scores.py:
               by placement.strategy, Spread the fewest of this deployment's
               replicas, Pack the fewest free nodes on the pools it can use;
-              then the cheapest by nodePools[].costPerNodeHour; then where
-              its ModelCache is Ready; ties by name) that every filter step
+              then where its ModelCache is Ready; then the cheapest by
+              nodePools[].costPerNodeHour; ties by name) that every filter step
               admits and whose free nodes (ledger.py) fit, each engine on a
               pool of it (filters.capacity: Spread the cheapest placement,
               else the listed order; Pack the fullest that fits, then the

@@ -15,11 +15,13 @@ A score may belong to one placement strategy (the deployment's
 `placement.strategy`); the ranking uses the scores of its strategy and those
 of none. In SCORES order, the key of a cluster is:
 
-  Spread (default): spread, cost, warm_cache, name
-  Pack:             pack, pack_cluster, cost, warm_cache, name
+  Spread (default): spread, warm_cache, cost, name
+  Pack:             pack, pack_cluster, warm_cache, cost, name
 
-so a strategy decides first, cost (nodePools[].costPerNodeHour) chooses
-among the clusters it ranks equal, and the cache only breaks the ties left.
+so a strategy decides first, then where the deployment's ModelCache is
+warm (the replica serves without downloading its weights, and no second
+copy of them is staged), then cost (nodePools[].costPerNodeHour) among the
+clusters still ranked equal.
 Cost ranks only where some pool of the fleet is priced (elsewhere it would
 rank every cluster alike), and per firstAvailable priority level: the plan
 keeps one ranking per level it reaches, so a cheaper pool that needs a later
@@ -114,7 +116,8 @@ def _priced(state: State) -> bool:
 
 def warm_cache(cluster: Cluster, state: State) -> int:
     """Where the deployment's ModelCache is Ready, a new replica starts without
-    waiting for its weights. Ranked after the strategy's scores: under Spread
+    waiting for its weights. Ranked after the strategy's scores and before cost
+    (a cheaper cluster would stage the weights again): under Spread
     a warm cluster wins among those hosting equally few of the deployment's
     replicas, so caching never piles a deployment onto one cluster."""
     return int(cluster.name in state.warm)
@@ -124,8 +127,8 @@ SCORES: tuple[Score, ...] = (
     Score("spread", spread, PlacementStrategy.SPREAD),
     Score("pack", pack, PlacementStrategy.PACK),
     Score("pack_cluster", pack_cluster, PlacementStrategy.PACK),
-    Score("cost", cost, applies=_priced),
     Score("warm_cache", warm_cache),
+    Score("cost", cost, applies=_priced),
 )
 
 

@@ -207,7 +207,7 @@ class NodePool(BaseModel):
     costPerNodeHour: Annotated[
         StrictStr | None,
         Field(
-            description='What one node of the pool costs per hour: a decimal of at most 6 digits and 4 decimals ("2.48", "0") in one currency for the whole fleet (the scheduler compares costs, it never converts them). Among the placements a deployment\'s placement strategy ranks equal, within one firstAvailable priority level, the scheduler takes the cheapest: nodes used times this cost, summed over the replica\'s engines. Cost never outranks the strategy: a Spread deployment spreads and a Pack one packs as without prices. Unset means unknown: ranked after every priced pool. "0" marks nodes that cost nothing more to use (owned hardware).',
+            description='What one node of the pool costs per hour: a decimal of at most 6 digits and 4 decimals ("2.48", "0") in one currency for the whole fleet (the scheduler compares costs, it never converts them). Among the placements a deployment\'s placement strategy ranks equal, within one firstAvailable priority level, the scheduler takes the cheapest: nodes used times this cost, summed over the replica\'s engines. Cost never outranks the strategy: a Spread deployment spreads and a Pack one packs as without prices, and a cluster where the deployment\'s ModelCache is Ready comes before a cheaper one. Unset means unknown: ranked after every priced pool. "0" marks nodes that cost nothing more to use (owned hardware).',
             max_length=11,
             pattern="^(0|[1-9][0-9]{0,5})(\\.[0-9]{1,4})?$",
         ),
