@@ -36,6 +36,7 @@ from function.contract.records import Malformed, Pool
 from function.contract.validation import dig
 
 CONDITION = "CapacityObserved"
+MAX_MESSAGE = 2000  # its message, the published devices' notes included
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,6 @@ def _declared(pools: Sequence[Pool], reason: str, message: str) -> Verdict:
     return Verdict(tuple(PoolCount(p.name, p.nodes, p.nodes) for p in pools), "",
                    "False", reason, message)
 
-
-
-MAX_MESSAGE = 2000  # the CapacityObserved message, notes included
 
 
 def devices(pools: Sequence[Pool], observation: Observation | str | None,

@@ -66,7 +66,8 @@ def pool_devices(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[st
     pool_of: dict[str, str] = {}
     ready_nodes: set[str] = set()
     for node in nodes:
-        name, pool = dig(node, "metadata").get("name"), dig(node, "metadata", "labels").get(LABEL_POOL)
+        meta = dig(node, "metadata")
+        name, pool = meta.get("name"), dig(meta, "labels").get(LABEL_POOL)
         if isinstance(name, str) and isinstance(pool, str) and pool:
             pool_of[name] = pool
             if ready(dig(node, "status")):
@@ -80,10 +81,12 @@ def pool_devices(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[st
             by_node.setdefault(node, {}).setdefault(s["spec"]["driver"], []).extend(
                 d for d in s["spec"].get("devices") or [] if isinstance(d, Mapping))
     ordered_classes = _classes(classes)
+    members: dict[str, list[str]] = {}  # pool -> its nodes, by name
+    for name in sorted(pool_of):
+        members.setdefault(pool_of[name], []).append(name)
     out: dict[str, tuple[dict[str, Any], ...]] = {}
-    for pool in sorted(set(pool_of.values())):
-        members = sorted(n for n, p in pool_of.items() if p == pool)
-        reference = [n for n in members if n in ready_nodes] or members
+    for pool in sorted(members):
+        reference = [n for n in members[pool] if n in ready_nodes] or members[pool]
         out[pool] = _pool(pool, reference, by_node, ordered_classes, notes)
     return Published(out, tuple(notes[:MAX_NOTES]))
 

@@ -34,18 +34,22 @@ log = logging.getLogger("inventory")
 PAGE = 500  # Nodes per list call: a large cluster is listed in pages
 
 
-def list_nodes(core: Any) -> list[dict[str, Any]]:
-    """Every Node with the pool label, as the API returns them (plain JSON)."""
-    nodes: list[dict[str, Any]] = []
+def _all_pages(fetch: Callable[[str | None], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every item of a list the API serves in pages: `fetch(token)` is one page."""
+    items: list[dict[str, Any]] = []
     token = None
     while True:
-        rsp = core.list_node(label_selector=LABEL_POOL, limit=PAGE, _continue=token,
-                             _preload_content=False)
-        page = json.loads(rsp.data)
-        nodes.extend(page.get("items") or [])
+        page = fetch(token)
+        items.extend(page.get("items") or [])
         token = (page.get("metadata") or {}).get("continue")
         if not token:
-            return nodes
+            return items
+
+
+def list_nodes(core: Any) -> list[dict[str, Any]]:
+    """Every Node with the pool label, as the API returns them (plain JSON)."""
+    return _all_pages(lambda token: json.loads(core.list_node(
+        label_selector=LABEL_POOL, limit=PAGE, _continue=token, _preload_content=False).data))
 
 
 def list_dra(custom: Any, plural: str) -> list[dict[str, Any]]:
@@ -53,15 +57,8 @@ def list_dra(custom: Any, plural: str) -> list[dict[str, Any]]:
     Listed as plain JSON through the generic API: the client's typed models
     would drop fields newer than the client."""
     group, version = DRA_API_VERSION.split("/")
-    items: list[dict[str, Any]] = []
-    token = None
-    while True:
-        page = custom.list_cluster_custom_object(group, version, plural, limit=PAGE,
-                                                 _continue=token)
-        items.extend(page.get("items") or [])
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return items
+    return _all_pages(lambda token: custom.list_cluster_custom_object(
+        group, version, plural, limit=PAGE, _continue=token))
 
 
 def write(core: Any, namespace: str, report: str) -> None:

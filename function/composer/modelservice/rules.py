@@ -106,7 +106,7 @@ def rule_matches(spec: Mapping[str, Any], prefix: str) -> list[list[Match]]:
         matches = []
         for k, m in enumerate(rule["matches"]):
             path = m.get("path") or {}
-            headers = tuple((h["name"], RuleHeaderType(h.get("type") or "Exact").value,
+            headers = tuple((h["name"], RuleHeaderType(h.get("type") or RuleHeaderType.EXACT).value,
                              h["value"]) for h in m.get("headers") or [])
             if model and not any(n.lower() == MODEL_HEADER.lower() for n, _, _ in headers):
                 headers += (model,)
@@ -140,7 +140,7 @@ def rule_errors(spec: Mapping[str, Any]) -> list[str]:
                 errors.append(f"{where}: a match names each header once, whatever its case")
             for h in m.get("headers") or []:
                 if models and h["name"].lower() == MODEL_HEADER.lower() and not (
-                        h.get("type", "Exact") == RuleHeaderType.EXACT and h["value"] in models):
+                        h.get("type", RuleHeaderType.EXACT) == RuleHeaderType.EXACT and h["value"] in models):
                     errors.append(f"{where}: a rule matching {MODEL_HEADER} names modelName "
                                   "or one of loraAdapters exactly")
     return errors
