@@ -26,6 +26,7 @@ from function.contract.api import (
     LABEL_DEPLOYMENT,
     LABEL_REPLICA_INDEX,
     REQUIRE_CLUSTERS,
+    REQUIRE_DEPLOYMENTS,
     REQUIRE_REPLICAS,
 )
 from function.contract.capacity import replica_usage
@@ -286,8 +287,11 @@ class World:
 
     def __init__(self, md: Mapping[str, Any], clusters: Sequence[Mapping[str, Any]],
                  others: Sequence[Mapping[str, Any]] = (),
-                 observed: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+                 observed: Mapping[str, Mapping[str, Any]] | None = None,
+                 deployments: Sequence[Mapping[str, Any]] = ()) -> None:
         self.md = copy.deepcopy(dict(md))
+        # Every other ModelDeployment (a Pack deployment requires them all).
+        self.deployments = [copy.deepcopy(dict(d)) for d in deployments]
         self.clusters = [copy.deepcopy(dict(c)) for c in clusters]
         self.others = [copy.deepcopy(dict(o)) for o in others]
         self.observed: dict[str, dict] = {k: copy.deepcopy(dict(v))
@@ -298,7 +302,8 @@ class World:
         """Enough to rebuild the world by hand when a property fails."""
         import json
         return "World(" + json.dumps({"md": self.md, "clusters": self.clusters,
-                                      "others": self.others, "observed": self.observed},
+                                      "others": self.others, "observed": self.observed,
+                                      "deployments": self.deployments},
                                      sort_keys=True) + ")"
 
     def request(self, resolved: bool = True) -> fnv1.RunFunctionRequest:
@@ -314,7 +319,8 @@ class World:
             selected = [c for c in self.clusters
                         if all(labels(c).get(k) == v for k, v in selector.items())]
             required = {REQUIRE_CLUSTERS: selected,
-                        REQUIRE_REPLICAS: [*self.others, *self.observed.values()]}
+                        REQUIRE_REPLICAS: [*self.others, *self.observed.values()],
+                        REQUIRE_DEPLOYMENTS: [self.md, *self.deployments]}
         return request(self.md, required=required, observed=self.observed)
 
     def run(self, resolved: bool = True) -> fnv1.RunFunctionResponse:

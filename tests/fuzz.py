@@ -28,6 +28,7 @@ from function.contract import inventory
 from function.contract.api import (
     REQUIRE_CLUSTER,
     REQUIRE_CLUSTERS,
+    REQUIRE_DEPLOYMENTS,
     REQUIRE_ENDPOINTS,
     REQUIRE_FRONT_DOOR,
     REQUIRE_MODEL_CACHE,
@@ -148,16 +149,31 @@ def stored(draw, docs: list[dict]) -> dict:
 
 
 @st.composite
+def waiting(draw) -> dict:
+    """Another ModelDeployment, bent, with a status saying how many replicas found a cluster."""
+    md = draw(bent(DEPLOYMENTS))
+    if draw(st.booleans()):
+        md["status"] = {"replicas": {"scheduled": draw(st.integers(-1, 4))}}
+    return md
+
+
+@st.composite
 def requests(draw) -> fnv1.RunFunctionRequest:
     kind = draw(st.sampled_from(KINDS))
     required: dict[str, list[dict]] = {}
     observed: dict[str, dict] = {}
     if kind == "ModelDeployment":
         xr = draw(bent(DEPLOYMENTS))
+        tspec = ((xr.get("spec") or {}).get("template") or {}) if isinstance(
+            xr.get("spec"), dict) else {}
+        if isinstance(tspec, dict) and isinstance(tspec.get("spec"), dict) and draw(st.booleans()):
+            tspec["spec"]["placement"] = {"strategy": "Pack"}  # reads other deployments
         if draw(st.booleans()):
             required[REQUIRE_CLUSTERS] = draw(st.lists(stored(FLEET), max_size=4))
             required[REQUIRE_REPLICAS] = draw(st.lists(stored(REPLICAS), max_size=3))
             required[REQUIRE_MODEL_CACHE] = draw(st.lists(stored(CACHES), max_size=1))
+            # Under Pack, every ModelDeployment: some short of capacity (room.py).
+            required[REQUIRE_DEPLOYMENTS] = draw(st.lists(waiting(), max_size=3))
         for i, mr in enumerate(draw(st.lists(stored(REPLICAS), max_size=2))):
             observed[f"replica-{i}"] = mr
     elif kind == "ModelReplica":

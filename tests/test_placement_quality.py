@@ -82,6 +82,20 @@ def test_the_replay_loses_what_spreading_costs_on_the_same_problem():
     assert replay.overcommitted == []
 
 
+def test_settling_gives_a_pack_deployment_s_block_to_the_gang_that_arrived_after_it():
+    # Two 1-node replicas pack onto a; the first 3-node gang takes b, the
+    # second fits nowhere (a has 2 free, b 1). Reconciled again, the small
+    # deployment moves one replica into b's spare node and a takes the gang.
+    case = corpus.Case("hand", "hand", two_clusters_of_four(), [], [small(2), gang(2, workers=2)])
+    pack = quality.replay(case, "Pack")
+    assert pack.first == {"d00-small": 2, "d01-gang": 1}
+    assert pack.placed == {"d00-small": 2, "d01-gang": 2}
+    assert (pack.moves, pack.rounds, pack.overcommitted) == (1, 2, [])
+    assert quality.replay(case, "Pack", settle=False).placed == pack.first
+    spread = quality.replay(case, None)  # Spread moves nothing for anyone
+    assert spread.moves == 0 and spread.placed == spread.first
+
+
 def test_what_spread_loses_there_it_loses_to_the_later_gang_not_at_arrival():
     case = corpus.Case("hand", "hand", two_clusters_of_four(), [], [small(2), gang(2, workers=3)])
     replay = quality.replay(case, None, time_limit=10)
@@ -97,12 +111,14 @@ def test_short_at_arrival_counts_what_the_fleet_had_room_for_and_a_deployment_mi
     case = corpus.Case("hand", "hand", two_clusters_of_four(), [], [small(3), gang(1, workers=3)])
     real = quality.reconcile
 
-    def drops_the_small_ones(md, clusters, ledger):
-        placed = real(md, clusters, ledger)
-        return placed[:1] if md["metadata"]["name"] == "d00-small" else placed
+    def drops_the_small_ones(md, clusters, ledger, own=None, deployments=()):
+        placed, status = real(md, clusters, ledger, own, deployments)
+        if md["metadata"]["name"] == "d00-small":
+            placed = dict(list(placed.items())[:1])
+        return placed, status
     monkeypatch.setattr(quality, "reconcile", drops_the_small_ones)
     replay = quality.replay(case, "Pack", time_limit=10)
-    assert replay.placed == {"d00-small": 1, "d01-gang": 1}
+    assert replay.first == {"d00-small": 1, "d01-gang": 1}
     assert replay.possible == {"d00-small": 3, "d01-gang": 1}
     assert replay.short_at_arrival == 2
 

@@ -21,9 +21,11 @@ from function.contract.api import (
     KIND_INFERENCE_CLUSTER,
     KIND_INFERENCE_QUOTA,
     KIND_MODEL_CACHE,
+    KIND_MODEL_DEPLOYMENT,
     KIND_MODEL_REPLICA,
     LABEL_DEPLOYMENT,
     REQUIRE_CLUSTERS,
+    REQUIRE_DEPLOYMENTS,
     REQUIRE_MODEL_CACHE,
     REQUIRE_NAMESPACES,
     REQUIRE_QUOTA_CLUSTERS,
@@ -38,7 +40,7 @@ from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.validation import dig, model_errors, pruned, spec_errors
 from function.runtime import requeue, structs
 from function.runtime.request import Request, desired_ready
-from function.scheduler import autoscaling, endpoints, output, parsecache, reasons
+from function.scheduler import autoscaling, endpoints, output, parsecache, reasons, room
 from function.scheduler.filters import Deployment
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
@@ -78,6 +80,9 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
 
     _require(rsp, REQUIRE_QUOTAS, KIND_INFERENCE_QUOTA, {})
     quotas = _quotas(req, rsp)
+    strategy = _strategy(tspec)
+    if strategy == PlacementStrategy.PACK:
+        _require(rsp, REQUIRE_DEPLOYMENTS, KIND_MODEL_DEPLOYMENT, {})
 
     observed = req.observed(KIND_MODEL_REPLICA)
     # The quotas are declared with the clusters and replicas, and Crossplane
@@ -85,7 +90,8 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     # resolved, so are the quotas (an empty list: none). What a quota needs
     # besides is declared once quotas are known, and waited for.
     wanted = [REQUIRE_CLUSTERS, REQUIRE_REPLICAS] + (
-        [REQUIRE_MODEL_CACHE] if ref else []) + _quota_inputs(rsp, quotas)
+        [REQUIRE_MODEL_CACHE] if ref else []) + (
+        [REQUIRE_DEPLOYMENTS] if strategy == PlacementStrategy.PACK else []) + _quota_inputs(rsp, quotas)
     if not all(req.resolved(w) for w in wanted):
         # Not resolved yet: keep everything that exists, decide nothing.
         for key, mr in observed.items():
@@ -101,14 +107,13 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     for warning in fleet.warnings:
         response.warning(rsp, warning)
 
-    dep = Deployment(match_labels=selector or {}, tolerations=tspec.get("tolerations") or [],
-                     engines=tspec.get("engines") or [], cache=_cache(req, ref, ns),
-                     strategy=PlacementStrategy((tspec.get("placement") or {}).get("strategy")
-                                                or PlacementStrategy.SPREAD))
+    dep = _deployment(tspec, _cache(req, ref, ns))
     result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
                          malformed_clusters=fleet.malformed_clusters, own=fleet.own,
                          others=fleet.others, reserved=fleet.reserved,
-                         quota=_quota_ledger(req, quotas, ns, fleet)))
+                         quota=_quota_ledger(req, quotas, ns, fleet),
+                         waiting=_waiting(req, ns, name) if strategy == PlacementStrategy.PACK
+                         else ()))
 
     converted: dict = {}  # replicas share the deployment's dicts: convert each once
     for p in result.placements:
@@ -127,6 +132,43 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     write_status(rsp, md, result, observed, fleet, kept)
     if autoscaled:
         _condition(rsp, autoscaling.capacity(want, len(result.placements)))
+
+
+def _strategy(tspec: Mapping[str, Any]) -> PlacementStrategy:
+    return PlacementStrategy((tspec.get("placement") or {}).get("strategy")
+                             or PlacementStrategy.SPREAD)
+
+
+def _deployment(tspec: Mapping[str, Any], cache: caches.Cache | None) -> Deployment:
+    """What placement reads of a (valid, pruned) template spec."""
+    return Deployment(match_labels=(tspec.get("clusterSelector") or {}).get("matchLabels") or {},
+                      tolerations=tspec.get("tolerations") or [],
+                      engines=tspec.get("engines") or [], cache=cache, strategy=_strategy(tspec))
+
+
+def _waiting(req: Request, ns: str, name: str) -> list[room.Waiting]:
+    """The other ModelDeployments whose status says some replica found no
+    cluster, with what placement reads of them. One that is invalid, or mounts
+    a ModelCache (where it may go is its cache's to say), is left out."""
+    out = []
+    for md in req.required(REQUIRE_DEPLOYMENTS):
+        meta = _mapping(md.get("metadata"))
+        if (meta.get("namespace"), meta.get("name")) == (ns, name):
+            continue
+        want = _mapping(md.get("spec")).get("replicas", 1)
+        scheduled = _mapping(_mapping(md.get("status")).get("replicas")).get("scheduled")
+        if not isinstance(want, int) or not isinstance(scheduled, int) or scheduled >= want:
+            continue
+        core = autoscaling.without(md)
+        tspec = dig(core, "spec", "template", "spec")
+        if spec_errors(ModelDeployment, core, tspec) or caches.cache_ref(tspec) is not None:
+            continue
+        tspec = dig(pruned(ModelDeployment, core), "spec", "template", "spec")
+        out.append(room.Waiting(f"{meta.get('namespace')}/{meta.get('name')}",
+                                (str(meta.get("creationTimestamp") or "~"),
+                                 str(meta.get("namespace")), str(meta.get("name"))),
+                                _deployment(tspec, None)))
+    return out
 
 
 def _autoscale(req: Request, rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any]) -> bool:

@@ -37,6 +37,13 @@ class Ledger:
         """Nodes of `pool` on `cluster` nothing holds (negative when overcommitted)."""
         return pool.nodes - self._used.get((cluster, pool.name), 0)
 
+    def snapshot(self) -> dict[tuple[str, str], int]:
+        """What is held now, for `restore` to put back (a trial that failed)."""
+        return dict(self._used)
+
+    def restore(self, snapshot: Mapping[tuple[str, str], int]) -> None:
+        self._used = dict(snapshot)
+
     def in_use(self) -> list[tuple[str, str, int]]:
         """(cluster, pool, nodes used) for every pool anything was charged to,
         sorted: a snapshot, so the caller may reserve and release meanwhile."""

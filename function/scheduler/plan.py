@@ -24,6 +24,10 @@ policy:
               else the listed order; Pack the fullest that fits, then the
               cheapest). firstAvailable priority levels come before all of
               it: cost chooses only within the level the walk is at.
+5. make room - Pack only, once every replica is placed and none moved: when
+              another deployment waits with a replica that fits on no cluster,
+              move the fewest of ours off one cluster so that it fits there,
+              each to a place elsewhere (room.py).
 
 Never destructive: a displaced replica is removed only once it has a new
 place, except a NoExecute drain, which the platform team asked for.
@@ -37,7 +41,7 @@ from dataclasses import dataclass, field
 
 from function.contract.enums import PlacementStrategy
 from function.contract.records import Cluster
-from function.scheduler import filters, reasons
+from function.scheduler import filters, reasons, room
 from function.scheduler.filters import Deployment, EnginePlacement, capacity, engine_cost
 from function.scheduler.ledger import Ledger
 from function.scheduler.matching import Matcher, levels
@@ -59,6 +63,8 @@ class Inputs:
     reserved: frozenset[int] = frozenset()
     # The InferenceQuotas of the deployment's namespace (quotas.py); None: none applies.
     quota: QuotaLedger | None = None
+    # Other deployments short of capacity (Pack reads them: room.py).
+    waiting: Sequence[room.Waiting] = ()
 
 
 @dataclass(frozen=True)
@@ -176,13 +182,15 @@ def plan(inp: Inputs) -> Plan:
         hosted[name] = hosted.get(name, 0) + 1
         changed(name)
 
-    def place(index: int) -> Placement | reasons.Shortfall:
+    def place(index: int, avoid: str = "") -> Placement | reasons.Shortfall:
         # firstAvailable: the first alternative that fits anywhere in the
         # fleet wins before any cluster falls back to the next; the scores
         # rank clusters within each priority level.
         for level in range(levels(dep.engines)):
             verdicts = []
             for name in ranking(level):
+                if name == avoid:
+                    continue  # being cleared for another deployment (room.py)
                 if static[name]:
                     verdicts.append((name, static[name]))
                     continue
@@ -248,8 +256,66 @@ def plan(inp: Inputs) -> Plan:
         else:
             result.unscheduled[index] = outcome
         taken.add(index)
+    if dep.strategy == PlacementStrategy.PACK and inp.waiting and _settled(result, inp):
+        ours: dict[str, list[tuple[int, Mapping[str, int]]]] = {}
+        for p in sorted(result.placements, key=lambda p: -p.index):
+            ours.setdefault(p.cluster, []).append((p.index, _placed_usage(p)))
+        for clearing in room.clearings(inp.waiting, clusters, ledger, ours):
+            if _clear(clearing, result, ledger, hosted, quota, clusters, changed, place):
+                break
     result.placements.sort(key=lambda p: p.index)
     return result
+
+
+def _settled(result: Plan, inp: Inputs) -> bool:
+    """Every replica placed where it already was, and nothing moved: only then
+    may a deployment move replicas for another one."""
+    return (not result.unscheduled and not result.notes and not inp.reserved
+            and len(result.placements) == inp.replicas
+            and all(p.existing is not None and p.engines is not None
+                    for p in result.placements))
+
+
+def _placed_usage(p: Placement) -> dict[str, int]:
+    usage: dict[str, int] = {}
+    for e in (p.engines or {}).values():
+        usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
+    return usage
+
+
+def _clear(clearing: room.Clearing, result: Plan, ledger: Ledger, hosted: dict[str, int],
+           quota: QuotaLedger | None, clusters: Mapping[str, Cluster], changed, place) -> bool:
+    """Move the clearing's replicas off its cluster, each to a place elsewhere;
+    all or none (the ledger, hosted counts and quota are restored when one
+    finds no place)."""
+    saved = (ledger.snapshot(), dict(hosted), dict(quota.used) if quota else None)
+    by_index = {p.index: p for p in result.placements}
+    here = clearing.cluster
+    for index in clearing.movers:
+        p = by_index[index]
+        ledger.release(here, _placed_usage(p))
+        hosted[here] -= 1
+        if quota is not None:
+            quota.release(held_by(p.existing, clusters))
+    changed(here)
+    moves = []
+    for index in clearing.movers:
+        outcome = place(index, avoid=here)
+        if not isinstance(outcome, Placement):
+            ledger.restore(saved[0])
+            hosted.clear()
+            hosted.update(saved[1])
+            if quota is not None:
+                quota.used.clear()
+                quota.used.update(saved[2])
+            for name in {here, *(m.cluster for m in moves)}:
+                changed(name)
+            return False
+        moves.append(outcome)
+    moved = {m.index for m in moves}
+    result.placements[:] = [p for p in result.placements if p.index not in moved] + moves
+    result.notes += [room.note(clearing, m.index, m.cluster) for m in moves]
+    return True
 
 
 def _usable(dep: Deployment, clusters: Mapping[str, Cluster], static: Mapping[str, str | None],

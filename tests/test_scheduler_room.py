@@ -1,0 +1,218 @@
+"""Making room (function/scheduler/room.py): a settled Pack deployment moves the
+fewest of its replicas off one cluster when that alone lets a waiting
+deployment's replica, which fits on no cluster, fit there; never otherwise."""
+
+from __future__ import annotations
+
+import pytest
+from fleetgen import (
+    NS,
+    World,
+    cluster,
+    deployment,
+    device,
+    engine,
+    foreign_replica,
+    key,
+    leader,
+    messages,
+    own_replica,
+    placements,
+    pool,
+    product_is,
+    req,
+    stamp,
+    standalone,
+    worker,
+)
+
+from function.contract.api import REQUIRE_DEPLOYMENTS
+from function.runtime import fn
+from function.scheduler import room
+
+H100 = device("gpu", "H100", count=8)
+ON_H100 = {"vllm": "h100"}
+
+
+def small(replicas: int, strategy: str | None = "Pack") -> dict:
+    md = deployment("small", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
+                    replicas=replicas)
+    if strategy:
+        md["spec"]["template"]["spec"]["placement"] = {"strategy": strategy}
+    return md
+
+
+def gang(nodes: int, *, scheduled: int | None = 0, name: str = "gang", **meta) -> dict:
+    """A gang of `nodes` H100 nodes whose status says `scheduled` of its one replica
+    found a cluster (None: no status yet)."""
+    r = req("gpu", 8, product_is("H100"))
+    md = deployment(name, engine("vllm", leader(r), worker(nodes - 1, r)), replicas=1)
+    md["metadata"].update(meta)
+    if scheduled is not None:
+        md["status"] = {"replicas": {"desired": 1, "scheduled": scheduled, "ready": 0}}
+    return md
+
+
+def fleet(*sizes: int) -> list[dict]:
+    return [cluster(n, pool("h100", size, H100)) for n, size in zip("abcd", sizes)]
+
+
+def on(md: dict, *where: str) -> dict[str, dict]:
+    """`md`'s replicas as they exist: index i on cluster where[i], on its H100 pool."""
+    return {key(c, i): own_replica(md, c, i, ON_H100, created=stamp(i)) for i, c in enumerate(where)}
+
+
+def test_a_settled_pack_deployment_moves_one_replica_to_free_a_block_for_a_waiting_gang():
+    md = small(2)
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[gang(4)])
+    rsp = world.run()
+    # Each cluster has 3 free nodes and the 4-node gang fits on neither; moving
+    # either replica frees a whole cluster: one move, the first cluster by name.
+    assert placements(rsp) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
+    assert (f"replica 0 moved from a to b: making room on a for ModelDeployment {NS}/gang, "
+            "whose next replica fits on no cluster") in messages(rsp)
+    world.apply(rsp)
+    # The gang's own reconcile then finds the block.
+    r = req("gpu", 8, product_is("H100"))
+    placed = World(deployment("gang", engine("vllm", leader(r), worker(3, r))), fleet(4, 4),
+                   others=world.observed.values()).run()
+    assert [c for c, _ in placements(placed).values()] == ["a"]
+
+
+def test_once_the_block_is_free_the_next_reconcile_moves_nothing():
+    md = small(2)
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[gang(4)])
+    world.step()
+    again = world.run()
+    assert placements(again) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
+    assert not [m for m in messages(again) if "moved" in m]
+
+
+def test_the_fewest_replicas_move_and_the_cluster_needing_fewest_is_cleared():
+    md = small(3)
+    # a holds two of ours, b one: clearing b takes one move, a would take two.
+    world = World(md, fleet(4, 4, 4), observed=on(md, "a", "a", "b"),
+                  others=[foreign_replica("x", "c", {"h100": 1}, created=stamp(9))],
+                  deployments=[gang(4)])
+    assert placements(world.run()) == {0: ("a", ON_H100), 1: ("a", ON_H100),
+                                       2: ("a", ON_H100)}
+
+
+def test_nothing_moves_when_the_waiting_deployment_already_fits_somewhere():
+    md = small(2)
+    world = World(md, fleet(4, 4, 4), observed=on(md, "a", "b"), deployments=[gang(4)])
+    assert placements(world.run()) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
+
+
+def test_nothing_moves_when_a_moved_replica_would_have_no_place_elsewhere():
+    md = small(2)
+    # b's other three nodes are held: replica 0 has nowhere to go, and clearing
+    # b would need replica 1 to go to a, which has no 4-node block either way.
+    held = [foreign_replica("x", "b", {"h100": 3}, created=stamp(9))]
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), others=held,
+                  deployments=[gang(4)])
+    rsp = world.run()
+    assert placements(rsp) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
+    assert not [m for m in messages(rsp) if "moved" in m]
+
+
+def test_nothing_moves_when_no_clearing_of_ours_alone_makes_room():
+    md = small(1)
+    held = [foreign_replica("x", "a", {"h100": 1}, created=stamp(9)),
+            foreign_replica("y", "b", {"h100": 1}, created=stamp(9))]
+    world = World(md, fleet(4, 4), observed=on(md, "a"), others=held, deployments=[gang(4)])
+    assert placements(world.run()) == {0: ("a", ON_H100)}
+
+
+def test_spread_never_moves_a_replica_for_another_deployment():
+    md = small(2, strategy=None)
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[gang(4)])
+    assert placements(world.run()) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
+
+
+def test_a_deployment_still_placing_its_own_replicas_moves_none():
+    md = small(3)
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[gang(4)])
+    rsp = world.run()
+    # The new replica joins a (both equally full: by name). Clearing b would now
+    # make room, but a deployment that placed a replica this reconcile moves none.
+    assert placements(rsp) == {0: ("a", ON_H100), 1: ("b", ON_H100), 2: ("a", ON_H100)}
+    assert not [m for m in messages(rsp) if "moved" in m]
+
+
+@pytest.mark.parametrize("waiting", [
+    gang(4, scheduled=None),                                  # not reconciled yet
+    gang(4, scheduled=1),                                     # not short
+    {**gang(4), "spec": {"replicas": 1, "template": {"spec": {"engines": "bad"}}}},  # invalid
+], ids=["no-status", "placed", "invalid"])
+def test_only_a_valid_deployment_whose_status_says_it_is_short_is_made_room_for(waiting):
+    md = small(2)
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[waiting])
+    assert placements(world.run()) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
+
+
+def test_a_waiting_deployment_that_mounts_a_model_cache_is_not_made_room_for():
+    md = small(2)
+    waiting = gang(4)
+    waiting["spec"]["template"]["spec"]["modelCacheRef"] = {"name": "qwen3-8b"}
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[waiting])
+    assert placements(world.run()) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
+
+
+def test_the_oldest_waiting_deployment_is_made_room_for_first():
+    md = small(2)
+    young = gang(4, name="young", creationTimestamp=stamp(20))
+    old = gang(4, name="old", creationTimestamp=stamp(10))
+    rsp = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[young, old]).run()
+    assert any(f"for ModelDeployment {NS}/old," in m for m in messages(rsp))
+
+
+def test_a_waiting_deployment_the_cluster_selector_keeps_off_a_is_made_room_for_on_b():
+    md = small(2)
+    clusters = [cluster("a", pool("h100", 4, H100)),
+                cluster("b", pool("h100", 4, H100), labels={"zone": "b"})]
+    waiting = gang(4)
+    waiting["spec"]["template"]["spec"]["clusterSelector"] = {"matchLabels": {"zone": "b"}}
+    rsp = World(md, clusters, observed=on(md, "a", "b"), deployments=[waiting]).run()
+    assert placements(rsp) == {0: ("a", ON_H100), 1: ("a", ON_H100)}
+
+
+def test_the_same_inputs_give_the_same_bytes():
+    md = small(3)
+    world = World(md, fleet(4, 4, 4), observed=on(md, "a", "b", "c"),
+                  deployments=[gang(4), gang(4, name="other")])
+    assert len({world.run().SerializeToString(deterministic=True) for _ in range(3)}) == 1
+
+
+def test_a_pack_deployment_waits_for_the_deployments_to_be_listed_and_keeps_its_replicas():
+    md = small(2)
+    request = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[gang(4)]).request()
+    del request.required_resources[REQUIRE_DEPLOYMENTS]
+    rsp = fn.run_function(request)
+    assert placements(rsp) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
+    assert REQUIRE_DEPLOYMENTS in rsp.requirements.resources
+
+
+def test_only_the_oldest_waiting_deployments_are_weighed():
+    md = small(2)
+    # Gangs of 5 nodes fit no 4-node cluster however it is cleared; the one a
+    # clearing would help is younger than MAX_WAITING of them, so it waits.
+    hopeless = [gang(5, name=f"big-{i}", creationTimestamp=stamp(10 + i))
+                for i in range(room.MAX_WAITING)]
+    late = gang(4, name="late", creationTimestamp=stamp(99))
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[*hopeless, late])
+    assert placements(world.run()) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[*hopeless[1:], late])
+    assert placements(world.run()) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
+
+
+def test_a_move_under_a_quota_the_replicas_fill_exactly_still_happens():
+    # The moved replica gives back its devices before it takes them again
+    # elsewhere: a quota of exactly the deployment's two GPUs never refuses it.
+    from test_scheduler_quota import quota, run
+    md = small(2)
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[gang(4)])
+    rsp = run(world, quotas=[quota(devices=2)])
+    assert placements(rsp) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
+    tighter = run(world, quotas=[quota(devices=1)])  # already over: no new place is admitted
+    assert placements(tighter) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
