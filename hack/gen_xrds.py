@@ -658,7 +658,11 @@ PLACEMENT = obj({
                        "replicas, so losing one cluster costs least. Pack: the cluster, and "
                        "within it the pool, with the fewest free nodes that still fit, which "
                        "keeps large free blocks for multi-node gangs. Replicas already placed "
-                       "never move for it.", enum=("PlacementStrategy", ["Spread", "Pack"]),
+                       "never move for the strategy alone; under Pack, once all of this "
+                       "deployment's replicas are placed, the fewest of them move off one "
+                       "cluster (each only to a place on another) when that lets another "
+                       "ModelDeployment's next replica, which fits on no cluster, fit there.",
+                       enum=("PlacementStrategy", ["Spread", "Pack"]),
                        default="Spread"),
 }, "How the scheduler places replicas across the fleet.")
 

@@ -215,7 +215,8 @@ def _run(data: bytes, fast: bool, monkeypatch) -> bytes:
         if not fast:
             m.setattr(parsecache.CLUSTERS, "_read", parsecache.plain_cluster)
             m.setattr(parsecache.REPLICAS, "_read", parsecache.plain_replica)
-        for cache in (parsecache.CLUSTERS, parsecache.REPLICAS):
+            m.setattr(parsecache.DEPLOYMENTS, "_read", parsecache.plain_deployment)
+        for cache in (parsecache.CLUSTERS, parsecache.REPLICAS, parsecache.DEPLOYMENTS):
             cache._entries.clear()
         _clear_fast_caches()
         return fn.run_serialized(data).SerializeToString(deterministic=True)
@@ -238,6 +239,32 @@ def test_a_world_reconciled_with_the_fast_readers_answers_as_with_the_plain(monk
         data = world.request().SerializeToString()
         assert _run(data, True, monkeypatch) == _run(data, False, monkeypatch)
         world.step()
+
+
+def test_a_pack_world_making_room_answers_alike_with_the_fast_readers(monkeypatch):
+    md = fg.deployment("small", fg.engine("vllm", fg.standalone(fg.req("gpu", 1))), replicas=2)
+    md["spec"]["template"]["spec"]["placement"] = {"strategy": "Pack"}
+    r = fg.req("gpu", 8)
+    gang = fg.deployment("gang", fg.engine("vllm", fg.leader(r), fg.worker(3, r)))
+    gang["status"] = {"replicas": {"desired": 1, "scheduled": 0, "ready": 0}}
+    settled = fg.deployment("settled", replicas=1)
+    settled["status"] = {"replicas": {"desired": 1, "scheduled": 1, "ready": 1}}
+    clusters = [fg.cluster(n, fg.pool("h100", 4, fg.device())) for n in ("a", "b")]
+    observed = {fg.key(c, i): fg.own_replica(md, c, i, {"vllm": "h100"}, created=fg.stamp(i))
+                for i, c in enumerate("ab")}
+    world = fg.World(md, clusters, observed=observed, deployments=[gang, settled])
+    data = world.request().SerializeToString()
+    fast = _run(data, True, monkeypatch)
+    assert fast == _run(data, False, monkeypatch)
+    assert b"making room on a" in fast  # the path under test was taken
+
+
+@settings(max_examples=300, deadline=None)
+@given(fuzz.waiting(), st.integers(0, 1 << 30))
+def test_bent_deployments_read_alike_as_a_pack_deployment_reads_them(doc, seed):
+    for item in (ordered(doc), shuffled(doc, seed)):
+        assert outcome(parsecache.fast_deployment, item) == \
+            outcome(parsecache.plain_deployment, item)
 
 
 def test_lazy_to_dict_is_structs_to_dict():

@@ -8,6 +8,9 @@ chaos stage) leave the count, and the scheduler places by what is left.
 
 Quota: an InferenceQuota caps one namespace while another namespace takes
 the rest of the same devices.
+
+Making room: a Pack deployment moves a replica so that a deployment which fits
+on no cluster gets a whole pool (function/scheduler/room.py).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from builders import load_one
 from conftest import REPO
 from live import (IC, MD, SERVING, SETTLE, Stopwatch, apply_docs, claims_on_their_pool,
                   condition, delete_and_wait, ensure_namespace, get, is_true, replicas_of,
-                  wait, wait_scheduled)
+                  serving_pods, wait, wait_condition, wait_scheduled)
 
 from e2e.controlplane import fleet
 from e2e.controlplane.core import ControlPlane
@@ -245,3 +248,48 @@ def test_a_quota_caps_one_namespace_while_another_fills_the_rest(cp: ControlPlan
         delete_and_wait(cp, CAPPED, "capped")
         delete_and_wait(cp, OTHER, "uncapped")
         cp.kubectl("delete", "inferencequotas.modelplane.ai", "e2e-l4", "--ignore-not-found")
+
+
+# --- Making room -----------------------------------------------------------------
+
+def test_a_pack_deployment_moves_a_replica_to_make_room_for_one_that_fits_nowhere(
+        cp: ControlPlane, timings):
+    """A deployment whose engine needs all four of us-east-1's L4 nodes (four copies
+    of one L4 engine: one pool, never split) waits while one replica of another
+    holds one of them. Switched to Pack, that deployment moves the replica to
+    eu-west-1's spare L4 node, and the waiting one gets us-east-1's pool, where
+    kube-scheduler puts its four pods on the four nodes."""
+    prod = {"tier": "prod"}
+    small = deployment("room-small", NS, 2, prod)  # Spread: one replica on each L4 pool
+    wide = deployment("room-wide", NS, 1, prod)
+    wide["spec"]["template"]["spec"]["engines"][0]["copies"] = 4
+    try:
+        apply_docs(cp, [small])
+        wait_scheduled(cp, NS, "room-small", 2)
+        assert sorted(mr["spec"]["clusterName"] for mr in replicas_of(cp, NS, "room-small")) \
+            == ["eu-west-1", "us-east-1"]
+        apply_docs(cp, [wide])
+        status = wait_scheduled(cp, NS, "room-wide", 0)["status"]
+        assert status["unscheduled"], status  # us-east-1 has 3 free L4 nodes, eu-west-1 2
+
+        clock = Stopwatch()
+        small["spec"]["template"]["spec"]["placement"] = {"strategy": "Pack"}
+        apply_docs(cp, [small])
+        wait_scheduled(cp, NS, "room-wide", 1)
+        timings["room: Pack switch -> waiting deployment placed (s)"] = clock.seconds()
+        assert [mr["spec"]["clusterName"] for mr in replicas_of(cp, NS, "room-small")] \
+            == ["eu-west-1", "eu-west-1"]
+        (mr,) = replicas_of(cp, NS, "room-wide")
+        assert mr["spec"]["clusterName"] == "us-east-1"
+        assert mr["spec"]["engines"][0]["members"][0]["nodePoolName"] == "l4"
+        # Real pods on real nodes: both deployments serve, the wide one's four
+        # pods on the four nodes the move freed (kube-scheduler allocated their claims).
+        for name in ("room-wide", "room-small"):
+            wait_condition(cp, MD, name, NS, "ReplicasReady", SERVING)
+        timings["room: Pack switch -> both serving (s)"] = clock.seconds()
+        (mr,) = replicas_of(cp, NS, "room-wide")
+        assert claims_on_their_pool(cp, mr) == []
+        assert len({p["spec"]["nodeName"] for p in serving_pods(cp, mr)}) == 4
+    finally:
+        delete_and_wait(cp, NS, "room-wide")
+        delete_and_wait(cp, NS, "room-small")

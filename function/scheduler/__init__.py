@@ -40,8 +40,7 @@ from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.validation import dig, model_errors, pruned, spec_errors
 from function.runtime import requeue, structs
 from function.runtime.request import Request, desired_ready
-from function.scheduler import autoscaling, endpoints, output, parsecache, reasons, room
-from function.scheduler.filters import Deployment
+from function.scheduler import autoscaling, demand, endpoints, output, parsecache, reasons, room
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
 from function.scheduler.quotas import ledger as quota_ledger
@@ -80,7 +79,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
 
     _require(rsp, REQUIRE_QUOTAS, KIND_INFERENCE_QUOTA, {})
     quotas = _quotas(req, rsp)
-    strategy = _strategy(tspec)
+    strategy = demand.strategy(tspec)
     if strategy == PlacementStrategy.PACK:
         _require(rsp, REQUIRE_DEPLOYMENTS, KIND_MODEL_DEPLOYMENT, {})
 
@@ -107,7 +106,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     for warning in fleet.warnings:
         response.warning(rsp, warning)
 
-    dep = _deployment(tspec, _cache(req, ref, ns))
+    dep = demand.deployment(tspec, _cache(req, ref, ns))
     result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
                          malformed_clusters=fleet.malformed_clusters, own=fleet.own,
                          others=fleet.others, reserved=fleet.reserved,
@@ -134,40 +133,17 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         _condition(rsp, autoscaling.capacity(want, len(result.placements)))
 
 
-def _strategy(tspec: Mapping[str, Any]) -> PlacementStrategy:
-    return PlacementStrategy((tspec.get("placement") or {}).get("strategy")
-                             or PlacementStrategy.SPREAD)
-
-
-def _deployment(tspec: Mapping[str, Any], cache: caches.Cache | None) -> Deployment:
-    """What placement reads of a (valid, pruned) template spec."""
-    return Deployment(match_labels=(tspec.get("clusterSelector") or {}).get("matchLabels") or {},
-                      tolerations=tspec.get("tolerations") or [],
-                      engines=tspec.get("engines") or [], cache=cache, strategy=_strategy(tspec))
-
-
 def _waiting(req: Request, ns: str, name: str) -> list[room.Waiting]:
-    """The other ModelDeployments whose status says some replica found no
-    cluster, with what placement reads of them. One that is invalid, or mounts
-    a ModelCache (where it may go is its cache's to say), is left out."""
+    """The other ModelDeployments waiting for capacity that placement can read
+    (demand.py), each parsed once per content (parsecache.DEPLOYMENTS)."""
     out = []
-    for md in req.required(REQUIRE_DEPLOYMENTS):
-        meta = _mapping(md.get("metadata"))
-        if (meta.get("namespace"), meta.get("name")) == (ns, name):
-            continue
-        want = _mapping(md.get("spec")).get("replicas", 1)
-        scheduled = _mapping(_mapping(md.get("status")).get("replicas")).get("scheduled")
-        if not isinstance(want, int) or not isinstance(scheduled, int) or scheduled >= want:
-            continue
-        core = autoscaling.without(md)
-        tspec = dig(core, "spec", "template", "spec")
-        if spec_errors(ModelDeployment, core, tspec) or caches.cache_ref(tspec) is not None:
-            continue
-        tspec = dig(pruned(ModelDeployment, core), "spec", "template", "spec")
-        out.append(room.Waiting(f"{meta.get('namespace')}/{meta.get('name')}",
-                                (str(meta.get("creationTimestamp") or "~"),
-                                 str(meta.get("namespace")), str(meta.get("name"))),
-                                _deployment(tspec, None)))
+    for item in req.required_items(REQUIRE_DEPLOYMENTS):
+        try:
+            found = parsecache.DEPLOYMENTS.get(item)
+        except Malformed:
+            continue  # its own reconcile says what is wrong with it
+        if found.waiting is not None and (found.namespace, found.name) != (ns, name):
+            out.append(found.waiting)
     return out
 
 

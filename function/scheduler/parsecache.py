@@ -43,6 +43,7 @@ from function.contract.records import (
 )
 from function.runtime import lazy, structs, wire
 from function.runtime.lru import Lru
+from function.scheduler import demand
 from function.scheduler.model import Engines, Replica, assemble, parse_replica
 
 T = TypeVar("T")
@@ -253,14 +254,36 @@ def _raw_engines(raw: bytes) -> Engines:
     return hit
 
 
+def plain_deployment(item: bytes, top: Any = None) -> demand.Demand:
+    """A serialized ModelDeployment as a Pack deployment reads it (demand.py)."""
+    return demand.parse(structs.to_dict(wire.resource(item).resource))
+
+
+def fast_deployment(item: bytes, top: Mapping[str, Any] | None = None) -> demand.Demand:
+    """plain_deployment, converting only metadata, status and spec.replicas of a
+    deployment that does not wait (nearly all of them): its template stays bytes."""
+    top = lazy.resource(item) if top is None else top
+    head = {k: lazy.value(top[k]) for k in ("metadata", "status") if k in top}
+    spec = top.get("spec")
+    if spec is not None:
+        if spec.WhichOneof("kind") != "struct_value":
+            return plain_deployment(item)
+        head["spec"] = _some(spec.struct_value.fields, ("replicas",))
+    if demand.short(head):
+        return plain_deployment(item)
+    return demand.parse(head)
+
+
 # Backstops sized for fleets well beyond the benchmark's L (1000 clusters, 5000 replicas).
 CLUSTERS: ParseCache[Cluster] = ParseCache(fast_cluster, 20_000, serialized=True)
 REPLICAS: ParseCache[Replica] = ParseCache(fast_replica, 100_000, serialized=True)
+DEPLOYMENTS: ParseCache[demand.Demand] = ParseCache(fast_deployment, 20_000, serialized=True)
 
 
 def new_request() -> None:
     CLUSTERS.new_request()
     REPLICAS.new_request()
+    DEPLOYMENTS.new_request()
 
 
 def identity(item: bytes) -> tuple[str, str, Mapping[str, str]]:

@@ -1,0 +1,76 @@
+"""Other ModelDeployments as a Pack deployment reads them: which wait for capacity.
+
+A Pack deployment requires every ModelDeployment (room.py). What it needs of
+each is small: its identity, whether its status says some replica found no
+cluster (status.replicas.scheduled below spec.replicas), and, only for those,
+what placement reads of its template. `parse` gives that as one `Demand`;
+parsecache.DEPLOYMENTS keeps it per content across reconciles, and its fast
+reader converts the template only of a deployment that waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from function.contract import caches
+from function.contract.enums import PlacementStrategy
+from function.contract.models.modeldeployment import ModelDeployment
+from function.contract.validation import dig, pruned, spec_errors
+from function.scheduler import autoscaling
+from function.scheduler.filters import Deployment
+from function.scheduler.room import Waiting
+
+
+@dataclass(frozen=True)
+class Demand:
+    namespace: str
+    name: str
+    # Set when it waits and placement can read it: valid, and mounting no
+    # ModelCache (where that one may go is its cache's to say).
+    waiting: Waiting | None = None
+
+
+def strategy(tspec: Mapping[str, Any]) -> PlacementStrategy:
+    return PlacementStrategy((tspec.get("placement") or {}).get("strategy")
+                             or PlacementStrategy.SPREAD)
+
+
+def deployment(tspec: Mapping[str, Any], cache: caches.Cache | None) -> Deployment:
+    """What placement reads of a (valid, pruned) template spec."""
+    return Deployment(match_labels=(tspec.get("clusterSelector") or {}).get("matchLabels") or {},
+                      tolerations=tspec.get("tolerations") or [],
+                      engines=tspec.get("engines") or [], cache=cache, strategy=strategy(tspec))
+
+
+def identity(md: Mapping[str, Any]) -> tuple[str, str]:
+    meta = _mapping(md.get("metadata"))
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def short(md: Mapping[str, Any]) -> bool:
+    """Whether its status says some of its replicas found no cluster."""
+    want = _mapping(md.get("spec")).get("replicas", 1)
+    scheduled = _mapping(_mapping(md.get("status")).get("replicas")).get("scheduled")
+    return (isinstance(want, int) and isinstance(scheduled, int)
+            and not isinstance(want, bool) and not isinstance(scheduled, bool)
+            and scheduled < want)
+
+
+def parse(md: Mapping[str, Any]) -> Demand:
+    ns, name = identity(md)
+    if not short(md):
+        return Demand(ns, name)
+    core = autoscaling.without(md)
+    tspec = dig(core, "spec", "template", "spec")
+    if spec_errors(ModelDeployment, core, tspec) or caches.cache_ref(tspec) is not None:
+        return Demand(ns, name)
+    tspec = dig(pruned(ModelDeployment, core), "spec", "template", "spec")
+    meta = _mapping(md.get("metadata"))
+    age = (str(meta.get("creationTimestamp") or "~"), ns, name)
+    return Demand(ns, name, Waiting(f"{ns}/{name}", age, deployment(tspec, None)))
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
