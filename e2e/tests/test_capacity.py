@@ -291,5 +291,8 @@ def test_a_pack_deployment_moves_a_replica_to_make_room_for_one_that_fits_nowher
         assert claims_on_their_pool(cp, mr) == []
         assert len({p["spec"]["nodeName"] for p in serving_pods(cp, mr)}) == 4
     finally:
+        # Both at once: the wait for one sees the other's pods in the namespace.
+        for name in ("room-wide", "room-small"):
+            cp.kubectl("delete", MD, name, "-n", NS, "--ignore-not-found", "--wait=false")
         delete_and_wait(cp, NS, "room-wide")
         delete_and_wait(cp, NS, "room-small")
