@@ -7,7 +7,9 @@ waited for when it times out.
 
 from __future__ import annotations
 
+import copy
 import json
+import pathlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -71,6 +73,28 @@ def apply_docs(cp: ControlPlane, docs: Iterable[Mapping[str, Any]], cluster=None
 def ensure_namespace(cp: ControlPlane, ns: str, cluster=None) -> None:
     apply_docs(cp, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}],
                cluster=cluster)
+
+
+SINGLE_GPU = pathlib.Path(__file__).resolve().parents[2] / "examples" / "deployments" / \
+    "single-gpu.yaml"
+
+
+def single_gpu(name: str, ns: str, replicas: int,
+               cluster_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The single-GPU example (one L4, one node per replica) as `ns`/`name`, on the
+    clusters with `cluster_labels` (default: the example's, tier: prod), without its
+    Hugging Face token (no Secret in a test's namespace: the engine needs none here)."""
+    md = copy.deepcopy(_SINGLE_GPU)
+    md["metadata"] = {"name": name, "namespace": ns}
+    md["spec"]["replicas"] = replicas
+    if cluster_labels is not None:
+        md["spec"]["template"]["spec"]["clusterSelector"] = {"matchLabels": dict(cluster_labels)}
+    for member in md["spec"]["template"]["spec"]["engines"][0]["members"]:
+        member["template"]["spec"]["containers"][0].pop("env", None)
+    return md
+
+
+_SINGLE_GPU = yaml.safe_load(SINGLE_GPU.read_text())
 
 
 def replicas_of(cp: ControlPlane, ns: str, deployment: str) -> list[dict]:

@@ -15,15 +15,13 @@ on no cluster gets a whole pool (function/scheduler/room.py).
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
-from builders import load_one
 from conftest import REPO
 from live import (IC, MD, SERVING, SETTLE, Stopwatch, apply_docs, claims_on_their_pool,
                   condition, delete_and_wait, ensure_namespace, get, is_true, replicas_of,
-                  serving_pods, wait, wait_condition, wait_scheduled)
+                  serving_pods, single_gpu, wait, wait_condition, wait_scheduled)
 
 from e2e.controlplane import fleet
 from e2e.controlplane.core import ControlPlane
@@ -32,7 +30,6 @@ from function.contract.inventory import REPORT_NAME, REPORT_NAMESPACE
 NS = "capacity-team"
 OBSERVED = 2 * SETTLE  # a cluster's status follows its nodes within its poll interval
 NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"  # kwok's chaos stage (addons.KWOK_STAGES)
-SINGLE_GPU = load_one(REPO / "examples" / "deployments" / "single-gpu.yaml")
 
 
 def pool_status(cp: ControlPlane, ic: str, pool: str) -> dict:
@@ -51,19 +48,6 @@ def wait_pool(cp: ControlPlane, ic: str, pool: str, timeout: float = OBSERVED, *
             raise AssertionError(f"{ic}/{pool}: {got}")
         return got
     return wait(f"InferenceCluster {ic} pool {pool} to report {want}", check, timeout)
-
-
-def deployment(name: str, ns: str, replicas: int, region: dict[str, str]) -> dict:
-    """The single-GPU example (one L4, one node per replica) in `ns`, on clusters
-    with the `region` labels."""
-    md = copy.deepcopy(SINGLE_GPU)
-    md["metadata"].update(name=name, namespace=ns)
-    md["spec"]["replicas"] = replicas
-    md["spec"]["template"]["spec"]["clusterSelector"] = {"matchLabels": dict(region)}
-    env = md["spec"]["template"]["spec"]["engines"][0]["members"][0]["template"]["spec"][
-        "containers"][0]
-    env.pop("env", None)  # no Secret in this namespace
-    return md
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -90,7 +74,7 @@ def test_cordoned_nodes_leave_the_count_and_the_scheduler_places_by_what_is_left
         cp: ControlPlane, timings):
     cluster, pool = "us-east-1", "l4"  # the control-plane cluster: its Nodes are read directly
     nodes = [fleet.node_name(cluster, pool, i) for i in range(4)]
-    md = deployment("cordon-probe", NS, 4, {"topology.kubernetes.io/region": cluster})
+    md = single_gpu("cordon-probe", NS, 4, {"topology.kubernetes.io/region": cluster})
     try:
         clock = Stopwatch()
         for n in nodes[:3]:
@@ -117,7 +101,7 @@ def test_a_not_ready_node_on_a_remote_cluster_leaves_the_count(cp: ControlPlane,
     cluster, pool = "eu-west-1", "l4-4x"  # remote: counted from the reporter's report
     handle = cp.cluster(cluster)
     node = fleet.node_name(cluster, pool, 0)
-    md = deployment("not-ready-probe", NS, 2, {"region": "eu-west"})
+    md = single_gpu("not-ready-probe", NS, 2, {"region": "eu-west"})
     try:
         clock = Stopwatch()
         cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}=true", cluster=handle)
@@ -172,7 +156,7 @@ def test_a_pool_that_leaves_devices_out_counts_what_its_nodes_publish(cp: Contro
         wait(f"{cluster}/{pool} to report the devices its nodes publish", reported, OBSERVED)
     timings["capacity: published devices reported (s)"] = clock.seconds()
 
-    mds = [deployment(f"published-{c}", NS, 1, {"topology.kubernetes.io/region": c})
+    mds = [single_gpu(f"published-{c}", NS, 1, {"topology.kubernetes.io/region": c})
            for c in pools]
     undeclare = {c: declared_pool(c, p)[0] for c, p in pools.items()}
     try:
@@ -227,13 +211,13 @@ def test_a_quota_caps_one_namespace_while_another_fills_the_rest(cp: ControlPlan
     prod = {"tier": "prod"}
     try:
         apply_docs(cp, [quota()])
-        apply_docs(cp, [deployment("capped", CAPPED, 4, prod)])
+        apply_docs(cp, [single_gpu("capped", CAPPED, 4, prod)])
         status = wait_scheduled(cp, CAPPED, "capped", 2)["status"]
         reasons = [u["reason"] for u in status["unscheduled"]]
         assert len(reasons) == 2 and all(
             "under quota e2e-l4/l4 (2 of 2 devices in use" in r for r in reasons), reasons
         # The other namespace is not capped: it takes every L4 node left.
-        apply_docs(cp, [deployment("uncapped", OTHER, L4_NODES - 2, prod)])
+        apply_docs(cp, [single_gpu("uncapped", OTHER, L4_NODES - 2, prod)])
         wait_scheduled(cp, OTHER, "uncapped", L4_NODES - 2)
 
         def used():
@@ -260,8 +244,8 @@ def test_a_pack_deployment_moves_a_replica_to_make_room_for_one_that_fits_nowher
     eu-west-1's spare L4 node, and the waiting one gets us-east-1's pool, where
     kube-scheduler puts its four pods on the four nodes."""
     prod = {"tier": "prod"}
-    small = deployment("room-small", NS, 2, prod)  # Spread: one replica on each L4 pool
-    wide = deployment("room-wide", NS, 1, prod)
+    small = single_gpu("room-small", NS, 2, prod)  # Spread: one replica on each L4 pool
+    wide = single_gpu("room-wide", NS, 1, prod)
     wide["spec"]["template"]["spec"]["engines"][0]["copies"] = 4
     try:
         apply_docs(cp, [small])

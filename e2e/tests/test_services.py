@@ -13,15 +13,12 @@ while no primary replica serves.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from builders import load_one
-from conftest import REPO
 from live import (MD, MR, SERVING, SETTLE, accepted_and_resolved, apply_docs, condition,
-                  delete_and_wait, ensure_namespace, get, items, wait, wait_condition)
+                  delete_and_wait, ensure_namespace, get, items, single_gpu, wait, wait_condition)
 
 from e2e.controlplane.core import ControlPlane
 from function.contract.api import HEADER_REPLICA, LABEL_DEPLOYMENT
@@ -34,16 +31,6 @@ BACKENDS = "backends.gateway.envoyproxy.io"
 LABEL_SERVICE = "modelplane.ai/model-service"
 FRONT_DOOR = "https://llm.us-east-1.example.com"
 SERVICE = "chat"
-
-
-def deployment(name: str, replicas: int) -> dict[str, Any]:
-    md = copy.deepcopy(load_one(REPO / "examples" / "deployments" / "single-gpu.yaml"))
-    md["metadata"] = {"name": name, "namespace": NS}
-    md["spec"]["replicas"] = replicas
-    # No Secret in this namespace: the engine needs no token here.
-    for member in md["spec"]["template"]["spec"]["engines"][0]["members"]:
-        member["template"]["spec"]["containers"][0].pop("env", None)
-    return md
 
 
 EXTERNAL = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
@@ -175,7 +162,8 @@ def wait_endpoints(cp: ControlPlane, name: str, want: int) -> None:
 def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
         cp: ControlPlane):
     ensure_namespace(cp, NS)
-    apply_docs(cp, [deployment("stable", 2), deployment("canary", 1), EXTERNAL, SERVICE_DOC])
+    apply_docs(cp, [single_gpu("stable", NS, 2), single_gpu("canary", NS, 1), EXTERNAL,
+                    SERVICE_DOC])
     try:
         for name, want in (("stable", 2), ("canary", 1)):
             wait_condition(cp, MD, name, NS, "Ready", SERVING)
