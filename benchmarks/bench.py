@@ -8,6 +8,10 @@ For each fleet size (benchmarks/fleetgen.py) it measures, in one run:
   - the first run and peak RSS of a fresh process (caches empty),
   - RunFunction under churn: each reconcile's request with 1% of its required
     resources changed since the one before (benchmarks/churn.py),
+  - the same deployment under placement.strategy Pack, which also reads every
+    ModelDeployment of the fleet (function/scheduler/demand.py): 1,000 of them,
+    10 waiting for capacity, each with a uid and resourceVersion as an API server
+    gives them (warm p50 and a fresh process's first run),
 and prints the ratios to the floor. Then the composer on each example replica
 (in process) and the server's composer throughput with concurrent clients.
 The numbers are measurements, not assertions: targets are checked by
@@ -33,13 +37,37 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from benchmarks import churn, fleetgen, load
 from function.composer import cache as composer_cache
-from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_DEPLOYMENTS, REQUIRE_REPLICAS
 from function.runtime import fn
 from function.tools import localrender
 
 
 def scheduler_request(size: str) -> fnv1.RunFunctionRequest:
     return build_request(*fleetgen.generate(size))
+
+
+OTHER_DEPLOYMENTS, WAITING = 1000, 10
+
+
+def pack_request(md: dict, clusters: list[dict], live: list[dict],
+                 deployments: int = OTHER_DEPLOYMENTS, waiting: int = WAITING
+                 ) -> fnv1.RunFunctionRequest:
+    """`md` under Pack, with `deployments` other ModelDeployments required (copies
+    of it in another namespace), the first `waiting` of them short of one replica."""
+    tspec = {**md["spec"]["template"]["spec"], "placement": {"strategy": "Pack"}}
+    packed = {**md, "spec": {**md["spec"], "template": {**md["spec"]["template"], "spec": tspec}}}
+    req = build_request(packed, clusters, live)
+    items = req.required_resources[REQUIRE_DEPLOYMENTS].items
+    want = int(md["spec"].get("replicas", 1))
+    for i in range(deployments):
+        other = {**md, "metadata": {"name": f"other-{i:04d}", "namespace": "bench-others",
+                                    "uid": f"00000000-0000-0000-0000-{i:012d}",
+                                    "resourceVersion": str(1000 + i),
+                                    "creationTimestamp": "2026-01-01T00:00:00Z"},
+                 "status": {"replicas": {"desired": want, "ready": want,
+                                         "scheduled": want - (1 if i < waiting else 0)}}}
+        items.add().resource.CopyFrom(resource.dict_to_struct(other))
+    return req
 
 
 def build_request(md: dict, clusters: list[dict], live: list[dict]) -> fnv1.RunFunctionRequest:
@@ -183,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             first, rss = fresh_process(data)
             c50, c95 = percentiles(c_full)
             cf50, _ = percentiles(c_floor)
+            packed = pack_request(md, clusters, live).SerializeToString()
+            k50, _ = percentiles(in_process(packed, runs)[0])
+            k_first, _ = fresh_process(packed)
             results["scheduler"].append({
                 "size": size, "request_mb": round(len(data) / 1e6, 2),
                 "response_kb": round(len(rsp) / 1e3, 1),
@@ -192,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                 "first_run_ms": round(first, 1), "peak_rss_mib": round(rss, 1),
                 "churn_p50_ms": round(c50, 1), "churn_p95_ms": round(c95, 1),
                 "churn_floor_p50_ms": round(cf50, 2), "churn_ratio": round(c50 / cf50, 1),
-                "first_run_ratio": round(first / f50, 1)})
+                "first_run_ratio": round(first / f50, 1),
+                "pack_p50_ms": round(k50, 1), "pack_first_run_ms": round(k_first, 1)})
     results["composer"] = composer_rows(args.runs or 200)
     tp = load.run(seconds=args.throughput_seconds, clients=16, kinds="compose", warmup=2,
                   slack_kib=1 << 30)
@@ -214,6 +246,10 @@ def render(r: dict) -> str:
                   "new per reconcile) and a fresh process's first reconcile, against the floor"]
     lines += _table(["size", "churn_p50_ms", "churn_p95_ms", "churn_floor_p50_ms", "churn_ratio",
                      "first_run_ms", "floor_p50_ms", "first_run_ratio", "peak_rss_mib"],
+                    r["scheduler"])
+    lines += ["", f"the same deployment under Pack, which reads the fleet's ModelDeployments "
+                  f"({OTHER_DEPLOYMENTS}, {WAITING} waiting), against Spread"]
+    lines += _table(["size", "p50_ms", "pack_p50_ms", "first_run_ms", "pack_first_run_ms"],
                     r["scheduler"])
     lines += ["", "composer (ModelReplica RunFunction, in process)"]
     lines += _table(["what", "p50_ms", "p95_ms", "afresh_p50_ms", "afresh_p95_ms", "floor_p50_ms",

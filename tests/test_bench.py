@@ -15,7 +15,8 @@ def test_the_benchmark_reports_every_measurement(capsys):
     (row,) = out["scheduler"]
     for column in ("p50_ms", "p95_ms", "grpc_p50_ms", "grpc_p95_ms", "floor_p50_ms",
                    "ratio_to_floor", "first_run_ms", "peak_rss_mib", "churn_p50_ms",
-                   "churn_p95_ms", "churn_floor_p50_ms", "churn_ratio", "first_run_ratio"):
+                   "churn_p95_ms", "churn_floor_p50_ms", "churn_ratio", "first_run_ratio",
+                   "pack_p50_ms", "pack_first_run_ms"):
         assert row[column] > 0, column
     assert row["request_mb"] > 0 and row["response_kb"] > 0
     (composer,) = out["composer"]
