@@ -21,7 +21,6 @@ reading the table (benchmarks/README.md records a run).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import platform
 import statistics
