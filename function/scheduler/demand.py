@@ -45,14 +45,14 @@ def deployment(tspec: Mapping[str, Any], cache: caches.Cache | None) -> Deployme
 
 
 def identity(md: Mapping[str, Any]) -> tuple[str, str]:
-    meta = _mapping(md.get("metadata"))
+    meta = dig(md, "metadata")
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def short(md: Mapping[str, Any]) -> bool:
     """Whether its status says some of its replicas found no cluster."""
-    want = _mapping(md.get("spec")).get("replicas", 1)
-    scheduled = _mapping(_mapping(md.get("status")).get("replicas")).get("scheduled")
+    want = dig(md, "spec").get("replicas", 1)
+    scheduled = dig(md, "status", "replicas").get("scheduled")
     return (isinstance(want, int) and isinstance(scheduled, int)
             and not isinstance(want, bool) and not isinstance(scheduled, bool)
             and scheduled < want)
@@ -67,10 +67,6 @@ def parse(md: Mapping[str, Any]) -> Demand:
     if spec_errors(ModelDeployment, core, tspec) or caches.cache_ref(tspec) is not None:
         return Demand(ns, name)
     tspec = dig(pruned(ModelDeployment, core), "spec", "template", "spec")
-    meta = _mapping(md.get("metadata"))
+    meta = dig(md, "metadata")
     age = (str(meta.get("creationTimestamp") or "~"), ns, name)
     return Demand(ns, name, Waiting(f"{ns}/{name}", age, deployment(tspec, None)))
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

@@ -209,10 +209,7 @@ def plan(inp: Inputs) -> Plan:
                         verdicts.append((name, reason))
                         continue
                     quota.reserve(held)
-                usage: dict[str, int] = {}
-                for e in fit.values():
-                    usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
-                land(name, usage)  # re-ranks `name`: fine, this walk is over
+                land(name, _pool_nodes(fit))  # re-ranks `name`: fine, this walk is over
                 return Placement(index, name, fit)
         verdicts += [(name, "{is} malformed") for name in inp.malformed_clusters]
         return reasons.summarize(verdicts, total)
@@ -259,7 +256,7 @@ def plan(inp: Inputs) -> Plan:
     if dep.strategy == PlacementStrategy.PACK and inp.waiting and _settled(result, inp):
         ours: dict[str, list[tuple[int, Mapping[str, int]]]] = {}
         for p in sorted(result.placements, key=lambda p: -p.index):
-            ours.setdefault(p.cluster, []).append((p.index, _placed_usage(p)))
+            ours.setdefault(p.cluster, []).append((p.index, _pool_nodes(p.engines)))
         for clearing in room.clearings(inp.waiting, clusters, ledger, ours):
             if _clear(clearing, result, ledger, hosted, quota, clusters, changed, place):
                 break
@@ -276,13 +273,6 @@ def _settled(result: Plan, inp: Inputs) -> bool:
                     for p in result.placements))
 
 
-def _placed_usage(p: Placement) -> dict[str, int]:
-    usage: dict[str, int] = {}
-    for e in (p.engines or {}).values():
-        usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
-    return usage
-
-
 def _clear(clearing: room.Clearing, result: Plan, ledger: Ledger, hosted: dict[str, int],
            quota: QuotaLedger | None, clusters: Mapping[str, Cluster], changed, place) -> bool:
     """Move the clearing's replicas off its cluster, each to a place elsewhere;
@@ -293,7 +283,7 @@ def _clear(clearing: room.Clearing, result: Plan, ledger: Ledger, hosted: dict[s
     here = clearing.cluster
     for index in clearing.movers:
         p = by_index[index]
-        ledger.release(here, _placed_usage(p))
+        ledger.release(here, _pool_nodes(p.engines))
         hosted[here] -= 1
         if quota is not None:
             quota.release(held_by(p.existing, clusters))
@@ -384,8 +374,13 @@ def _classify(r: Replica, clusters: Mapping[str, Cluster], malformed: Mapping[st
 def _usage(c: _Candidate) -> Mapping[str, int]:
     if c.engines is None:
         return c.replica.usage if c.unknown else {}
+    return _pool_nodes(c.engines)
+
+
+def _pool_nodes(engines: Mapping[str, EnginePlacement]) -> dict[str, int]:
+    """Pool name -> nodes the engines placed on it take (what the ledger reserves)."""
     usage: dict[str, int] = {}
-    for e in c.engines.values():
+    for e in engines.values():
         usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
     return usage
 
