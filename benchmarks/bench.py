@@ -34,7 +34,7 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from benchmarks import churn, fleetgen, load
+from benchmarks import churn, corpus, fleetgen, load
 from function.composer import cache as composer_cache
 from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_DEPLOYMENTS, REQUIRE_REPLICAS
 from function.runtime import fn
@@ -53,9 +53,7 @@ def pack_request(md: dict, clusters: list[dict], live: list[dict],
                  ) -> fnv1.RunFunctionRequest:
     """`md` under Pack, with `deployments` other ModelDeployments required (copies
     of it in another namespace), the first `waiting` of them short of one replica."""
-    tspec = {**md["spec"]["template"]["spec"], "placement": {"strategy": "Pack"}}
-    packed = {**md, "spec": {**md["spec"], "template": {**md["spec"]["template"], "spec": tspec}}}
-    req = build_request(packed, clusters, live)
+    req = build_request(corpus.with_strategy(md, "Pack"), clusters, live)
     items = req.required_resources[REQUIRE_DEPLOYMENTS].items
     want = int(md["spec"].get("replicas", 1))
     for i in range(deployments):

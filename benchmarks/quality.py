@@ -156,7 +156,6 @@ def replay(case: corpus.Case, strategy: str | None, time_limit: float | None = N
                                       {name: len(owned[name])}, price, time_limit).cost
             result.arrival_cost = _sum([result.arrival_cost, solver.cost_of(usage, price)])
             result.arrival_least = _sum([result.arrival_least, least])
-    result.moves = 0  # arrivals move nothing; count what settling moves
     while settle and result.rounds < SETTLE_ROUNDS:
         result.rounds += 1
         changed = [step(n, md["metadata"]["name"]) for n, md in enumerate(case.deployments)]

@@ -178,6 +178,18 @@ def deployment(name: str, *engines: Mapping[str, Any], replicas: int = 1, namesp
             "spec": {"replicas": replicas, "template": template}}
 
 
+
+def one_node(name: str, replicas: int, strategy: str | None = None,
+             product: str = "H100") -> dict:
+    """A deployment of one-GPU Standalone replicas (one node each) of `product`,
+    under placement.strategy `strategy` (None: the default, Spread)."""
+    md = deployment(name, engine("vllm", standalone(req("gpu", 1, product_is(product)))),
+                    replicas=replicas)
+    if strategy:
+        md["spec"]["template"]["spec"]["placement"] = {"strategy": strategy}
+    return md
+
+
 # --- ModelReplicas -----------------------------------------------------------
 
 def stamp(n: int) -> str:

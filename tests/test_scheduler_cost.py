@@ -4,6 +4,7 @@ placements a strategy ranks equal, within one firstAvailable priority level."""
 from __future__ import annotations
 
 import pytest
+import fleetgen
 from fleetgen import (
     World,
     cluster,
@@ -29,11 +30,7 @@ def priced(p: dict, price: str | None) -> dict:
 
 
 def one_node(replicas: int, strategy: str | None = None, product: str = "H100") -> dict:
-    md = deployment("small", engine("vllm", standalone(req("gpu", 1, product_is(product)))),
-                    replicas=replicas)
-    if strategy:
-        md["spec"]["template"]["spec"]["placement"] = {"strategy": strategy}
-    return md
+    return fleetgen.one_node("small", replicas, strategy, product)
 
 
 def fungible(replicas: int, strategy: str | None = None) -> dict:

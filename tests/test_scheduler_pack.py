@@ -12,26 +12,18 @@ from fleetgen import (
     foreign_replica,
     key,
     leader,
+    one_node,
     own_replica,
     placements,
     pool,
     product_is,
     req,
     stamp,
-    standalone,
     worker,
 )
 
 H100 = device("gpu", "H100", count=8)
 L4 = device("gpu", "L4", count=4)
-
-
-def one_node(name: str, replicas: int, strategy: str | None = None, product: str = "H100") -> dict:
-    md = deployment(name, engine("vllm", standalone(req("gpu", 1, product_is(product)))),
-                    replicas=replicas)
-    if strategy:
-        md["spec"]["template"]["spec"]["placement"] = {"strategy": strategy}
-    return md
 
 
 def gang_of(nodes: int, replicas: int) -> dict:

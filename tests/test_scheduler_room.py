@@ -16,13 +16,13 @@ from fleetgen import (
     key,
     leader,
     messages,
+    one_node,
     own_replica,
     placements,
     pool,
     product_is,
     req,
     stamp,
-    standalone,
     worker,
 )
 
@@ -35,11 +35,7 @@ ON_H100 = {"vllm": "h100"}
 
 
 def small(replicas: int, strategy: str | None = "Pack") -> dict:
-    md = deployment("small", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
-                    replicas=replicas)
-    if strategy:
-        md["spec"]["template"]["spec"]["placement"] = {"strategy": strategy}
-    return md
+    return one_node("small", replicas, strategy)
 
 
 def gang(nodes: int, *, scheduled: int | None = 0, name: str = "gang", **meta) -> dict:
