@@ -129,9 +129,20 @@ def to_dict(fields_: Mapping[str, Message],
     out = {}
     for k in sorted(fields_):
         v = fields_[k]
-        if v.WhichOneof("kind") != "null_value":
-            got = override(k, v) if override is not None else None
-            out[k] = _value(v) if got is None else got
+        kind = v.WhichOneof("kind")
+        if kind == "null_value":
+            continue
+        got = override(k, v) if override is not None else None
+        if got is not None:
+            out[k] = got
+        elif kind == "string_value":  # kinds inline, as in structs.to_dict
+            out[k] = v.string_value
+        elif kind == "struct_value":
+            out[k] = to_dict(v.struct_value.fields)
+        elif kind == "list_value":
+            out[k] = [_value(x) for x in ListValue.FromString(v.list_value).values]
+        else:
+            out[k] = structs.scalar(v, kind)
     return out
 
 
@@ -142,6 +153,8 @@ def value(v: Message) -> Any:
 
 def _value(v: Message) -> Any:
     k = v.WhichOneof("kind")
+    if k == "string_value":
+        return v.string_value
     if k == "struct_value":
         return to_dict(v.struct_value.fields)
     if k == "list_value":

@@ -29,12 +29,22 @@ from function.runtime import wire
 
 
 def to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
+    # Every fleet item a fresh process meets goes through here or through
+    # lazy.to_dict, its twin: the kinds are tested inline, most common first,
+    # as each call into protobuf costs more than the test itself.
     fields = s.fields
     out = {}
     for k in sorted(fields):
         v = fields[k]
-        if v.WhichOneof("kind") != "null_value":
-            out[k] = _value(v)
+        kind = v.WhichOneof("kind")
+        if kind == "string_value":
+            out[k] = v.string_value
+        elif kind == "struct_value":
+            out[k] = to_dict(v.struct_value)
+        elif kind == "list_value":
+            out[k] = [_value(x) for x in v.list_value.values]
+        elif kind != "null_value":
+            out[k] = scalar(v, kind)
     return out
 
 
@@ -45,6 +55,8 @@ def value(v: struct_pb2.Value) -> Any:
 
 def _value(v: struct_pb2.Value) -> Any:
     kind = v.WhichOneof("kind")
+    if kind == "string_value":
+        return v.string_value
     if kind == "struct_value":
         return to_dict(v.struct_value)
     if kind == "list_value":
@@ -84,7 +96,18 @@ def _fill_struct(s: struct_pb2.Struct, d: Mapping[str, Any], memo) -> None:
 
 
 def _fill_value(val: struct_pb2.Value, v: Any, memo) -> None:
-    if isinstance(v, str):
+    # The exact types the function builds first (the ABC checks below cost
+    # more than filling the value), then any str, number, mapping or sequence.
+    t = type(v)
+    if t is str:
+        val.string_value = v
+    elif t is dict:
+        _fill_shared(val.struct_value, v, memo, _fill_struct)
+    elif t is list:
+        _fill_shared(val.list_value, v, memo, _fill_list)
+    elif t is int or t is float:
+        val.number_value = v
+    elif isinstance(v, str):
         val.string_value = v
     elif isinstance(v, bool):  # before numbers: a bool is an int
         val.bool_value = v
