@@ -814,6 +814,26 @@ def test_a_replica_manifest_carries_labels_template_metadata_and_resolved_device
             == want
 
 
+def test_replicas_whose_members_got_one_fit_share_their_resolved_device_requests(monkeypatch):
+    # The response converts a shared list once (structs.update's memo); what
+    # each replica says is what it says built on its own.
+    from function.scheduler import output
+    md = deployment("llama", engine("vllm", leader(req("gpu", 8, product_is("H100"))),
+                                    worker(1, req("gpu", 8, product_is("H100")))), replicas=4)
+    calls = []
+    real = output.replica_manifest
+    monkeypatch.setattr(output, "replica_manifest",
+                        lambda md, p, shared=None: calls.append((md, p)) or real(md, p, shared))
+    World(md, [cluster(c, pool("h100", 4, H100)) for c in ("a", "b")]).run()
+    assert len(calls) == 4
+    shared: dict = {}
+    together = [real(md_, p, shared) for md_, p in calls]
+    alone = [real(md_, p) for md_, p in calls]
+    assert together == alone
+    lists = [m["deviceRequests"] for mr in together for m in mr["spec"]["engines"][0]["members"]]
+    assert len(lists) == 8 and len({id(x) for x in lists}) == 2  # leader's and worker's
+
+
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 

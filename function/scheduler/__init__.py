@@ -114,10 +114,13 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
                          waiting=_waiting(req, ns, name) if strategy == PlacementStrategy.PACK
                          else ()))
 
-    converted: dict = {}  # replicas share the deployment's dicts: convert each once
+    # Replicas share the deployment's dicts and their members' resolved device
+    # requests: each is built and converted once.
+    converted: dict = {}
+    shared: dict = {}
     for p in result.placements:
         structs.update(rsp.desired.resources[fleet.key(p.cluster, p.index)],
-                       output.replica_manifest(md, p), converted)
+                       output.replica_manifest(md, p, shared), converted)
     # Only the replicas still placed: one on its way out stops taking traffic now.
     placed = (fleet.key(p.cluster, p.index) for p in result.placements)
     endpoints.emit(rsp, {k: observed[k] for k in placed if k in observed})

@@ -15,6 +15,7 @@ from function.contract.api import (
     LABEL_REPLICA_INDEX,
 )
 from function.contract.names import unique_label
+from function.scheduler.matching import MemberFit
 from function.scheduler.plan import Placement
 
 
@@ -33,8 +34,13 @@ def resource_key(cluster: str, index: int) -> str:
     return f"replica-{index}-{cluster}"
 
 
-def replica_manifest(md: Mapping[str, Any], p: Placement) -> dict[str, Any]:
-    """The desired ModelReplica for one placement."""
+def replica_manifest(md: Mapping[str, Any], p: Placement,
+                     shared: dict[tuple[int, int], tuple[Any, Any, list]] | None = None
+                     ) -> dict[str, Any]:
+    """The desired ModelReplica for one placement. `shared`, kept for one
+    response, lets replicas whose members got the same fit (the matcher's one
+    per engine and pool shape) share one list of resolved device requests, so
+    structs.update converts it once."""
     meta = md.get("metadata") or {}
     template = (md.get("spec") or {}).get("template") or {}
     tmeta, tspec = template.get("metadata") or {}, template.get("spec") or {}
@@ -57,11 +63,13 @@ def replica_manifest(md: Mapping[str, Any], p: Placement) -> dict[str, Any]:
         spec["serving"] = tspec["serving"]
     if tspec.get("modelCacheRef"):
         spec["modelCacheRef"] = tspec["modelCacheRef"]
-    spec["engines"] = [_engine(e, p) for e in tspec.get("engines") or []]
+    spec["engines"] = [_engine(e, p, {} if shared is None else shared)
+                       for e in tspec.get("engines") or []]
     return {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA, "metadata": metadata, "spec": spec}
 
 
-def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
+def _engine(engine: Mapping[str, Any], p: Placement,
+            shared: dict[tuple[int, int], tuple[Any, Any, list]]) -> dict[str, Any]:
     placed = p.engines[engine["name"]]
     # Shallow copies: the deployment's dicts are read-only here (they are
     # converted to protobuf right after), so every replica can share them.
@@ -70,20 +78,30 @@ def _engine(engine: Mapping[str, Any], p: Placement) -> dict[str, Any]:
     for member, fit in zip(engine.get("members") or [], placed.fit.members):
         m = dict(member)
         m["nodePoolName"] = placed.pool.name
-        resolved = []
-        for req in (member.get("nodeSelector") or {}).get("devices") or []:
-            choice = fit.choices[req["name"]]
-            r = {"name": req["name"], "claim": choice.device.claim, "count": choice.count}
-            if choice.device.device_class:
-                r["deviceClassName"] = choice.device.device_class
-            if choice.selectors:
-                r["selectors"] = list(choice.selectors)
-            if choice.alternative:
-                r["alternative"] = choice.alternative  # the firstAvailable alternative chosen
-            resolved.append(r)
-        m["deviceRequests"] = resolved
+        # By identity: the objects are kept in the entry, so an id is not reused.
+        hit = shared.get((id(member), id(fit)))
+        if hit is None or hit[0] is not member or hit[1] is not fit:
+            hit = (member, fit, _device_requests(member, fit))
+            shared[(id(member), id(fit))] = hit
+        m["deviceRequests"] = hit[2]
         out["members"].append(m)
     return out
+
+
+def _device_requests(member: Mapping[str, Any], fit: MemberFit) -> list[dict[str, Any]]:
+    """A member's device requests as its fit resolved them."""
+    resolved = []
+    for req in (member.get("nodeSelector") or {}).get("devices") or []:
+        choice = fit.choices[req["name"]]
+        r = {"name": req["name"], "claim": choice.device.claim, "count": choice.count}
+        if choice.device.device_class:
+            r["deviceClassName"] = choice.device.device_class
+        if choice.selectors:
+            r["selectors"] = list(choice.selectors)
+        if choice.alternative:
+            r["alternative"] = choice.alternative  # the firstAvailable alternative chosen
+        resolved.append(r)
+    return resolved
 
 
 def echo(observed: Mapping[str, Any]) -> dict[str, Any]:
