@@ -108,8 +108,9 @@ class Pool:
     shape: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape",
-                           json.dumps([d.spec for d in self.devices], sort_keys=True))
+        # json.dumps of the list of device specs, from the devices' own dumps
+        # (the same text: a list's items are separated by ", ").
+        object.__setattr__(self, "shape", f"[{', '.join(d.key for d in self.devices)}]")
 
 
 @dataclass(frozen=True)
@@ -346,7 +347,7 @@ def _condition(obj: Mapping[str, Any], typ: str) -> Mapping[str, Any] | None:
 
 
 def _text(obj: Any, name: str) -> str:
-    value = obj.get(name) if isinstance(obj, Mapping) else None
+    value = obj.get(name) if type(obj) is dict or isinstance(obj, Mapping) else None
     return value if isinstance(value, str) else ""
 
 

@@ -180,11 +180,17 @@ def fast_cluster(item: bytes, top: Mapping[str, Any] | None = None) -> Cluster:
     pools = spec_fields.get("nodePools")
     if pools is None or pools.WhichOneof("kind") != "list_value":
         return plain_cluster(item)
-    # The rest of the cluster as _cluster converts it: nodePools emptied.
-    rest_spec = lazy.to_dict(spec_fields, lambda k, _: [] if k == "nodePools" else None)
-    rest = lazy.to_dict(top, lambda k, _: rest_spec if k == "spec" else None)
+    # What parse_cluster reads of the rest, as _cluster converts it:
+    # metadata, status, and spec with nodePools emptied.
+    rest = {k: lazy.value(v) for k in ("metadata", "status")
+            if (v := top.get(k)) is not None and v.WhichOneof("kind") != "null_value"}
+    rest["spec"] = lazy.to_dict(spec_fields, _no_pools)
     raw = lazy.items(pools.list_value)
     return parse_cluster(rest, lambda: [_raw_pool(v) for v in raw])
+
+
+def _no_pools(key: str, _: Any) -> list | None:
+    return [] if key == "nodePools" else None
 
 
 def _raw_pool(raw: bytes) -> Pool:
