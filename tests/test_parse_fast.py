@@ -200,6 +200,21 @@ def test_a_replica_wrong_in_several_places_reports_what_the_plain_reader_reports
             {"modelplane.ai/replica-index": 3}),
         "engines null": lambda r: r["spec"].update(engines=None),
         "spec a string": lambda r: r.update(spec="x"),
+        # Empty values of each kind: the fast reader asks a Value its kind only
+        # when what it holds reads empty.
+        "empty name and cluster": lambda r: (r["metadata"].update(name=""),
+                                             r["spec"].update(clusterName="")),
+        "empty labels": lambda r: r["metadata"].update(labels={}),
+        "empty label values": lambda r: r["metadata"].update(labels={
+            "modelplane.ai/deployment": "", "modelplane.ai/replica-index": ""}),
+        "empty engines": lambda r: r["spec"].update(engines=[]),
+        "empty metadata": lambda r: r.update(metadata={}),
+        "empty spec": lambda r: r.update(spec={}),
+        "labels a string": lambda r: r["metadata"].update(labels="x"),
+        "engines a struct": lambda r: r["spec"].update(engines={}),
+        "name a struct": lambda r: r["metadata"].update(name={}),
+        "a non-ASCII digit index": lambda r: r["metadata"].setdefault("labels", {}).update(
+            {"modelplane.ai/replica-index": "\u0663"}),
     }
     for what, bend in bends.items():
         r = copy.deepcopy(base)

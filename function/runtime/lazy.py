@@ -105,16 +105,15 @@ def version(top: Mapping[str, Message]) -> tuple[str, str] | None:
     included, so the pair names one content exactly; unlike the bytes, which Go's
     protobuf (Crossplane's gRPC client) writes with every map in a new random
     order on each request."""
+    # A oneof member that is not empty is the one set, and one of another
+    # kind reads empty: no need to ask which kind each Value holds.
     meta = top.get("metadata")
-    if meta is None or meta.WhichOneof("kind") != "struct_value":
-        return None
-    fields = meta.struct_value.fields
+    fields = meta.struct_value.fields if meta is not None else {}
     uid, rv = fields.get("uid"), fields.get("resourceVersion")
-    if uid is None or rv is None or uid.WhichOneof("kind") != "string_value" \
-            or rv.WhichOneof("kind") != "string_value" or not uid.string_value \
-            or not rv.string_value:
+    if uid is None or rv is None:
         return None
-    return uid.string_value, rv.string_value
+    u, r = uid.string_value, rv.string_value
+    return (u, r) if u and r else None
 
 
 def items(data: bytes) -> list[bytes]:

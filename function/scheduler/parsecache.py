@@ -216,28 +216,44 @@ def fast_replica(item: bytes, top: Mapping[str, Any] | None = None) -> Replica:
         return plain_replica(item)
     name, cluster = _string(meta, "name"), _string(spec, "clusterName")
     namespace, created = _string(meta, "namespace", ""), _string(meta, "creationTimestamp", "")
-    engines = spec.get("engines")
+    engines = _list(spec, "engines")
     labels = meta.get("labels")
-    kind = labels.WhichOneof("kind") if labels is not None else "null_value"
-    if kind == "struct_value":
-        labels = labels.struct_value.fields
-        deployment = _string(labels, LABEL_DEPLOYMENT, "")
-        index = _string(labels, LABEL_REPLICA_INDEX, "")
+    if labels is None or labels.WhichOneof("kind") == "null_value":
+        deployment = index = ""
     else:
-        deployment = index = "" if kind == "null_value" else None
-    if None in (name, cluster, namespace, created, deployment, index) or engines is None \
-            or engines.WhichOneof("kind") != "list_value" or not index.isascii():
+        labels = _struct(meta, "labels")
+        deployment = index = None
+        if labels is not None:
+            deployment = _string(labels, LABEL_DEPLOYMENT, "")
+            index = _string(labels, LABEL_REPLICA_INDEX, "")
+    if None in (name, cluster, namespace, created, deployment, index, engines) \
+            or not index.isascii():
         return plain_replica(item)
-    found = _raw_engines(engines.list_value)
+    found = _raw_engines(engines)
     pools, holdings = outcome(found.pools), outcome(found.holdings)
     return _replica(namespace, name, deployment, int(index) if index.isdigit() else None,
                     cluster, pools, holdings[0], created, holdings[1])
 
 
+# Reading a decoded Value: a oneof member that is not empty is the one set, so
+# only an empty one costs the call that asks which kind it is.
+
 def _struct(fields: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     """The fields of a Struct-valued field; None when absent or of another kind."""
     v = fields.get(key)
-    return v.struct_value.fields if v is not None and v.HasField("struct_value") else None
+    if v is None:
+        return None
+    got = v.struct_value.fields
+    return got if got or v.WhichOneof("kind") == "struct_value" else None
+
+
+def _list(fields: Mapping[str, Any], key: str) -> bytes | None:
+    """The serialized ListValue of a list-valued field; None when absent or of another kind."""
+    v = fields.get(key)
+    if v is None:
+        return None
+    got = v.list_value
+    return got if got or v.WhichOneof("kind") == "list_value" else None
 
 
 def _string(fields: Mapping[str, Any], key: str, absent: str | None = None) -> str | None:
@@ -245,9 +261,12 @@ def _string(fields: Mapping[str, Any], key: str, absent: str | None = None) -> s
     v = fields.get(key)
     if v is None:
         return absent
+    got = v.string_value
+    if got:
+        return got
     kind = v.WhichOneof("kind")
     if kind == "string_value":
-        return v.string_value
+        return ""
     return absent if kind == "null_value" else None
 
 
