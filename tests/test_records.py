@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import fuzz
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -75,16 +76,8 @@ def test_derived_fields_are_plain_fields_worked_out_once():
     assert other.shape == "[]" and other == dataclasses.replace(pool, devices=())
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
-    | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
-                                                                max_size=3),
-    max_leaves=10)
-
-
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.dictionaries(st.text(max_size=3), _json, max_size=4), max_size=4))
+@given(st.lists(st.dictionaries(st.text(max_size=3), fuzz.json_values, max_size=4), max_size=4))
 def test_a_pools_shape_is_the_json_of_its_device_specs_however_it_is_built(specs):
     # Pool builds its shape from its devices' keys rather than dumping the specs again.
     devices = tuple(records.Device(name="d", claim="DRA", device_class="c", count=1, spec=s)
