@@ -174,6 +174,10 @@ def requests(draw) -> fnv1.RunFunctionRequest:
             required[REQUIRE_MODEL_CACHE] = draw(st.lists(stored(CACHES), max_size=1))
             # Under Pack, every ModelDeployment: some short of capacity (room.py).
             required[REQUIRE_DEPLOYMENTS] = draw(st.lists(waiting(), max_size=3))
+            # Quotas, and what a quota-bound deployment also reads.
+            required[REQUIRE_QUOTAS] = draw(st.lists(stored(QUOTAS), max_size=2))
+            required[REQUIRE_QUOTA_CLUSTERS] = draw(st.lists(stored(FLEET), max_size=4))
+            required[REQUIRE_NAMESPACES] = NAMESPACES
         for i, mr in enumerate(draw(st.lists(stored(REPLICAS), max_size=2))):
             observed[f"replica-{i}"] = mr
     elif kind == "ModelReplica":
