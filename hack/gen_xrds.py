@@ -688,7 +688,7 @@ def stable_policy(direction: str, window_default: int) -> dict:
                                  f"How long a scale-{direction} recommendation must hold before "
                                  "it is acted on (Kthena's stabilizationWindow; HPA's "
                                  "stabilizationWindowSeconds).", default=window_default),
-        "instances": integer(1, 1000, f"At most this many replicas added or removed per 15 s "
+        "instances": integer(1, 1000, "At most this many replicas added or removed per 15 s "
                              "period (Kthena's instances; at least 1, as HPA requires).",
                              default=1),
         "percent": integer(1, 1000, "At most this percentage of the current replicas per 15 s "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from builders import EXAMPLES, load, load_one, request
+from builders import EXAMPLES, load_one, request
 from composer_support import FLEET, compose, replica, standalone
 from test_composer_pd import pd
 from test_composer_status import all_serving

@@ -22,7 +22,6 @@ import re
 from builders import desired
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetgen import (
-    GPU,
     World,
     cluster,
     deployment,
