@@ -179,3 +179,22 @@ def test_the_patch_fails_loudly_when_upstream_changes(tmp_path):
     assert proc.returncode != 0
     assert "expected exactly one line 'XdsServerAddress = \"0.0.0.0\"'" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_the_patch_fetches_the_pinned_module_into_a_cold_module_cache(tmp_path):
+    # A clean CI machine has no module cache: `go list -m` printed no directory there
+    # and the control plane never started. This is the real go command and proxy.
+    env = {**os.environ, "GOMODCACHE": str(tmp_path / "modcache")}
+    proc = subprocess.run(["bash", str(PATCH), str(tmp_path / "out")], capture_output=True,
+                          text=True, env=env)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        runner = (tmp_path / "out/gateway/internal/xds/runner/runner.go").read_text()
+        assert 'XdsServerAddress = "127.0.0.1"' in runner     # upstream's text still matches
+        version = next(line.split()[-1] for line in (PATCH.parent / "go.mod").read_text()
+                       .splitlines() if "github.com/envoyproxy/gateway " in line)
+        assert (tmp_path / "modcache" / "github.com" / "envoyproxy"
+                / f"gateway@{version}").is_dir()
+    finally:
+        # The module cache is read-only by design; go removes it properly.
+        subprocess.run(["go", "clean", "-modcache"], env=env, capture_output=True)
