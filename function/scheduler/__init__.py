@@ -229,11 +229,7 @@ def _cache(req: Request, ref: caches.CacheRef | None, ns: str) -> caches.Cache |
 
 def serving(mr: Mapping[str, Any]) -> bool:
     """Whether an observed ModelReplica says it serves."""
-    return _mapping(mr.get("status")).get("phase") == ReplicaPhase.SERVING
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return dig(mr, "status").get("phase") == ReplicaPhase.SERVING
 
 
 def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str,
