@@ -3,7 +3,8 @@
 # the module cache, downloaded if missing and checked against go.sum; MODULE_DIR
 # instead, for tests) to OUTDIR/gateway, rewrite two of its files there, write
 # OUTDIR/go.mod and go.sum (this folder's, plus a replace directive naming the copy)
-# and print the go build flag that uses them (-modfile=...). hack/tools.sh runs it when building this tool.
+# and print the go build flag that uses them (-modfile=...). hack/tools.sh runs it
+# when building this tool.
 # (`go build -overlay` would be lighter, but the go command refuses to overlay files
 # in the module cache.)
 #
@@ -30,11 +31,11 @@ here=$PWD
 if [ -n "${2:-}" ]; then
   src=$2
 else
-  # `go mod download`, not `go list -m`: on a cold module cache the latter prints no
-  # directory, since it fetches only the module's go.mod. A bare path means the
-  # version go.mod requires, checked against go.sum.
-  json=$(GOFLAGS=-mod=mod go mod download -json "$mod" 2>&1) || die "go mod download $mod failed: $json"
-  src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+  # Download first: on a cold module cache `go list -m` fetches only the module's
+  # go.mod and prints no directory. A bare path means the version go.mod requires,
+  # checked against go.sum.
+  GOFLAGS=-mod=mod go mod download "$mod" || die "go mod download $mod failed"
+  src=$(GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$mod") || die "go list -m $mod failed"
 fi
 [ -d "$src" ] || die "no module directory for $mod: '$src'"
 [ ! -e "$out" ] || die "$out exists"
