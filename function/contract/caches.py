@@ -17,6 +17,7 @@ from typing import Any
 from function.contract.enums import CachePhase, Hydration
 from function.contract.names import tagged_label
 from function.contract.records import Cluster, selects
+from function.contract.validation import dig
 
 # Where the cache mounts unless modelCacheRef.mountPath says otherwise
 # (Modelplane's path), and the variable that tells the engine the same.
@@ -98,12 +99,12 @@ def missing(name: str, namespace: str) -> Cache:
 def parse_cache(obj: Mapping[str, Any]) -> Cache:
     """A ModelCache read leniently: a field of the wrong type reads as unset
     (admission and the cache's own function report it)."""
-    meta = _map(obj.get("metadata"))
-    spec = _map(obj.get("spec"))
-    selector = _map(_map(spec.get("clusterSelector")).get("matchLabels"))
+    meta = dig(obj, "metadata")
+    spec = dig(obj, "spec")
+    selector = dig(spec, "clusterSelector", "matchLabels")
     clusters = {}
-    for entry in _list(_map(obj.get("status")).get("clusters")):
-        entry = _map(entry)
+    for entry in _list(dig(obj, "status").get("clusters")):
+        entry = dig(entry)
         if isinstance(entry.get("name"), str) and _str(entry.get("phase")) in set(CachePhase):
             clusters[entry["name"]] = ClusterCache(entry["phase"], _str(entry.get("reason")),
                                                    _str(entry.get("message")))
@@ -113,10 +114,6 @@ def parse_cache(obj: Mapping[str, Any]) -> Cache:
         match_labels={k: v for k, v in selector.items() if isinstance(v, str)},
         hydration=hydration if hydration in set(Hydration) else Hydration.EAGER.value,
         clusters=clusters)
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _list(value: Any) -> list[Any]:
