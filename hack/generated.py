@@ -6,7 +6,8 @@ import pathlib
 import sys
 
 
-def write_or_check(files: dict[pathlib.Path, str], root: pathlib.Path, argv: list[str]) -> int:
+def write_or_check(files: dict[pathlib.Path, str], root: pathlib.Path, argv: list[str],
+                   fix: str = "make generate") -> int:
     stale = []
     for path, text in files.items():
         if "--check" in argv:
@@ -16,6 +17,6 @@ def write_or_check(files: dict[pathlib.Path, str], root: pathlib.Path, argv: lis
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     if stale:
-        print("stale, run `make generate`: " + ", ".join(stale), file=sys.stderr)
+        print(f"stale, run `{fix}`: " + ", ".join(stale), file=sys.stderr)
         return 1
     return 0

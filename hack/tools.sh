@@ -11,9 +11,8 @@
 #                              CROSSPLANE_CLI CROSSPLANE_CORE CRANE ETCD KUBE_APISERVER
 #                              KUBE_CONTROLLER_MANAGER KUBE_SCHEDULER KUBECTL KWOK
 #                              LWS_MANAGER PROVIDER_KUBERNETES ENVOY_GATEWAY, and the module source
-#                              directories (CRDs, kwok stages) KWOK_SRC LWS_SRC
-#                              PROVIDER_KUBERNETES_SRC GATEWAY_API_SRC
-#                              INFERENCE_EXTENSION_SRC
+#                              directories (kwok stages, LWS webhooks, the provider
+#                              package) KWOK_SRC LWS_SRC PROVIDER_KUBERNETES_SRC
 #
 # The versions live only in hack/tools/*/go.mod (with go.sum): one module per
 # tool, so a build is reproducible. Each tool is cached in its own directory,
@@ -183,9 +182,9 @@ if $e2e; then
     envoy-gateway=.)
   out+=("ENVOY_GATEWAY=$dir/envoy-gateway")
 
-  # Sources the harness reads: kwok's stages (kustomize/stage), LWS's CRDs and
-  # webhook manifests (config/), provider-kubernetes' CRDs (package/crds), the
-  # Gateway API CRDs (config/crd/standard) and InferencePool's (config/crd/bases).
+  # Sources the harness reads: kwok's stages (kustomize/stage), LWS's webhook
+  # manifests (config/webhook) and provider-kubernetes' package (package/). The
+  # CRDs every cluster installs are the repo's crds/ (hack/vendor_crds.py).
   # (One assignment each: a failed substitution then stops the script.)
   dir=$(modsrc kwok sigs.k8s.io/kwok)
   out+=("KWOK_SRC=$dir")
@@ -193,10 +192,6 @@ if $e2e; then
   out+=("LWS_SRC=$dir")
   dir=$(modsrc provider-kubernetes github.com/crossplane-contrib/provider-kubernetes)
   out+=("PROVIDER_KUBERNETES_SRC=$dir")
-  dir=$(modsrc gateway-api sigs.k8s.io/gateway-api)
-  out+=("GATEWAY_API_SRC=$dir")
-  dir=$(modsrc gateway-api-inference-extension sigs.k8s.io/gateway-api-inference-extension)
-  out+=("INFERENCE_EXTENSION_SRC=$dir")
 fi
 
 for line in "${out[@]}"; do

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 
@@ -29,14 +28,6 @@ def function_address():
     """`function-model-serving serve --insecure` on a free loopback port."""
     with localrender.serve_locally() as address:
         yield address
-
-
-@pytest.fixture(scope="session")
-def shared_crds() -> pathlib.Path:
-    path = pathlib.Path(os.environ.get("SHARED_CRDS", ROOT.parent / "shared" / "crds"))
-    if not path.is_dir():
-        pytest.fail(f"the reference CRDs are not at {path}; set SHARED_CRDS")
-    return path
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,9 @@
 """Validate any object the functions emit, in process, as strictly as a cluster would.
 
-Our kinds against the XRD schemas, the composed CRD kinds (LWS, HTTPRoute,
-InferencePool, provider-kubernetes Object and its inner manifest) against the
-reference CRDs in ../shared/crds, KEDA's ScaledObject and TriggerAuthentication
-against the CRDs vendored in crds/, and core kinds (Deployment, Service,
+Our kinds against the XRD schemas, every composed CRD kind (LWS, HTTPRoute,
+InferencePool, provider-kubernetes Object and its inner manifest, KEDA, Envoy
+Gateway, PodMonitor) against the CRDs vendored in crds/ from the pinned modules
+(hack/vendor_crds.py: the same files `make cluster` installs), and core kinds (Deployment, Service,
 ResourceClaimTemplate, ConfigMap, RBAC) with kubernetes-validate's strict
 schemas. Unknown fields are errors, as with the crossplane CLI's strict
 decoding. CEL rules are not evaluated here (tests/test_examples_validate.py
@@ -13,7 +13,6 @@ and the end-to-end tests run the real CLI for those).
 from __future__ import annotations
 
 import copy
-import os
 import pathlib
 import re
 from collections.abc import Mapping
@@ -53,9 +52,7 @@ def _strict(schema: Any) -> Any:
 
 
 class Schemas:
-    def __init__(self, shared_crds: pathlib.Path | None = None) -> None:
-        shared_crds = shared_crds or pathlib.Path(
-            os.environ.get("SHARED_CRDS", ROOT.parent / "shared" / "crds"))
+    def __init__(self, crds: pathlib.Path = VENDORED) -> None:
         self._schemas: dict[tuple[str, str], Any] = {}
         for path in sorted((ROOT / "apis").glob("*/definition.yaml")):
             xrd = yaml.safe_load(path.read_text())
@@ -69,8 +66,8 @@ class Schemas:
                 props["apiVersion"], props["kind"] = {"type": "string"}, {"type": "string"}
                 props["metadata"] = {"type": "object"}
                 self._add(f"{spec['group']}/{v['name']}", spec["names"]["kind"], schema)
-        # The shared reference CRDs, and those vendored into crds/ (hack/vendor_crds.py).
-        for path in [*sorted(shared_crds.glob("*.yaml")), *sorted(VENDORED.glob("*/*.yaml"))]:
+        # The CRDs vendored into crds/ (hack/vendor_crds.py).
+        for path in sorted(crds.glob("*/*.yaml")):
             for crd in yaml.safe_load_all(path.read_text()):
                 if not crd or crd.get("kind") != "CustomResourceDefinition":
                     continue

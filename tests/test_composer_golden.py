@@ -14,7 +14,7 @@ Pending: the goldens pin what is composed, the unit tests pin readiness.
 Every rendered object is then validated as the API server would:
 * our kinds and the CRD kinds (LeaderWorkerSet, HTTPRoute, InferencePool,
   provider-kubernetes Object, and the CRD kinds an Object wraps) with the real
-  `crossplane resource validate` against apis/ and the shared reference CRDs,
+  `crossplane resource validate` against apis/ and the CRDs vendored in crds/,
   offline (`--crossplane-image=`, an empty cache dir, missing schemas are errors);
 * core kinds (Deployment, Service, ResourceClaimTemplate, Namespace, and the
   endpoint picker's ConfigMap, ServiceAccount, Role and RoleBinding, also
@@ -144,8 +144,7 @@ def test_every_rendered_object_is_of_a_registered_kind_and_records_its_role(rend
             assert role in {r.value for r in Role}, (name, doc["metadata"]["name"])
 
 
-def test_rendered_crd_kinds_validate_with_the_crossplane_cli(rendered, tools, shared_crds,
-                                                             tmp_path):
+def test_rendered_crd_kinds_validate_with_the_crossplane_cli(rendered, tools, tmp_path):
     docs = []
     for out in rendered.values():
         docs += [d for d in out if d.get("kind") == "ModelReplica"]
@@ -156,7 +155,7 @@ def test_rendered_crd_kinds_validate_with_the_crossplane_cli(rendered, tools, sh
         kinds
     stream = tmp_path / "rendered.yaml"
     stream.write_text(yaml.safe_dump_all(docs))
-    out = subprocess.run([tools.cli, "resource", "validate", f"{ROOT / 'apis'},{shared_crds}",
+    out = subprocess.run([tools.cli, "resource", "validate", f"{ROOT / 'apis'},{ROOT / 'crds'}",
                           str(stream), "--cache-dir", str(tmp_path / "cache"),
                           "--crossplane-image=", "--error-on-missing-schemas"],
                          capture_output=True, text=True, timeout=300)

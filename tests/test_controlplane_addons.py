@@ -141,22 +141,24 @@ def test_lws_config_turns_off_cert_management_and_leader_election(tmp_path):
     assert cfg["health"]["healthProbeBindAddress"] == "127.0.0.1:2"
 
 
-def test_crd_files_and_the_inference_pool_requirement(tmp_path):
-    (tmp_path / "config" / "crd" / "bases").mkdir(parents=True)
-    base = tmp_path / "config" / "crd" / "bases"
-    (base / "kustomization.yaml").write_text("resources: [a.yaml]\n")
-    (base / "x.yaml").write_text("apiVersion: apiextensions.k8s.io/v1\n"
-                                 "kind: CustomResourceDefinition\n"
-                                 "metadata: {name: inferenceobjectives.inference.networking.x-k8s.io}\n")
-    with pytest.raises(addons.AddonError, match="no inference.networking.k8s.io InferencePool"):
-        addons.inference_extension_crds(tmp_path)
-    (base / "y.yaml").write_text("apiVersion: apiextensions.k8s.io/v1\n"
-                                 "kind: CustomResourceDefinition\n"
-                                 "metadata: {name: inferencepools.inference.networking.k8s.io}\n")
-    files = addons.inference_extension_crds(tmp_path)
-    assert [f.name for f in files] == ["x.yaml", "y.yaml"]
-    assert addons.crd_names(files) == ["inferenceobjectives.inference.networking.x-k8s.io",
-                                       "inferencepools.inference.networking.k8s.io"]
+def test_crd_files_keep_only_crds_and_the_cluster_set_names_what_the_harness_needs(tmp_path):
+    for folder in addons.CLUSTER_CRDS:
+        (tmp_path / "crds" / folder).mkdir(parents=True)
+        (tmp_path / "crds" / folder / "kustomization.yaml").write_text("resources: [a.yaml]\n")
+        (tmp_path / "crds" / folder / "x.yaml").write_text(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+            f"metadata: {{name: things.{folder}.example.com}}\n")
+    with pytest.raises(addons.AddonError, match="lacks .*inferencepools.inference.networking.k8s.io"):
+        addons.cluster_crds(tmp_path)
+    files = addons.vendored_crds(tmp_path, ["lws"])
+    assert [f.name for f in files] == ["x.yaml"]
+    assert addons.crd_names(files) == ["things.lws.example.com"]
+
+
+def test_the_vendored_crds_hold_what_every_cluster_needs():
+    names = addons.crd_names(addons.cluster_crds(ROOT))
+    assert set(addons.REQUIRED_CRDS) <= set(names)
+    assert len(names) == len(set(names))
 
 
 def test_provider_package_files_can_drop_the_legacy_crd(tmp_path):

@@ -40,8 +40,8 @@ class ClusterSchemas(Schemas):
 
 
 @pytest.fixture(scope="module")
-def schemas(shared_crds) -> ClusterSchemas:
-    return ClusterSchemas(shared_crds)
+def schemas() -> ClusterSchemas:
+    return ClusterSchemas()
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 
 
 @pytest.fixture(scope="module")
-def schemas(shared_crds) -> Schemas:
-    return Schemas(shared_crds)
+def schemas() -> Schemas:
+    return Schemas()
 
 
 def gateway(name="inference-gateway", ns="gateway-system", addresses=None):

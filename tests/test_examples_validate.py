@@ -6,7 +6,7 @@ defaults and unknown fields. The examples must pass; every file in
 tests/invalid/ must be rejected with the message its `# expect:` line names.
 
 The CLI never downloads anything here: the extensions are only our apis/ and the
-shared reference CRDs (no Provider, Function or Configuration packages), and
+CRDs vendored in crds/ (no Provider, Function or Configuration packages), and
 `--crossplane-image=` drops the default Crossplane image whose built-in schemas
 it would otherwise fetch. Each run gets a fresh, empty --cache-dir.
 """
@@ -35,16 +35,6 @@ def crossplane_cli() -> str:
     return path
 
 
-def shared_crds() -> pathlib.Path:
-    """The reference CRDs (env SHARED_CRDS, default ../shared/crds from the repo root)."""
-    path = pathlib.Path(os.environ.get("SHARED_CRDS", ROOT.parent / "shared" / "crds"))
-    if not path.is_absolute():
-        path = ROOT / path
-    if not path.is_dir():
-        pytest.fail(f"shared reference CRDs not found at {path}; set SHARED_CRDS", pytrace=False)
-    return path
-
-
 EXAMPLE_DIRS = ["examples/fleet", "examples/deployments", "examples/replicas", "examples/caches",
                 "examples/quotas", "examples/services"]
 INVALID_DIR = ROOT / "tests" / "invalid"
@@ -65,8 +55,8 @@ TEXT_SUMMARY = re.compile(r"^Total (?P<total>\d+) resources: (?P<missing>\d+) mi
 
 def validate(resources: list[pathlib.Path], cache_dir: pathlib.Path,
              output: str) -> subprocess.CompletedProcess:
-    """Run `crossplane resource validate` on resources against apis/ and the shared CRDs."""
-    extensions = [ROOT / "apis", shared_crds()]
+    """Run `crossplane resource validate` on resources against apis/ and crds/."""
+    extensions = [ROOT / "apis", ROOT / "crds"]
     cmd = [crossplane_cli(), "resource", "validate",
            "--cache-dir", str(cache_dir), "--crossplane-image=", "--output", output,
            ",".join(map(str, extensions)), ",".join(map(str, resources))]

@@ -3,8 +3,7 @@
 Each test drives `fn.run_function` with the ModelEndpoints and the front
 door's InferenceCluster Crossplane would resolve, and reads the route, the
 status and the conditions. Every composed object is checked against the real
-CRDs (Envoy Gateway's vendored in crds/envoy-gateway, Gateway API's and
-provider-kubernetes' in ../shared/crds).
+CRDs vendored in crds/ (Envoy Gateway's, Gateway API's and provider-kubernetes').
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Each example ModelService renders over the example ModelEndpoints and fleet
 with tests/golden/services/<example>.yaml (after an intended change
 regenerate with `UPDATE_GOLDEN=1` and review the diff), and everything it
 composes passes the real CLI's validation, CEL rules included, against Envoy
-Gateway's CRDs (crds/envoy-gateway) and Gateway API's (../shared/crds); so
+Gateway's CRDs (crds/envoy-gateway) and Gateway API's (crds/gateway-api); so
 does a route with model names, adapters and every kind of rule match,
 composed in process.
 """
@@ -68,9 +68,9 @@ def validate(tools, tmp_path, docs: list[dict]) -> None:
         d["metadata"].pop("generateName", None)
     stream = tmp_path / "route.yaml"
     stream.write_text(yaml.safe_dump_all(docs))
-    shared = ROOT.parent / "shared" / "crds" / "gateway.networking.k8s.io_httproutes.yaml"
+    routes = ROOT / "crds" / "gateway-api" / "gateway.networking.k8s.io_httproutes.yaml"
     out = subprocess.run([tools.cli, "resource", "validate",
-                          f"{ROOT / 'crds' / 'envoy-gateway'},{shared}", str(stream),
+                          f"{ROOT / 'crds' / 'envoy-gateway'},{routes}", str(stream),
                           "--cache-dir", str(tmp_path / "cache"), "--crossplane-image=",
                           "--error-on-missing-schemas"], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

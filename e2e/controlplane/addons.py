@@ -1,9 +1,9 @@
 """What every workload cluster runs besides Kubernetes, from the pinned sources.
 
-Pure helpers (file lists and manifest rewrites) over the Go module source
-directories `hack/tools.sh --e2e --env` prints: kwok's stages, LWS's CRD and
-webhook manifests, Gateway API's standard CRDs, the Inference Extension's
-CRDs, and kubeconfigs.
+Pure helpers (file lists and manifest rewrites): the CRDs vendored in crds/,
+and over the Go module source directories `hack/tools.sh --e2e --env` prints,
+kwok's stages, LWS's webhook manifests and provider-kubernetes' package; and
+kubeconfigs.
 """
 
 from __future__ import annotations
@@ -29,10 +29,6 @@ KWOK_STAGES = (
 )
 OWN_STAGES = tuple(sorted((Path(__file__).parent / "stages").glob("*.yaml")))
 
-# Both CRDs of the release: the v0.9 manager also runs the DisaggregatedSet
-# controller, which cannot start without its CRD.
-LWS_CRDS = ("config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
-            "config/crd/bases/disaggregatedset.x-k8s.io_disaggregatedsets.yaml")
 LWS_WEBHOOKS = "config/webhook/manifests.yaml"
 LWS_NAMESPACE = "lws-system"
 # config/webhook/*-patch.yaml: the pod webhooks only see LWS pods.
@@ -70,32 +66,36 @@ def crd_files(directory: Path, *, pattern: str = "*.yaml") -> list[Path]:
     return files
 
 
-def gateway_api_crds(src: Path) -> list[Path]:
-    return crd_files(Path(src) / "config/crd/standard")
+# The folders of crds/ every cluster gets (hack/vendor_crds.py copies them from the
+# modules hack/tools/ pins: the same files the unit tests validate against). Envoy
+# Gateway's must exist before its controller starts, which watches only the kinds
+# it finds; PodMonitor's so the API server admits what an InferenceCluster that
+# opts in to monitoring composes (no operator or Prometheus runs).
+CLUSTER_CRDS = ("gateway-api", "inference-extension", "lws", "envoy-gateway",
+                "prometheus-operator")
+# KEDA's ScaledObject and TriggerAuthentication, on the control plane only: an
+# autoscaled deployment's ScaledObject is admitted by a real API server; KEDA's
+# operator does not run (it does not build from the module proxy).
+CONTROL_PLANE_CRDS = ("keda",)
+# What the harness cannot run without.
+REQUIRED_CRDS = ("inferencepools.inference.networking.k8s.io",
+                 "leaderworkersets.leaderworkerset.x-k8s.io",
+                 "disaggregatedsets.disaggregatedset.x-k8s.io",
+                 "httproutes.gateway.networking.k8s.io")
 
 
-def inference_extension_crds(src: Path) -> list[Path]:
-    """The Inference Extension's CRDs: InferencePool v1 (required) and the rest of the
-    release's (InferenceObjective, InferenceModelRewrite, the x-k8s.io alpha pool)."""
-    src = Path(src)
-    for rel in ("config/crd/bases", "config/crd"):
-        if (src / rel).is_dir():
-            files = crd_files(src / rel)
-            break
-    else:
-        raise AddonError(f"no config/crd in {src}")
-    names = {_crd_name(f) for f in files}
-    if "inferencepools.inference.networking.k8s.io" not in names:
-        raise AddonError(f"{src} has no inference.networking.k8s.io InferencePool CRD "
-                         f"(found {', '.join(sorted(names))})")
+def vendored_crds(repo: Path, folders: Iterable[str]) -> list[Path]:
+    """The CRD files of the named folders of crds/ (`make vendor-crds`)."""
+    return [f for folder in folders for f in crd_files(Path(repo) / "crds" / folder)]
+
+
+def cluster_crds(repo: Path) -> list[Path]:
+    """What every cluster installs; fails when crds/ lacks a CRD the harness needs."""
+    files = vendored_crds(repo, CLUSTER_CRDS)
+    missing = sorted(set(REQUIRED_CRDS) - set(crd_names(files)))
+    if missing:
+        raise AddonError(f"crds/ lacks {', '.join(missing)}; run `make vendor-crds`")
     return files
-
-
-def _crd_name(path: Path) -> str:
-    for doc in yaml.safe_load_all(path.read_text()):
-        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-            return doc["metadata"]["name"]
-    return ""
 
 
 def crd_names(paths: Iterable[Path]) -> list[str]:
@@ -105,39 +105,6 @@ def crd_names(paths: Iterable[Path]) -> list[str]:
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 out.append(doc["metadata"]["name"])
     return out
-
-
-def keda_crds(repo: Path) -> list[Path]:
-    """KEDA's ScaledObject and TriggerAuthentication CRDs, as vendored from its Go
-    module (crds/keda, `make vendor-crds`). The control plane gets the CRDs so an
-    autoscaled deployment's ScaledObject is admitted by a real API server; KEDA's
-    operator does not run (it does not build from the module proxy: README)."""
-    return crd_files(Path(repo) / "crds" / "keda")
-
-
-def envoy_gateway_crds(repo: Path) -> list[Path]:
-    """Envoy Gateway's Backend, BackendTrafficPolicy and HTTPRouteFilter CRDs, as
-    vendored from its Go module (crds/envoy-gateway, `make vendor-crds`): what a
-    ModelService composes on the front-door cluster. Every cluster gets them, so
-    whichever cluster's Envoy Gateway fronts the fleet resolves them; they must
-    exist before the controller starts, which watches only the kinds it finds."""
-    return crd_files(Path(repo) / "crds" / "envoy-gateway")
-
-
-def prometheus_operator_crds(repo: Path) -> list[Path]:
-    """The Prometheus Operator's PodMonitor CRD, as vendored from its Go module
-    (crds/prometheus-operator, `make vendor-crds`): what an InferenceCluster that
-    opts in to monitoring composes on its cluster. Every cluster gets it, so the
-    real API server admits the PodMonitor; no operator or Prometheus runs."""
-    return crd_files(Path(repo) / "crds" / "prometheus-operator")
-
-
-def lws_crds(src: Path) -> list[Path]:
-    files = [Path(src) / rel for rel in LWS_CRDS]
-    missing = [str(f) for f in files if not f.is_file()]
-    if missing:
-        raise AddonError(f"LWS CRDs missing: {', '.join(missing)}")
-    return files
 
 
 def lws_webhooks(manifests: str, *, port: int, ca_pem: bytes,

@@ -670,12 +670,8 @@ class _Builder:
                 "what": "GET /readyz"}, 300)
         self._wait(f"apiserver:{n}" for n in names)
         self.say("API servers ready; CRDs, add-ons and controllers per cluster")
-        crds = [*addons.gateway_api_crds(Path(self.tools["GATEWAY_API_SRC"])),
-                *addons.inference_extension_crds(Path(self.tools["INFERENCE_EXTENSION_SRC"])),
-                *addons.lws_crds(Path(self.tools["LWS_SRC"])),
-                *addons.envoy_gateway_crds(REPO),
-                *addons.prometheus_operator_crds(REPO)]
-        keda = addons.keda_crds(REPO)
+        crds = addons.cluster_crds(REPO)
+        keda = addons.vendored_crds(REPO, addons.CONTROL_PLANE_CRDS)
         stages = addons.kwok_stage_files(Path(self.tools["KWOK_SRC"]))
         webhooks_yaml = (Path(self.tools["LWS_SRC"]) / addons.LWS_WEBHOOKS).read_text()
         for i, (name, cplan) in enumerate(plan.clusters.items()):

@@ -17,8 +17,8 @@ from pathlib import Path
 BINARIES = ("CROSSPLANE_CLI", "CROSSPLANE_CORE", "CRANE", "ETCD", "KUBE_APISERVER",
             "KUBE_CONTROLLER_MANAGER", "KUBE_SCHEDULER", "KUBECTL", "KWOK", "LWS_MANAGER",
             "PROVIDER_KUBERNETES", "ENVOY_GATEWAY")
-SOURCES = ("KWOK_SRC", "LWS_SRC", "PROVIDER_KUBERNETES_SRC", "GATEWAY_API_SRC",
-           "INFERENCE_EXTENSION_SRC")
+# Module sources read at start-up (CRDs come from the repo's crds/ instead).
+SOURCES = ("KWOK_SRC", "LWS_SRC", "PROVIDER_KUBERNETES_SRC")
 
 
 class ToolsError(RuntimeError):

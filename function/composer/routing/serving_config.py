@@ -28,7 +28,7 @@ which variable is wrong).
 Why these pins: llm-d v0.6.0 released the inference scheduler (the EPP) and
 the routing sidecar together as v0.7.1, built against Gateway API Inference
 Extension v1.4 (InferencePool `inference.networking.k8s.io/v1`, which the
-v1.6.0 CRD in ../shared/crds still serves unchanged). The EPP configuration in
+v1.6.0 CRD vendored in crds/inference-extension still serves unchanged). The EPP configuration in
 `epp.py` and the layers using it is written for exactly that release: plugin names
 and parameters change between llm-d releases (`pd-profile-handler`'s
 `threshold`/`hashBlockSize` became a `prefix-based-pd-decider` with
