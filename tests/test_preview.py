@@ -134,3 +134,72 @@ def test_the_yaml_output_carries_the_rendered_route(tools, tmp_path):
     (route,) = [d for d in docs if d.get("kind") == "HTTPRoute"
                 and d["metadata"].get("labels", {}).get("modelplane.ai/model-service") == "llama"]
     assert len(route["spec"]["rules"][0]["backendRefs"]) == 2
+
+
+def _commands(group):
+    import click
+
+    for name, command in group.commands.items():
+        yield name, command
+        if isinstance(command, click.Group):
+            yield from _commands(command)
+
+
+def test_no_command_declares_an_option_twice():
+    """click keeps the last of two options that share a flag and warns on every call;
+    `--replicas` was once both the ledger directory and the what-if count."""
+    from function.runtime.main import cli
+
+    for name, command in _commands(cli):
+        seen: dict[str, str] = {}
+        for param in command.params:
+            for flag in [*param.opts, *param.secondary_opts]:
+                assert flag not in seen, f"{name}: {flag} is declared by {seen[flag]} and {param.name}"
+                seen[flag] = param.name
+
+
+def test_preview_help_prints_no_warning_and_names_each_option_once():
+    out = subprocess.run([sys.executable, "-W", "error", "-m", "function.runtime.main", "preview",
+                          "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    assert "--replicas-dir DIRECTORY" in out.stdout and "--replicas INTEGER RANGE" in out.stdout
+
+
+def test_a_replica_in_the_replicas_dir_stays_where_it_runs(tools, tmp_path):
+    """The example's replica 0, written by hand (no composed-resource key), moved to
+    us-east-1: the preview keeps it there and places replica 1 on the other cluster."""
+    example = (ROOT / "examples" / "replicas" / "llama-3-1-8b-0.yaml").read_text()
+    (tmp_path / "r.yaml").write_text(example.replace("eu-west-1", "us-east-1")
+                                     .replace("nodePoolName: l4-4x", "nodePoolName: l4"))
+    out = preview("--replicas-dir", str(tmp_path), tools=tools)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split()[:4] for line in out.stdout.splitlines()[2:4]]
+    assert rows[0] == ["llama-3-1-8b-0", "us-east-1", "vllm", "l4"]
+    assert rows[1][1:] == ["eu-west-1", "vllm", "l4-4x"]
+
+
+def test_another_deployments_replica_in_the_replicas_dir_holds_its_nodes(tools, tmp_path):
+    """The ledger: a gang of another deployment on eu-west-1's h100 pool takes two
+    of its four nodes, and the previewed gang takes the other two."""
+    first = preview("--deployment", "examples/deployments/multinode-gang.yaml", "-o", "yaml",
+                    tools=tools)
+    assert first.returncode == 0, first.stderr
+    (replica,) = [d for d in yaml.safe_load_all(first.stdout)
+                  if d and d.get("kind") == "ModelReplica"]
+    labels = {**replica["metadata"]["labels"], "modelplane.ai/deployment": "other"}
+    labels.pop("crossplane.io/composite")
+    replica["metadata"] = {"name": "other-0", "namespace": "ml-team", "labels": labels}
+    replica["spec"].pop("crossplane")
+    (tmp_path / "other-0.yaml").write_text(yaml.safe_dump(replica))
+
+    def h100_used(*args: str) -> str:
+        out = preview("--deployment", "examples/deployments/multinode-gang.yaml", *args,
+                      tools=tools)
+        assert out.returncode == 0, out.stderr
+        (row,) = [line.split() for line in out.stdout.splitlines()
+                  if line.startswith("eu-west-1") and "h100-8x-rdma" in line]
+        return row[3]
+
+    assert h100_used() == "2"
+    assert h100_used("--replicas-dir", str(tmp_path)) == "4"

@@ -27,6 +27,8 @@ LABEL_FRONT_DOOR = f"{GROUP}/front-door"
 # so a fleet route reaches every replica at the same path (Envoy cannot
 # rewrite the path per weighted backend: envoyproxy/gateway#7099).
 HEADER_REPLICA = "x-modelplane-replica"
+# Crossplane's key for a composed resource (its name in the composite's desired state).
+COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
 
 
 def replica_header_value(namespace: str, name: str) -> str:

@@ -80,3 +80,9 @@ def tagged_label(*parts: str | int, tag: str, identity: tuple[str | int, ...] | 
         head = f"mp-{head}".rstrip("-")
     head = head[:budget].rstrip("-")
     return f"{head}-{digest}-{tag}"
+
+
+def replica_resource_key(cluster: str, index: int) -> str:
+    """A ModelReplica's composed-resource key (Crossplane's composition-resource-name
+    annotation): a move to another cluster is a new resource."""
+    return f"replica-{index}-{cluster}"

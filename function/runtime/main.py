@@ -38,7 +38,7 @@ def serve(**kwargs) -> None:
               help="Directory of InferenceCluster manifests.")
 @click.option("--deployment", default="examples/deployments/single-gpu.yaml", show_default=True,
               type=click.Path(exists=True, dir_okay=False), help="A ModelDeployment manifest.")
-@click.option("--replicas", "replicas_dir", default=None, type=click.Path(file_okay=False),
+@click.option("--replicas-dir", "replicas_dir", default=None, type=click.Path(file_okay=False),
               help="Directory of existing ModelReplicas (the live ledger), optional.")
 @click.option("--replicas", "replicas_override", type=click.IntRange(0, 1000), default=None,
               help="Preview the deployment scaled to this many replicas (what-if).")

@@ -23,8 +23,9 @@ from function.contract.api import (
     REQUIRE_REPLICAS,
 )
 from function.contract.records import Cluster, Malformed
+from function.contract.names import replica_resource_key
 from function.runtime.request import Request
-from function.scheduler import output, parsecache
+from function.scheduler import parsecache
 from function.scheduler.model import Replica, parse_replica
 
 
@@ -52,7 +53,7 @@ class Fleet:
         """The composed-resource key of a placement: the replica's it replaces, if
         any (two of one index on one cluster: the oldest, which plan keeps), else new."""
         held = self._holders.get((cluster, index))
-        return held.key if held is not None else output.resource_key(cluster, index)
+        return held.key if held is not None else replica_resource_key(cluster, index)
 
     @property
     def reserved(self) -> frozenset[int]:

@@ -29,11 +29,6 @@ def replica_name(deployment: str, cluster: str, index: int) -> str:
     return unique_label(deployment, cluster, index)
 
 
-def resource_key(cluster: str, index: int) -> str:
-    """The composed-resource key: a move to another cluster is a new resource."""
-    return f"replica-{index}-{cluster}"
-
-
 def replica_manifest(md: Mapping[str, Any], p: Placement,
                      shared: dict[tuple[int, int], tuple[Any, Any, list]] | None = None
                      ) -> dict[str, Any]:

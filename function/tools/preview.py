@@ -33,16 +33,21 @@ import click
 import yaml
 
 from function.contract.api import (
+    COMPOSITION_RESOURCE_NAME,
     KIND_INFERENCE_CLUSTER,
     KIND_MODEL_CACHE,
     KIND_MODEL_DEPLOYMENT,
     KIND_MODEL_ENDPOINT,
     KIND_MODEL_REPLICA,
     KIND_MODEL_SERVICE,
+    LABEL_CLUSTER,
+    LABEL_DEPLOYMENT,
+    LABEL_REPLICA_INDEX,
 )
 from function.contract.caches import cache_ref
 from function.contract.capacity import replica_usage
 from function.contract.enums import CachePhase
+from function.contract.names import replica_resource_key
 from function.tools import localrender
 
 ROOT = localrender.ROOT
@@ -96,9 +101,10 @@ def render_all(tools, address, fleet: pathlib.Path, deployment: pathlib.Path,
                replicas: pathlib.Path | None, tmp: pathlib.Path,
                caches: pathlib.Path | None = None):
     """Stage 1, the deployment's ModelCache rendered (or []), and stage 2."""
-    required = [fleet] + ([caches] if caches else []) + ([replicas] if replicas else [])
+    ledger, own = replica_inputs(replicas, deployment, tmp) if replicas else (None, None)
+    required = [fleet] + ([caches] if caches else []) + ([ledger] if ledger else [])
     stage1 = localrender.render(tools, address, deployment, MD / "composition.yaml",
-                                required=required, observed=replicas,
+                                required=required, observed=own,
                                 xrd=MD / "definition.yaml")
     placed = [d for d in stage1 if d.get("kind") == KIND_MODEL_REPLICA]
     staged, ready = render_cache(tools, address, fleet, caches, stage1, placed, tmp)
@@ -110,6 +116,34 @@ def render_all(tools, address, fleet: pathlib.Path, deployment: pathlib.Path,
             tools, address, path, MR / "composition.yaml", required=[fleet, *ready],
             xrd=MR / "definition.yaml")
     return stage1, staged, stage2
+
+
+def replica_inputs(replicas: pathlib.Path, deployment: pathlib.Path,
+                   tmp: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path | None]:
+    """The directory's ModelReplicas as Crossplane sees them: all of them are the
+    ledger (a required resource), and the deployment's own are also its observed
+    composed resources, each under the key the scheduler gives it (a replica
+    written by hand carries none). Both files hold the same copy of each own
+    replica: render keeps one object per name."""
+    md = load_dir(deployment)[0]
+    name, namespace = md["metadata"]["name"], md["metadata"].get("namespace")
+    ledger, own = [], []
+    for mr in load_dir(replicas):
+        meta = mr.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if mr.get("kind") == KIND_MODEL_REPLICA and meta.get("namespace") == namespace \
+                and labels.get(LABEL_DEPLOYMENT) == name:
+            key = replica_resource_key(labels.get(LABEL_CLUSTER, ""),
+                                       labels.get(LABEL_REPLICA_INDEX, ""))
+            annotations = {COMPOSITION_RESOURCE_NAME: key, **(meta.get("annotations") or {})}
+            mr = {**mr, "metadata": {**meta, "annotations": annotations}}
+            own.append(mr)
+        ledger.append(mr)
+    (tmp / "ledger.yaml").write_text(yaml.safe_dump_all(ledger))
+    if not own:
+        return tmp / "ledger.yaml", None
+    (tmp / "observed-replicas.yaml").write_text(yaml.safe_dump_all(own))
+    return tmp / "ledger.yaml", tmp / "observed-replicas.yaml"
 
 
 def render_cache(tools, address, fleet: pathlib.Path, caches: pathlib.Path | None,
@@ -164,7 +198,7 @@ def render_routes(tools, address, fleet: pathlib.Path, deployment: pathlib.Path,
     (tmp / "serving.yaml").write_text(yaml.safe_dump_all(serving))
     again = localrender.render(tools, address, deployment, MD / "composition.yaml",
                                required=[fleet, tmp / "serving.yaml",
-                                         *([replicas] if replicas else [])],
+                                         *([tmp / "ledger.yaml"] if replicas else [])],
                                observed=tmp / "serving.yaml", xrd=MD / "definition.yaml")
     endpoints = [d for d in again if d.get("kind") == KIND_MODEL_ENDPOINT]
     (tmp / "endpoints.yaml").write_text(yaml.safe_dump_all(endpoints))
@@ -310,7 +344,7 @@ def _cache_lines(staged: list[dict], placed: list[dict]) -> list[str]:
         if d.get("kind") in (KIND_MODEL_CACHE, "Result"):
             continue
         key = ((d.get("metadata") or {}).get("annotations") or {}).get(
-            "crossplane.io/composition-resource-name", "")
+            COMPOSITION_RESOURCE_NAME, "")
         inner = ((d.get("spec") or {}).get("forProvider") or {}).get("manifest")
         shown = inner if d.get("kind") == "Object" and isinstance(inner, dict) else d
         via = " (provider-kubernetes Object)" if shown is not d else ""
