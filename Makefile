@@ -19,9 +19,14 @@ demo: venv
 
 # Set up and run the tests (builds the pinned crossplane CLI once, cached
 # outside the repo in ~/.cache/function-model-serving/tools).
-test: venv
+test: venv lint
 	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
 	  $(PY) -m pytest $(PYTEST_ARGS)
+
+# The linter over every Python file (configured in pyproject.toml); part of `make test`.
+.PHONY: lint
+lint: venv
+	$(VENV)/bin/ruff check .
 
 # The virtualenv is rebuilt only when pyproject.toml changes.
 venv: $(VENV)/.stamp

@@ -165,7 +165,7 @@ def composer_rows(runs: int) -> list[dict]:
         data = req.SerializeToString()
         full, floor, _ = in_process(data, runs)
 
-        def afresh() -> bytes:
+        def afresh(data: bytes = data) -> bytes:
             composer_cache.CLUSTERS.clear()
             composer_cache.COMPOSED.clear()
             return fn.run_serialized(data).SerializeToString()

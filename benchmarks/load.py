@@ -98,8 +98,10 @@ async def drive(address: str, requests: list[fnv1.RunFunctionRequest], clients: 
 
         await asyncio.gather(*(client(k) for k in range(clients)))
     latencies.sort()
-    pct = (lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
-           if latencies else 0.0)
+
+    def pct(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else 0.0
+
     return {**counts, "p50_ms": round(pct(0.50), 2), "p95_ms": round(pct(0.95), 2)}
 
 

@@ -1127,7 +1127,8 @@ def model_service() -> dict:
                        "to the first rule it matches, else to `endpoints` (and `fallback`). "
                        "Gateway API ranks matches by specificity (an Exact path, then the "
                        "longest path prefix, then the most headers; Envoy Gateway then the "
-                       "most Exact headers) and keeps list order only among equals, so a later rule that can take an earlier rule's "
+                       "most Exact headers) and keeps list order only among equals, so a later rule "
+                       "that can take an earlier rule's "
                        "requests and is more specific is refused (`Routed=False`, "
                        "`RuleConflict`): put it first, or make the two disjoint (one header "
                        "with different Exact values).", rules=[

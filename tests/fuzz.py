@@ -55,7 +55,7 @@ SERVICES = [*load(EXAMPLES / "services" / "llama.yaml"),
 ENDPOINTS = load(EXAMPLES / "services" / "endpoints.yaml")
 NAMESPACES = [{"apiVersion": "v1", "kind": "Namespace",
                "metadata": {"name": "ml-team", "labels": {"org": "research"}}}]
-CLOCK = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.timezone.utc)
+CLOCK = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC)
 NODES = [{"apiVersion": "v1", "kind": "Node",
           "metadata": {"name": "n0", "labels": {"modelplane.ai/pool": pool}},
           "spec": {"unschedulable": cordoned, "taints": [

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import pathlib
 import re
-import sys
 
 import pytest
 import yaml

@@ -37,7 +37,7 @@ from function.contract.inventory import NodeGroup
 from function.contract.records import Malformed, Taint, parse_cluster
 from function.runtime import fn
 
-NOW = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.UTC)
 GPU_TAINT = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
 H100 = device("gpu", "H100", count=8)
 

@@ -26,7 +26,8 @@ webhooks:
     service: {name: webhook-service, namespace: system, path: /mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset}
   failurePolicy: Fail
   name: mleaderworkerset.kb.io
-  rules: [{apiGroups: [leaderworkerset.x-k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [leaderworkersets]}]
+  rules: [{apiGroups: [leaderworkerset.x-k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE],
+           resources: [leaderworkersets]}]
   sideEffects: None
 - admissionReviewVersions: [v1]
   clientConfig:

@@ -280,7 +280,7 @@ def test_a_bad_attribute_is_refused():
 # ---- gateways --------------------------------------------------------------------------
 
 def test_each_cluster_gets_its_gateway_and_class(plan):
-    for name, c in plan.clusters.items():
+    for c in plan.clusters.values():
         if not c.inference_clusters:
             continue
         gws = of_kind(c.manifests, "Gateway")

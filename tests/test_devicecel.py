@@ -154,9 +154,11 @@ def test_compiled_once_and_activations_shared_per_shape():
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from([
     "device", ".attributes", ".capacity", ".driver", '["gpu.nvidia.com"]', '["x"]', ".memory", ".productName",
-    ".index", "quantity(", "semver(", '"1Gi"', '"1.2.3"', '"x"', ")", "(", ".compareTo(", ".isLessThan(", ".add(",
+    ".index", "quantity(", "semver(", '"1Gi"', '"1.2.3"', '"x"', ")", "(", ".compareTo(", ".isLessThan(",
+    ".add(",
     ".asInteger()", ".major()", "1", "1.5", "-", "==", "<", "&&", "||", "!", "?", ":", "[", "]", "{", "}", ",",
-    "has(", "size(", "true", "null", "1u", "b'x'", "cel.bind(", "x", ".?", ".exists(", "e", "sign(", "9223372036854775807",
+    "has(", "size(", "true", "null", "1u", "b'x'", "cel.bind(", "x", ".?", ".exists(", "e", "sign(",
+    "9223372036854775807",
 ]), max_size=12).map("".join) | st.text(max_size=30))
 def test_only_cel_errors_escape(expression):
     try:
@@ -208,7 +210,8 @@ def test_agrees_with_kubernetes(corpus, kubernetes_outcomes):
     devices = corpus["devices"]
     disagreements = []
     for case in corpus["cases"]:
-        ours = _outcome(lambda: compile_selector(case["expression"]).matches(device_activation(devices[case["device"]])))
+        ours = _outcome(lambda case=case: compile_selector(case["expression"]).matches(
+            device_activation(devices[case["device"]])))
         theirs = kubernetes_outcomes[case["id"]]
         same = _verdict(ours) == _verdict(theirs)
         if "divergence" in case:

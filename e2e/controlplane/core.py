@@ -603,8 +603,8 @@ class _Builder:
         self.sa_key, self.sa_pub = certs.make_rsa_keypair(pki, "sa")
         self.webhook_cert = certs.issue(self.ca, pki, "webhook", "webhook", server=True,
                                         dns=["localhost"], ips=["127.0.0.1"])
-        for name, dest in (("lws", "lws-certs"), ("provider-kubernetes", "provider-certs"),
-                           ("envoy-gateway", "envoy-gateway-certs")):
+        for _name, dest in (("lws", "lws-certs"), ("provider-kubernetes", "provider-certs"),
+                            ("envoy-gateway", "envoy-gateway-certs")):
             d = self.dir / dest
             d.mkdir(parents=True, exist_ok=True)
             shutil.copy(self.webhook_cert.crt, d / "tls.crt")

@@ -50,7 +50,7 @@ log = logging.getLogger("gateway-stand-in")
 # ---- pure status computation -------------------------------------------------
 
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(ctype: str, status: str, reason: str, message: str, generation: int | None,

@@ -222,7 +222,7 @@ def test_a_quota_caps_one_namespace_while_another_fills_the_rest(cp: ControlPlan
 
         def used():
             q = get(cp, "inferencequotas.modelplane.ai", "e2e-l4") or {}
-            limits = {l["name"]: l for l in (q.get("status") or {}).get("limits") or []}
+            limits = {lim["name"]: lim for lim in (q.get("status") or {}).get("limits") or []}
             got = limits.get("l4") or {}
             if (got.get("used"), got.get("devices")) != (2, 2):
                 raise AssertionError(q.get("status"))

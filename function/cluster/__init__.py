@@ -49,7 +49,7 @@ DEFAULT_TTL_SECONDS = 60  # the SDK's response TTL: how often Crossplane calls a
 
 def now() -> datetime.datetime:
     """The clock (tests set it): only staleness reads it."""
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:

@@ -165,7 +165,7 @@ def _group(pool: str, g: Any) -> NodeGroup:
 
 
 def rfc3339(t: datetime.datetime) -> str:
-    return t.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: Any) -> datetime.datetime | None:

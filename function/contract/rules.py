@@ -43,7 +43,7 @@ def engine_errors(spec: Mapping[str, Any]) -> list[str]:
     for engine in engines:
         errors += [f"engine {engine.get('name')!r}: {m}" for m in _engine(engine)]
     errors += [f"clusterSelector.matchLabels {m}" for m in _keys(
-        ((spec.get("clusterSelector") or {}).get("matchLabels") or {}))]
+        (spec.get("clusterSelector") or {}).get("matchLabels") or {})]
     errors += [f"modelCacheRef: {m}" for m in _cache_ref(spec.get("modelCacheRef") or {})]
     for i, t in enumerate(spec.get("tolerations") or []):
         errors += [f"tolerations[{i}]: {m}" for m in _toleration(t)]
@@ -184,7 +184,7 @@ def cache_errors(spec: Mapping[str, Any]) -> list[str]:
     if len(set(names)) != len(names):
         errors.append("adapter names must be unique")
     errors += [f"clusterSelector.matchLabels {m}" for m in _keys(
-        ((spec.get("clusterSelector") or {}).get("matchLabels") or {}))]
+        (spec.get("clusterSelector") or {}).get("matchLabels") or {})]
     return errors
 
 
@@ -197,7 +197,7 @@ def quota_errors(spec: Mapping[str, Any]) -> list[str]:
     if len(set(names)) != len(names):
         errors.append("limit names must be unique")
     errors += [f"namespaceSelector.matchLabels {m}" for m in _keys(
-        ((spec.get("namespaceSelector") or {}).get("matchLabels") or {}))]
+        (spec.get("namespaceSelector") or {}).get("matchLabels") or {})]
     return errors
 
 

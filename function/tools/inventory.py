@@ -102,7 +102,7 @@ def run(kubeconfig: str | None, namespace: str, interval: float, once: bool) -> 
     while not stop.is_set():
         try:
             pools = report_once(core, custom, namespace,
-                                lambda: datetime.datetime.now(datetime.timezone.utc))
+                                lambda: datetime.datetime.now(datetime.UTC))
             failures = 0
             log.info("reported %d pools: %s", len(pools),
                      ", ".join(f"{p}={sum(g.nodes for g in gs)}" for p, gs in pools.items()))
