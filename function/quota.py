@@ -28,7 +28,7 @@ from function.contract.models.inferencequota import InferenceQuota
 from function.contract.quotas import claims, devices, parse_quota, usage
 from function.contract.records import parse_clusters
 from function.contract.validation import dig, metadata_errors, model_errors
-from function.runtime.request import Request, desired_ready
+from function.kit.request import Request, desired_ready
 
 MAX_MESSAGE = 1000
 

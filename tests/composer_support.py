@@ -11,7 +11,7 @@ from builders import EXAMPLES, load, request
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.contract.api import REQUIRE_CLUSTER
-from function.runtime import structs
+from function.kit import structs
 from function.runtime.fn import run_function
 
 FLEET = {ic["metadata"]["name"]: ic for ic in load(EXAMPLES / "fleet")}

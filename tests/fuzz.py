@@ -38,8 +38,9 @@ from function.contract.api import (
     REQUIRE_QUOTAS,
     REQUIRE_REPLICAS,
 )
-from function.runtime import fn, structs
-from function.runtime.request import Request
+from function.kit import structs
+from function.runtime import fn
+from function.kit.request import Request
 
 KINDS = os.environ.get("FUZZ_KINDS",
                        "ModelDeployment,ModelReplica,InferenceCluster,ModelCache,"

@@ -18,7 +18,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.contract.api import REQUIRE_CLUSTER, REQUIRE_MODEL_CACHE
 from function.contract.caches import claim_name
-from function.runtime import structs
+from function.kit import structs
 from function.runtime.fn import run_function
 
 CLAIM = claim_name("ml-team", "qwen")

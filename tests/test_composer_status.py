@@ -17,7 +17,7 @@ from composer_support import (
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer.kinds import KINDS, judge
-from function.runtime import requeue
+from function.kit import requeue
 
 AVAILABLE = {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
 ACCEPTED = {"parents": [{"parentRef": {"name": "inference-gateway"}, "controllerName": "x",

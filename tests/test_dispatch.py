@@ -5,7 +5,9 @@ from __future__ import annotations
 from builders import composite, load_one, request
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.runtime import fn, requeue
+from function.kit import requeue
+
+from function.runtime import fn
 
 
 def fatal_messages(rsp: fnv1.RunFunctionResponse) -> list[str]:

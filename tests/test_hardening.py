@@ -10,7 +10,8 @@ from builders import EXAMPLES, load_one, request
 from composer_support import compose, container, replica, standalone, template
 
 from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
-from function.runtime import fn, structs
+from function.kit import structs
+from function.runtime import fn
 
 SECRET = "hf_s3cr3t-T0KEN-value"
 

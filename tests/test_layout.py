@@ -11,9 +11,10 @@ HANDLERS = {"cluster", "composer", "quota", "scheduler"}
 # Which parts each part may import (besides itself).
 ALLOWED = {
     "contract": set(),
-    "runtime": {"contract"},
+    "kit": {"contract"},
+    "runtime": {"contract", "kit"},
     "tools": {"contract"},
-    **{h: {"contract", "runtime"} for h in HANDLERS},
+    **{h: {"contract", "kit"} for h in HANDLERS},
 }
 # The two places the runtime reaches out: dispatch to the handlers, the CLI's preview.
 RUNTIME_REACHES = {"fn.py": HANDLERS, "main.py": {"tools"}}
@@ -40,7 +41,7 @@ def imported_parts(path: pathlib.Path) -> set[str]:
 
 def test_the_top_of_function_holds_the_handlers_and_the_role_folders():
     top = {p.name for p in FUNCTION.iterdir() if p.name != "__pycache__"}
-    assert top == {"__init__.py", "__version__.py", "cluster", "composer", "contract",
+    assert top == {"__init__.py", "__version__.py", "cluster", "composer", "contract", "kit",
                    "quota.py", "runtime", "scheduler", "tools"}
 
 

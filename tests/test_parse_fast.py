@@ -1,5 +1,5 @@
 """The scheduler's fresh-process readers (parsecache.fast_cluster, fast_replica,
-reading items one level at a time through function/runtime/lazy.py) give
+reading items one level at a time through function/kit/lazy.py) give
 exactly what the plain readers give: the same records, every field compared
 (the ones equality ignores too), the same Malformed message, and the same
 RunFunction response bytes. Items are encoded as Python's protobuf writes them
@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from benchmarks import bench
 from benchmarks import fleetgen as bench_fleet
 from function.contract.records import Malformed
-from function.runtime import fn, lazy, structs, wire
+from function.kit import lazy, structs, wire
+from function.runtime import fn
 from function.scheduler import parsecache
 
 

@@ -1,4 +1,4 @@
-"""The request view handlers read (function/runtime/request.py): the same answers from a
+"""The request view handlers read (function/kit/request.py): the same answers from a
 decoded RunFunctionRequest and from the serialized one the server reads."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from builders import request
 
-from function.runtime import wire
-from function.runtime.request import Request, decode
+from function.kit import wire
+from function.kit.request import Request, decode
 
 XR = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelReplica",
       "metadata": {"name": "r", "labels": {"b": "2", "a": "1"}}, "spec": {"count": 8}}

@@ -55,7 +55,8 @@ from function.contract.api import (
     REQUIRE_REPLICAS,
 )
 from function.contract.records import parse_cluster
-from function.runtime import fn, requeue
+from function.kit import requeue
+from function.runtime import fn
 from function.scheduler.filters import Deployment
 from function.scheduler.model import parse_replica
 from function.scheduler.output import replica_name

@@ -1,5 +1,5 @@
 """The server reads the scheduler's request with its required resources left
-serialized (function/runtime/wire.py), parses each item once per content
+serialized (function/kit/wire.py), parses each item once per content
 (parsecache.py) and builds its response Structs sharing converted parts
 (structs.update). Each must give exactly what the plain path gives."""
 
@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
 from function.contract.records import Malformed, parse_cluster
-from function.runtime import fn, server, structs, wire
+from function.kit import structs, wire
+from function.runtime import fn, server
 from function.scheduler import parsecache
 from function.tools import localrender
 

@@ -39,8 +39,8 @@ from function.contract.enums import InventorySource, ProviderConfigKind
 from function.contract.models.inferencecluster import InferenceCluster, Monitoring
 from function.contract.records import Malformed, parse_cluster
 from function.contract.validation import dig, metadata_errors, model_errors
-from function.runtime import requeue
-from function.runtime.request import Request, desired_ready
+from function.kit import requeue
+from function.kit.request import Request, desired_ready
 
 PROVIDER_CONFIG = "provider-config"
 STALE_AFTER_DEFAULT = 300

@@ -51,8 +51,8 @@ from function.contract.enums import ReplicaPhase
 from function.contract.models.modelreplica import ModelReplica
 from function.contract.records import Cluster
 from function.contract.validation import dig, pruned, spec_errors
-from function.runtime import requeue
-from function.runtime.request import Request, desired_ready
+from function.kit import requeue
+from function.kit.request import Request, desired_ready
 
 
 def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:

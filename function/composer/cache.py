@@ -32,8 +32,8 @@ from function.composer.model import Replica, Unusable
 from function.composer.routing import NotRouted
 from function.contract.api import REQUIRE_CLUSTER
 from function.contract.records import Cluster
-from function.runtime.lru import Lru
-from function.runtime.request import Request, decode
+from function.kit.lru import Lru
+from function.kit.request import Request, decode
 
 
 @dataclass(frozen=True)

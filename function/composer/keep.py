@@ -25,7 +25,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer import kinds
 from function.composer.status import Observed
-from function.runtime.request import desired_ready
+from function.kit.request import desired_ready
 
 KEPT_METADATA = ("name", "namespace", "labels")
 KEPT_ANNOTATION_PREFIX = "crossplane.io/"

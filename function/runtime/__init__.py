@@ -1,3 +1,2 @@
-"""How a RunFunction arrives and leaves: the CLI, the gRPC server, the request
-as the handlers read it (wire bytes, plain structs), dispatch by composite kind,
-the requeue TTL and the caches' bounded map."""
+"""How a RunFunction arrives and leaves: the CLI (main.py), the gRPC server
+(server.py) and dispatch by composite kind to the handlers (fn.py)."""

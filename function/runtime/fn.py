@@ -35,8 +35,8 @@ from function.contract.api import (
     KIND_MODEL_REPLICA,
     KIND_MODEL_SERVICE,
 )
-from function.runtime import wire
-from function.runtime.request import Request
+from function.kit import wire
+from function.kit.request import Request
 
 Handler = Callable[[Request, fnv1.RunFunctionResponse], None]
 

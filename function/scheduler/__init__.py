@@ -39,8 +39,8 @@ from function.contract.records import Malformed
 from function.contract.enums import PlacementStrategy, ReplicaPhase
 from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.validation import dig, model_errors, pruned, spec_errors
-from function.runtime import requeue, structs
-from function.runtime.request import Request, desired_ready
+from function.kit import requeue, structs
+from function.kit.request import Request, desired_ready
 from function.scheduler import autoscaling, demand, endpoints, output, parsecache, reasons, room
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan

@@ -30,7 +30,7 @@ from function.contract.api import (
 from function.contract.endpoints import Invalid, parse_url
 from function.contract.enums import ReplicaPhase
 from function.contract.validation import dig
-from function.runtime.request import desired_ready
+from function.kit.request import desired_ready
 
 
 def key(replica_key: str) -> str:

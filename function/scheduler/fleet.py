@@ -24,7 +24,7 @@ from function.contract.api import (
 )
 from function.contract.records import Cluster, Malformed
 from function.contract.names import replica_resource_key
-from function.runtime.request import Request
+from function.kit.request import Request
 from function.scheduler import parsecache
 from function.scheduler.model import Replica, parse_replica
 

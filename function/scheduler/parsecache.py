@@ -41,8 +41,8 @@ from function.contract.records import (
     parse_cluster,
     parse_pool,
 )
-from function.runtime import lazy, structs, wire
-from function.runtime.lru import Lru
+from function.kit import lazy, structs, wire
+from function.kit.lru import Lru
 from function.scheduler import demand
 from function.scheduler.model import Engines, Replica, parse_replica
 
@@ -155,7 +155,7 @@ def _ledger_entry(replica: Replica) -> Replica:
 #
 # The readers below equal the plain ones above (tests/test_parse_fast.py holds
 # them equal, map order shuffled and shapes bent too) and decode an item only
-# one level at a time (function/runtime/lazy.py): what the scheduler does not
+# one level at a time (function/kit/lazy.py): what the scheduler does not
 # read stays bytes, and a pool or a replica's engines (shared by many items)
 # is found by its bytes before anything of it is decoded. An item of another
 # shape than the API's takes the plain reader, which says what is wrong.

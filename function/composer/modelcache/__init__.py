@@ -58,8 +58,8 @@ from function.contract.models.modelcache import ModelCache
 from function.contract.names import tagged_label
 from function.contract.records import Cluster, parse_clusters, selects
 from function.contract.validation import dig, metadata_errors, model_errors, pruned
-from function.runtime import requeue
-from function.runtime.request import Request, desired_ready
+from function.kit import requeue
+from function.kit.request import Request, desired_ready
 
 REQUIRE_SECRET = "auth-secret"
 MAX_MESSAGE = 1000

@@ -61,7 +61,7 @@ from function.contract.endpoints import Endpoint, parse_endpoint
 from function.contract.models.modelservice import ModelService
 from function.contract.records import Cluster, parse_clusters, selects
 from function.contract.validation import dig, metadata_errors, model_errors, pruned
-from function.runtime.request import Request, desired_ready
+from function.kit.request import Request, desired_ready
 
 ROUTED = "Routed"
 MAX_MESSAGE = 1000

@@ -16,7 +16,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function.contract.endpoints import Invalid, parse_endpoint
 from function.contract.models.modelendpoint import ModelEndpoint
 from function.contract.validation import metadata_errors, model_errors
-from function.runtime.request import Request, desired_ready
+from function.kit.request import Request, desired_ready
 
 VALID = "Valid"
 MAX_MESSAGE = 1000

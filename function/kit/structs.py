@@ -25,7 +25,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 
-from function.runtime import wire
+from function.kit import wire
 
 
 def to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def _value(v: struct_pb2.Value) -> Any:
 
 def scalar(v: Any, kind: str | None) -> Any:
     """A Value that holds neither a Struct nor a list (its `kind`) as plain Python.
-    `v` may be any message with Value's fields (function/runtime/lazy.py)."""
+    `v` may be any message with Value's fields (function/kit/lazy.py)."""
     if kind == "string_value":
         return v.string_value
     if kind == "number_value":

@@ -34,7 +34,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
 from google.protobuf.message import Message
 
-from function.runtime import structs
+from function.kit import structs
 
 _PACKAGE = "function_model_serving.lazy"
 _F = descriptor_pb2.FieldDescriptorProto

@@ -19,7 +19,7 @@ from typing import Any
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf.message import Message
 
-from function.runtime import structs, wire
+from function.kit import structs, wire
 
 
 class Request:
