@@ -35,7 +35,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from benchmarks import churn, corpus, fleetgen, load
-from function.composer import cache as composer_cache
+from function.composer import memo as composer_cache
 from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_DEPLOYMENTS, REQUIRE_REPLICAS
 from function.runtime import fn
 from function.tools import localrender
@@ -156,7 +156,7 @@ def fresh_process(data: bytes) -> tuple[float, float]:
 
 def composer_rows(runs: int) -> list[dict]:
     """The composer on each example replica: as Crossplane calls it on every
-    reconcile (the composition remembered, function/composer/cache.py), and
+    reconcile (the composition remembered, function/composer/memo.py), and
     composing afresh each time (a changed spec or cluster, a new process)."""
     rows = []
     for name, req in sorted(load.realistic_requests().items()):

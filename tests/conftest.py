@@ -35,8 +35,8 @@ def cold_composer_cache():
     """Each test composes as a fresh process would: tests that monkeypatch the
     composer's internals must not be answered from an earlier test's
     composition. The cache itself is pinned by tests/test_composer_cache.py."""
-    from function.composer import cache
+    from function.composer import memo
 
-    cache.CLUSTERS.clear()
-    cache.COMPOSED.clear()
+    memo.CLUSTERS.clear()
+    memo.COMPOSED.clear()
     yield

@@ -24,7 +24,7 @@ from schemas import Schemas
 import function.cluster as cluster_fn
 from function.cluster.reporter import REPORT
 from function.composer.modelcache import REQUIRE_SECRET
-from function.contract import inventory
+from function.contract import inventory_report
 from function.contract.api import (
     REQUIRE_CLUSTER,
     REQUIRE_CLUSTERS,
@@ -65,8 +65,8 @@ NODES = [{"apiVersion": "v1", "kind": "Node",
          for pool in ("l4", "h100-8x", "cpu") for cordoned in (False, True)]
 REPORTS = [{"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
             "metadata": {"name": "r", "namespace": "crossplane-system"},
-            "status": {"atProvider": {"manifest": {"data": {"inventory.json": inventory.render(
-                inventory.summarize(NODES), CLOCK)}}}}}]
+            "status": {"atProvider": {"manifest": {"data": {"inventory.json": inventory_report.render(
+                inventory_report.summarize(NODES), CLOCK)}}}}}]
 SECRETS = [{"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "hf-token", "namespace": "ml-team"}}]
 

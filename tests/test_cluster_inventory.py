@@ -32,8 +32,8 @@ from schemas import Schemas
 
 import function.cluster as cluster_fn
 from function.cluster import reporter
-from function.contract import inventory
-from function.contract.inventory import NodeGroup
+from function.contract import inventory_report
+from function.contract.inventory_report import NodeGroup
 from function.contract.records import Malformed, Taint, parse_cluster
 from function.runtime import fn
 
@@ -79,25 +79,25 @@ def test_a_pool_counts_ready_uncordoned_nodes_that_repel_none_of_its_pods():
         node("f", taints=[GPU_TAINT, {"key": "hint", "effect": "PreferNoSchedule"}]),
         node("g", pool_name=None),                   # in no pool
     ]
-    groups = inventory.summarize(nodes)
+    groups = inventory_report.summarize(nodes)
     assert set(groups) == {"h100"}
-    assert inventory.count(groups["h100"], [Taint("nvidia.com/gpu", "", "NoSchedule")]) == (5, 3)
+    assert inventory_report.count(groups["h100"], [Taint("nvidia.com/gpu", "", "NoSchedule")]) == (5, 3)
     # Without the pool's own taint declared, the GPU taint repels the pods too.
-    assert inventory.count(groups["h100"], []) == (5, 0)
+    assert inventory_report.count(groups["h100"], []) == (5, 0)
 
 
 def test_the_report_groups_nodes_by_state_not_by_name():
-    groups = inventory.summarize([node(f"n{i}") for i in range(1000)] + [node("x", ready=False)])
+    groups = inventory_report.summarize([node(f"n{i}") for i in range(1000)] + [node("x", ready=False)])
     assert groups["h100"] == (NodeGroup(False, False, ("nvidia.com/gpu:NoSchedule",), 1),
                               NodeGroup(True, False, ("nvidia.com/gpu:NoSchedule",), 1000))
 
 
 def test_a_report_reads_back_as_it_was_written():
-    groups = inventory.summarize([node("a"), node("b", cordoned=True)])
-    text = inventory.render(groups, NOW)
-    got = inventory.parse(text)
+    groups = inventory_report.summarize([node("a"), node("b", cordoned=True)])
+    text = inventory_report.render(groups, NOW)
+    got = inventory_report.parse(text)
     assert got.pools == groups and got.observed_at == "2026-11-22T12:00:00Z"
-    assert inventory.render(groups, NOW) == text  # canonical: byte-identical
+    assert inventory_report.render(groups, NOW) == text  # canonical: byte-identical
 
 
 @pytest.mark.parametrize("text, why", [
@@ -111,7 +111,7 @@ def test_a_report_reads_back_as_it_was_written():
 ])
 def test_a_malformed_report_says_what_is_wrong(text, why):
     with pytest.raises(Malformed, match=why):
-        inventory.parse(text)
+        inventory_report.parse(text)
 
 
 # --- The control-plane cluster: its Nodes, read directly ----------------------
@@ -201,7 +201,7 @@ def report_object(text: str | None) -> dict:
 
 
 def report(*nodes: dict, at: datetime.datetime = NOW) -> str:
-    return inventory.render(inventory.summarize(nodes), at)
+    return inventory_report.render(inventory_report.summarize(nodes), at)
 
 
 def test_a_remote_cluster_runs_the_reporter_and_reads_its_report_back():
@@ -368,7 +368,7 @@ class FakeCore:
 
 
 def test_the_reporter_lists_every_page_and_writes_one_configmap():
-    from function.tools import inventory as tool
+    from function.agent import inventory as tool
     core = FakeCore([node(f"n{i}") for i in range(7)] + [node("c", cordoned=True)], page=3)
     custom = FakeCustom({}, page=3)
     for _ in range(2):  # the first report creates the ConfigMap, the next replaces it
@@ -379,7 +379,7 @@ def test_the_reporter_lists_every_page_and_writes_one_configmap():
     assert sum(g.nodes for g in pools["h100"]) == 8
     [(where, cm)] = core.configmaps.items()
     assert where == ("modelplane-system", "modelplane-inventory")
-    assert inventory.parse(cm["data"]["inventory.json"]).pools == pools
+    assert inventory_report.parse(cm["data"]["inventory.json"]).pools == pools
 
 
 def test_nodes_not_read_yet_are_not_observed_as_none():

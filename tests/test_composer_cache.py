@@ -1,5 +1,5 @@
 """The composer remembers what it composed for a replica and its cluster
-(function/composer/cache.py): a remembered answer must be the answer it
+(function/composer/memo.py): a remembered answer must be the answer it
 would compose afresh, and anything composing reads must make it compose again."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from test_composer_pd import pd
 from test_composer_status import all_serving
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.composer import cache
+from function.composer import memo
 from function.contract.api import REQUIRE_CLUSTER
 from function.runtime import fn
 
@@ -21,14 +21,14 @@ REPLICAS = {p.stem: load_one(p) for p in sorted((EXAMPLES / "replicas").glob("*.
 
 
 def fresh(req: fnv1.RunFunctionRequest) -> bytes:
-    cache.CLUSTERS.clear()
-    cache.COMPOSED.clear()
+    memo.CLUSTERS.clear()
+    memo.COMPOSED.clear()
     return fn.run_function(req).SerializeToString(deterministic=True)
 
 
 def remembered(req: fnv1.RunFunctionRequest) -> bytes:
     fn.run_function(req)
-    assert len(cache.COMPOSED) >= 1
+    assert len(memo.COMPOSED) >= 1
     return fn.run_function(req).SerializeToString(deterministic=True)
 
 
@@ -47,7 +47,7 @@ def test_observed_objects_still_decide_readiness_on_a_remembered_composition():
     mr = replica(standalone())
     first = compose(mr)
     served = compose(mr, observed=all_serving(first))
-    assert len(cache.COMPOSED) == 1  # the second call was answered from the cache
+    assert len(memo.COMPOSED) == 1  # the second call was answered from the cache
     assert (first.phase, served.phase) == ("Pending", "Serving")
     assert served.desired == first.desired
     assert set(served.ready.values()) == {fnv1.READY_TRUE}
@@ -95,5 +95,5 @@ def test_a_cluster_whose_status_alone_changed_is_answered_from_the_cache():
     first = compose(mr, ic)
     ic["status"] = {"nodePools": [{"name": "l4-4x", "nodes": 4, "usedNodes": 3, "freeNodes": 1}]}
     second = compose(mr, ic)
-    assert len(cache.COMPOSED) == 1
+    assert len(memo.COMPOSED) == 1
     assert second.desired == first.desired

@@ -17,7 +17,7 @@ from composer_support import (
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.contract.api import REQUIRE_CLUSTER, REQUIRE_MODEL_CACHE
-from function.contract.caches import claim_name
+from function.contract.cacheview import claim_name
 from function.kit import structs
 from function.runtime.fn import run_function
 

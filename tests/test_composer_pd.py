@@ -23,7 +23,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from function.composer import cache, naming, routing
+from function.composer import memo, naming, routing
 from function.composer.kinds import KINDS, judge
 from function.composer.routing import Routing
 from function.composer.routing.engine_flags import engine_kind, read_flag, words
@@ -102,9 +102,9 @@ def without_layer(monkeypatch, mr: dict):
 
     with monkeypatch.context() as m:
         m.setitem(routing.LAYERS, (PD, "EndpointPicker"), Bare())
-        cache.COMPOSED.clear()  # the composer's code changed: forget what it composed
+        memo.COMPOSED.clear()  # the composer's code changed: forget what it composed
         out = compose(mr)
-    cache.COMPOSED.clear()
+    memo.COMPOSED.clear()
     return out
 
 

@@ -12,12 +12,13 @@ HANDLERS = {"cluster", "composer", "quota", "scheduler"}
 ALLOWED = {
     "contract": set(),
     "kit": {"contract"},
+    "agent": {"contract"},
     "runtime": {"contract", "kit"},
     "tools": {"contract"},
     **{h: {"contract", "kit"} for h in HANDLERS},
 }
-# The two places the runtime reaches out: dispatch to the handlers, the CLI's preview.
-RUNTIME_REACHES = {"fn.py": HANDLERS, "main.py": {"tools"}}
+# Where the runtime reaches out: dispatch to the handlers; the CLI to preview and the agent.
+RUNTIME_REACHES = {"fn.py": HANDLERS, "main.py": {"tools", "agent"}}
 
 
 def part(module: str) -> str | None:
@@ -41,7 +42,7 @@ def imported_parts(path: pathlib.Path) -> set[str]:
 
 def test_the_top_of_function_holds_the_handlers_and_the_role_folders():
     top = {p.name for p in FUNCTION.iterdir() if p.name != "__pycache__"}
-    assert top == {"__init__.py", "__version__.py", "cluster", "composer", "contract", "kit",
+    assert top == {"__init__.py", "__version__.py", "agent", "cluster", "composer", "contract", "kit",
                    "quota.py", "runtime", "scheduler", "tools"}
 
 

@@ -10,7 +10,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer.modelcache import REQUIRE_SECRET, hydration
 from function.contract.api import LABEL_MODEL_CACHE, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
-from function.contract.caches import claim_name
+from function.contract.cacheview import claim_name
 from function.runtime import fn
 
 FLEET = load(EXAMPLES / "fleet")  # us-east-1 (local, storage), eu-west-1 (remote, storage),

@@ -27,7 +27,7 @@ from test_cluster_inventory import (
 )
 
 from function.cluster import reporter
-from function.contract import inventory
+from function.contract import inventory_report
 from function.contract.published import pool_devices
 from function.contract.records import Malformed, parse_cluster
 from function.runtime import fn
@@ -189,14 +189,14 @@ def test_the_control_plane_cluster_reports_what_its_nodes_publish():
 def test_a_remote_cluster_reports_them_through_the_reporter():
     (a, sa) = h100_node("a")
     found = pool_devices([a], [sa], [CLASS])
-    text = inventory.render(inventory.summarize([a]), NOW, found.devices, found.notes)
+    text = inventory_report.render(inventory_report.summarize([a]), NOW, found.devices, found.notes)
     rsp = run_cluster(undeclared(remote_cluster(1)),
                       observed={reporter.REPORT: report_object(text)})
     assert pool_entry(rsp)["publishedDevices"] == [H100_8]
 
 
 def test_without_a_new_word_the_last_published_devices_stay():
-    stale = inventory.render(inventory.summarize([node("a")]),
+    stale = inventory_report.render(inventory_report.summarize([node("a")]),
                              NOW - datetime.timedelta(hours=1))  # a report without devices
     ic = undeclared(remote_cluster(1))
     ic["status"] = {"nodePools": [{"name": "h100", "publishedDevices": [H100_8]}]}
@@ -207,7 +207,7 @@ def test_without_a_new_word_the_last_published_devices_stay():
 
 def test_an_older_report_without_devices_still_reads():
     text = json.dumps({"version": 1, "observedAt": "2026-11-22T12:00:00Z", "pools": {}})
-    got = inventory.parse(text)
+    got = inventory_report.parse(text)
     assert (got.devices, got.notes) == ({}, ())
 
 
@@ -215,12 +215,12 @@ def test_a_report_with_malformed_devices_says_so():
     text = json.dumps({"version": 1, "observedAt": "2026-11-22T12:00:00Z", "pools": {},
                        "devices": {"h100": "gpu"}})
     with pytest.raises(Malformed, match="devices is not an object"):
-        inventory.parse(text)
+        inventory_report.parse(text)
 
 
 def test_a_reported_device_the_xrd_would_refuse_never_reaches_the_status():
     bad = dict(H100_8, name="Not A Label")
-    text = inventory.render(inventory.summarize([node("a")]), NOW, {"h100": [bad, H100_8]})
+    text = inventory_report.render(inventory_report.summarize([node("a")]), NOW, {"h100": [bad, H100_8]})
     rsp = run_cluster(undeclared(remote_cluster(1)),
                       observed={reporter.REPORT: report_object(text)})
     assert pool_entry(rsp)["publishedDevices"] == [H100_8]

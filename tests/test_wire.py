@@ -314,7 +314,7 @@ def test_a_remembered_unusable_cluster_keeps_nothing_of_the_request_alive():
     for _ in range(2):
         fn.run_function(request(mr, required={REQUIRE_CLUSTER: [ic]}))
     gc.collect()
-    from function.composer import cache as composer_cache
+    from function.composer import memo as composer_cache
     remembered = [v for v in composer_cache.CLUSTERS._entries.values() if isinstance(v, Exception)]
     assert remembered
     assert all(e.__traceback__ is None and e.__context__ is None for e in remembered)

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from function.contract.inventory import REPORT_NAME, REPORT_NAMESPACE
+from function.contract.inventory_report import REPORT_NAME, REPORT_NAMESPACE
 
 DEPLOYMENT = REPORT_NAME       # the composed Deployment and ServiceAccount share the name
 TOKEN_SECONDS = 7 * 24 * 3600  # outlives any run; the API server may shorten it

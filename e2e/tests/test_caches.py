@@ -18,7 +18,7 @@ from live import (MD, SERVING, Stopwatch, apply_docs, condition, ensure_namespac
                   items, replicas_of, wait, wait_condition)
 
 from e2e.controlplane.core import ControlPlane
-from function.contract.caches import claim_name
+from function.contract.cacheview import claim_name
 
 NS = "cache-team"
 MC = "modelcaches.modelplane.ai"

@@ -25,7 +25,7 @@ from live import (IC, MD, SERVING, SETTLE, Stopwatch, apply_docs, claims_on_thei
 
 from e2e.controlplane import fleet
 from e2e.controlplane.core import ControlPlane
-from function.contract.inventory import REPORT_NAME, REPORT_NAMESPACE
+from function.contract.inventory_report import REPORT_NAME, REPORT_NAMESPACE
 
 NS = "capacity-team"
 OBSERVED = 2 * SETTLE  # a cluster's status follows its nodes within its poll interval

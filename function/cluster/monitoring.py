@@ -23,7 +23,7 @@ from typing import Any
 
 from function.cluster import reporter
 from function.contract.api import LABEL_DEPLOYMENT, LABEL_SERVING, SERVING_PORT_NAME
-from function.contract.inventory import REPORT_NAMESPACE
+from function.contract.inventory_report import REPORT_NAMESPACE
 from function.contract.models.inferencecluster import PodMonitor as PodMonitorSpec
 from function.contract.records import Cluster
 

@@ -2,7 +2,7 @@
 
 An InferenceCluster's `nodePools[].nodes` is what a person typed; the nodes
 the scheduler counts should be the ones a pod can land on now. The function
-observes them two ways (contract/inventory.py reduces both alike):
+observes them two ways (contract/inventory_report.py reduces both alike):
 
 * the control-plane cluster (no providerConfigRef): its Nodes, read directly
   through Crossplane's required resources, one requirement per pool label.
@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function.contract import inventory, published
-from function.contract.inventory import Observation
+from function.contract import inventory_report, published
+from function.contract.inventory_report import Observation
 from function.contract.records import Malformed, Pool
 from function.contract.validation import dig
 
@@ -65,15 +65,15 @@ def local(nodes: Sequence[Mapping[str, Any]], pools: Sequence[Pool],
     publish), observed now; `observedAt` stays as the previous status had it
     while every pool's counts are unchanged."""
     found = published.pool_devices(nodes, slices, classes)
-    observation = Observation(inventory.summarize(nodes), inventory.rfc3339(now),
+    observation = Observation(inventory_report.summarize(nodes), inventory_report.rfc3339(now),
                               found.devices, found.notes)
     before = _previous_pools(previous)
     since = next((p.get("observedAt") for p in before.values()), None)
-    unchanged = inventory.parse_time(since) is not None and all(
+    unchanged = inventory_report.parse_time(since) is not None and all(
         (before.get(p.name) or {}).get(k) == v
         for p in pools
         for k, v in zip(("readyNodes", "schedulableNodes"),
-                        inventory.count(observation.pools.get(p.name, ()), p.taints)))
+                        inventory_report.count(observation.pools.get(p.name, ()), p.taints)))
     return dataclasses.replace(observation, observed_at=since) if unchanged else observation
 
 
@@ -89,11 +89,11 @@ def remote(report_object: Mapping[str, Any] | None) -> Observation | str:
     if report_object is None:
         return "the inventory reporter's report is not observed yet"
     data = dig(report_object, "status", "atProvider", "manifest", "data")
-    if inventory.REPORT_KEY not in data:
+    if inventory_report.REPORT_KEY not in data:
         return (f"the inventory reporter has not reported yet (no ConfigMap "
-                f"{inventory.REPORT_NAMESPACE}/{inventory.REPORT_NAME} on the cluster)")
+                f"{inventory_report.REPORT_NAMESPACE}/{inventory_report.REPORT_NAME} on the cluster)")
     try:
-        return inventory.parse(data[inventory.REPORT_KEY])
+        return inventory_report.parse(data[inventory_report.REPORT_KEY])
     except Malformed as exc:
         return f"the inventory report is unreadable: {exc}"
 
@@ -108,8 +108,8 @@ def judge(pools: Sequence[Pool], observation: Observation | str | None,
                          "counting nodePools[].nodes as written")
     if isinstance(observation, str):
         return _declared(pools, "NotObserved", f"{observation}; counting the declared nodes")
-    counts = [(p, *inventory.count(observation.pools.get(p.name, ()), p.taints)) for p in pools]
-    at = inventory.parse_time(observation.observed_at)
+    counts = [(p, *inventory_report.count(observation.pools.get(p.name, ()), p.taints)) for p in pools]
+    at = inventory_report.parse_time(observation.observed_at)
     age = (now - at).total_seconds() if at is not None else float("inf")
     if not live and age > stale_after:
         return Verdict(tuple(PoolCount(p.name, p.nodes, p.nodes, r, s) for p, r, s in counts),

@@ -8,7 +8,7 @@ through provider-kubernetes `Object`s on the control plane:
   and DeviceClasses (ClusterRole)
   and write one ConfigMap (Role), and a one-replica Deployment of the
   project's own image running `function-model-serving inventory`
-  (tools/inventory.py); it tolerates every taint, so it runs on any node;
+  (agent/inventory.py); it tolerates every taint, so it runs on any node;
 * an observe-only `Object` of the report ConfigMap (management policy
   Observe: it never writes the ConfigMap), watched, so a new report reaches
   the InferenceCluster as it is written.
@@ -28,7 +28,7 @@ from typing import Any
 
 from function.__version__ import __version__
 from function.contract.api import DRA_API_VERSION, GROUP, LABEL_CLUSTER
-from function.contract.inventory import REPORT_NAME, REPORT_NAMESPACE
+from function.contract.inventory_report import REPORT_NAME, REPORT_NAMESPACE
 from function.contract.names import tagged_label
 from function.contract.records import Cluster
 

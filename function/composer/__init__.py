@@ -33,13 +33,13 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.composer import cache, keep, kinds, naming, placement, status
+from function.composer import keep, kinds, memo, naming, placement, status
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed, Role
 from function.composer.modelcache import mounts
 from function.composer.model import Replica, Unusable, parse_cluster, parse_replica
 from function.composer.routing import LAYERS, Routing
-from function.contract import caches, devicecel
+from function.contract import cacheview, devicecel
 from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
@@ -81,7 +81,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
                         condition=SELECTORS_VALID)
         return
     try:
-        cluster = cache.cluster(req, replica, parse_cluster)
+        cluster = memo.cluster(req, replica, parse_cluster)
     except Unusable as why:
         keep_everything(rsp, mr, observed, why)
         return
@@ -93,14 +93,14 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         requeue.soon(rsp)  # the cache is required, not watched
         return
 
-    placed = cache.composed((cache.replica_key(req), cache.cluster_key(cluster, replica)),
+    placed = memo.composed((memo.replica_key(req), memo.cluster_key(cluster, replica)),
                             lambda: compose(replica, cluster))
     for note in placed.notes:
         response.warning(rsp, note)
     items = []
     for key, role, manifest in placed.objects:
         state = kinds.judge(observed.get(key))
-        cache.write(rsp, key, manifest)
+        memo.write(rsp, key, manifest)
         rsp.desired.resources[key].ready = desired_ready(state.ready)
         items.append(status.Observed(key, role, state))
     summary = status.summarize(items, not_routed=placed.not_routed)
@@ -170,8 +170,8 @@ def cache_wait(req: Request, replica: Replica) -> Unusable | None:
         return Unusable("Resolving", f"waiting for Crossplane to resolve ModelCache "
                         f"{replica.cache.name}")
     found = req.required(REQUIRE_MODEL_CACHE)
-    cache_ = caches.parse_cache(found[0]) if found else \
-        caches.missing(replica.cache.name, replica.namespace)
+    cache_ = cacheview.parse_cache(found[0]) if found else \
+        cacheview.missing(replica.cache.name, replica.namespace)
     why = mounts.waiting(cache_, replica)
     return Unusable(*why) if why else None
 

@@ -23,7 +23,7 @@ from typing import Any
 from function.contract import records
 from function.contract import serving as modes
 from function.contract.api import LABEL_DEPLOYMENT
-from function.contract.caches import CacheRef, cache_ref
+from function.contract.cacheview import CacheRef, cache_ref
 from function.contract.enums import DeviceClaim, MemberRole
 from function.contract.models.inferencecluster import InferenceCluster
 from function.contract.records import Cluster

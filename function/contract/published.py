@@ -44,7 +44,7 @@ from function.contract.devicecel import (
     compile_selector,
     device_activation,
 )
-from function.contract.inventory import ready
+from function.contract.inventory_report import ready
 from function.contract.models.inferencecluster import PublishedDevice as Device
 from function.contract.validation import dig
 

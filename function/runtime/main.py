@@ -70,7 +70,7 @@ def inventory(kubeconfig, namespace, interval, once) -> None:
     """Report this cluster's nodes per pool to the fleet (runs on each workload cluster)."""
     import logging
 
-    from function.tools.inventory import run
+    from function.agent.inventory import run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     sys.exit(run(kubeconfig, namespace, interval, once))

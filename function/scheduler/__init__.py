@@ -16,7 +16,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.contract import caches, rules
+from function.contract import cacheview, rules
 from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
@@ -73,7 +73,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     _require(rsp, REQUIRE_CLUSTERS, KIND_INFERENCE_CLUSTER, selector or {})
     _require(rsp, REQUIRE_REPLICAS, KIND_MODEL_REPLICA, {})
     ns, name = meta.get("namespace") or "", meta.get("name") or ""
-    ref = caches.cache_ref(tspec)
+    ref = cacheview.cache_ref(tspec)
     if ref is not None:
         response.require_resources(rsp, REQUIRE_MODEL_CACHE, API_VERSION, KIND_MODEL_CACHE,
                                    match_name=ref.name, namespace=ns)
@@ -220,12 +220,12 @@ def _quota_ledger(req: Request, quotas: list[Quota], ns: str, fleet: Fleet):
     return quota_ledger(quotas, ns, labels, replicas, clusters)
 
 
-def _cache(req: Request, ref: caches.CacheRef | None, ns: str) -> caches.Cache | None:
+def _cache(req: Request, ref: cacheview.CacheRef | None, ns: str) -> cacheview.Cache | None:
     """The ModelCache the replicas mount, as placement reads it (None: none)."""
     if ref is None:
         return None
     found = req.required(REQUIRE_MODEL_CACHE)
-    return caches.parse_cache(found[0]) if found else caches.missing(ref.name, ns)
+    return cacheview.parse_cache(found[0]) if found else cacheview.missing(ref.name, ns)
 
 
 def serving(mr: Mapping[str, Any]) -> bool:

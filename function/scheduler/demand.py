@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from function.contract import caches
+from function.contract import cacheview
 from function.contract.enums import PlacementStrategy
 from function.contract.models.modeldeployment import ModelDeployment
 from function.contract.validation import dig, pruned, spec_errors
@@ -37,7 +37,7 @@ def strategy(tspec: Mapping[str, Any]) -> PlacementStrategy:
                              or PlacementStrategy.SPREAD)
 
 
-def deployment(tspec: Mapping[str, Any], cache: caches.Cache | None) -> Deployment:
+def deployment(tspec: Mapping[str, Any], cache: cacheview.Cache | None) -> Deployment:
     """What placement reads of a (valid, pruned) template spec."""
     return Deployment(match_labels=(tspec.get("clusterSelector") or {}).get("matchLabels") or {},
                       tolerations=tspec.get("tolerations") or [],
@@ -64,7 +64,7 @@ def parse(md: Mapping[str, Any]) -> Demand:
         return Demand(ns, name)
     core = autoscaling.without(md)
     tspec = dig(core, "spec", "template", "spec")
-    if spec_errors(ModelDeployment, core, tspec) or caches.cache_ref(tspec) is not None:
+    if spec_errors(ModelDeployment, core, tspec) or cacheview.cache_ref(tspec) is not None:
         return Demand(ns, name)
     tspec = dig(pruned(ModelDeployment, core), "spec", "template", "spec")
     meta = dig(md, "metadata")

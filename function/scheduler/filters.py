@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.contract import cost
-from function.contract.caches import Cache
+from function.contract.cacheview import Cache
 from function.contract.capacity import member_pods
 from function.contract.enums import PlacementStrategy, TaintEffect, TolerationOperator
 from function.contract.records import Cluster, Pool, Taint, selects

@@ -44,7 +44,7 @@ from function.contract.api import (
     LABEL_DEPLOYMENT,
     LABEL_REPLICA_INDEX,
 )
-from function.contract.caches import cache_ref
+from function.contract.cacheview import cache_ref
 from function.contract.capacity import replica_usage
 from function.contract.enums import CachePhase
 from function.contract.names import replica_resource_key

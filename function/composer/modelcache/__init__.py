@@ -52,7 +52,7 @@ from function.contract.api import (
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
-from function.contract.caches import cache_ref, claim_name
+from function.contract.cacheview import cache_ref, claim_name
 from function.contract.enums import CachePhase, Hydration, ModelSource
 from function.contract.models.modelcache import ModelCache
 from function.contract.names import tagged_label

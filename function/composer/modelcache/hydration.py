@@ -31,7 +31,7 @@ from typing import Any
 
 from function.composer import kinds
 from function.composer.modelcache import hf_download
-from function.contract.caches import DEFAULT_MOUNT_PATH, VOLUME
+from function.contract.cacheview import DEFAULT_MOUNT_PATH, VOLUME
 from function.contract.enums import ModelSource
 
 DOWNLOADER_IMAGE = "kserve/storage-initializer:v0.15.2"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from function.composer.composed import Backends
 from function.composer.model import Replica
-from function.contract.caches import MODEL_PATH_ENV, VOLUME, Cache, claim_name
+from function.contract.cacheview import MODEL_PATH_ENV, VOLUME, Cache, claim_name
 from function.contract.enums import CachePhase
 
 CACHE_READY = "CacheReady"

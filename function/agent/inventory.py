@@ -8,7 +8,7 @@ ServiceAccount that may only list Nodes, ResourceSlices and DeviceClasses and
 write one ConfigMap): every
 `interval` it lists the Nodes that carry modelplane.ai/pool, and the DRA
 ResourceSlices and DeviceClasses, reduces them to the inventory report
-(contract/inventory.py and contract/published.py, the same reductions the
+(contract/inventory_report.py and contract/published.py, the same reductions the
 function applies to the control-plane cluster's own) and writes it to the
 ConfigMap modelplane-system/modelplane-inventory. The InferenceCluster reads
 it back through an observe-only provider-kubernetes Object; the report's
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from function.contract.api import DRA_API_VERSION, LABEL_POOL
-from function.contract.inventory import REPORT_KEY, REPORT_NAME, NodeGroup, render, summarize
+from function.contract.inventory_report import REPORT_KEY, REPORT_NAME, NodeGroup, render, summarize
 from function.contract.published import pool_devices
 
 log = logging.getLogger("inventory")

@@ -1,6 +1,6 @@
-"""A ModelCache as the scheduler and the replica composer read it.
+"""A ModelCache as its readers see it: the scheduler and the replica composer.
 
-The cache function (function/composer/caches/) stages a cache's weights on a
+The cache function (function/composer/modelcache/) stages a cache's weights on a
 volume per cluster and reports each cluster's phase in `status.clusters[]`.
 The scheduler reads the footprint (which clusters may host the cache) and
 where it is Ready, to filter and rank clusters; the replica composer reads
