@@ -12,6 +12,8 @@ scheduler then places nothing new in the quota's namespaces until it is fixed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
@@ -80,7 +82,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
             response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
                              f"is malformed and left out of the quota's use: {exc}")
 
-    entries = []
+    entries: list[dict[str, Any]] = []
     for limit in quota.limits:
         used = 0 if any(f"limit {limit.name!r}" in b for b in bad) else usage(limit, held)
         entries.append({"name": limit.name, "used": used, "devices": limit.devices})

@@ -36,6 +36,7 @@ from function.contract.api import (
 )
 from function.contract.capacity import replica_usage
 from function.contract.enums import InventorySource, ProviderConfigKind
+from function.contract.inventory_report import Observation
 from function.contract.models.inferencecluster import InferenceCluster, Monitoring
 from function.contract.records import Malformed, parse_cluster
 from function.contract.validation import dig, metadata_errors, model_errors
@@ -106,6 +107,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         return  # Crossplane calls again with the requirements resolved.
 
     clock = now()
+    observation: Observation | str | None
     if not observed:
         observation = None
     elif not cluster.remote:
@@ -138,8 +140,8 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
             response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
                              f"is malformed and left out of the pool usage: {exc}")
             continue
-        for pool, nodes in usage.items():
-            used[pool] = used.get(pool, 0) + nodes
+        for pool, n in usage.items():
+            used[pool] = used.get(pool, 0) + n
 
     devices, notes = observe.devices(pools, observation, dig(ic, "status"))
     status_pools = []

@@ -69,7 +69,10 @@ def local(nodes: Sequence[Mapping[str, Any]], pools: Sequence[Pool],
                               found.devices, found.notes)
     before = _previous_pools(previous)
     since = next((p.get("observedAt") for p in before.values()), None)
-    unchanged = inventory_report.parse_time(since) is not None and all(
+    # parse_time is None for anything but a string.
+    if not isinstance(since, str) or inventory_report.parse_time(since) is None:
+        return observation
+    unchanged = all(
         (before.get(p.name) or {}).get(k) == v
         for p in pools
         for k, v in zip(("readyNodes", "schedulableNodes"),
@@ -147,6 +150,6 @@ def devices(pools: Sequence[Pool], observation: Observation | str | None,
         if reported is not None:
             out[p.name], bad = published.checked(p.name, reported)
             notes += bad
-        elif isinstance(before.get(p.name), list):
-            out[p.name], _ = published.checked(p.name, before[p.name])
+        elif isinstance(kept := before.get(p.name), list):
+            out[p.name], _ = published.checked(p.name, kept)
     return out, notes

@@ -38,7 +38,7 @@ from typing import Any
 from function.composer import kinds, naming
 from function.composer.claims import claim_template
 from function.composer.composed import Backends, Composed, PodTemplate, Role, Workload
-from function.composer.model import Engine, Member, Replica
+from function.composer.model import Engine, Member, Replica, cluster_pool
 from function.composer.pods import pod_template
 from function.contract.enums import MemberRole, RecoveryPolicy
 from function.contract.records import Cluster
@@ -64,7 +64,7 @@ def _pod(replica: Replica, cluster: Cluster, engine: Engine, member: Member, wor
          claims: dict[str, str], notes: list[str]) -> PodTemplate:
     template = pod_template(replica, engine, member, workload=workload,
                             claim_template=claims.get(member.role),
-                            taints=cluster.pool(member.pool).taints, notes=notes)
+                            taints=cluster_pool(cluster, member.pool).taints, notes=notes)
     if engine.grace_seconds is not None:
         template["spec"]["terminationGracePeriodSeconds"] = engine.grace_seconds
     return PodTemplate(engine=engine, member=member, template=template)
@@ -101,7 +101,7 @@ def _leaderworkerset(replica: Replica, cluster: Cluster, engine: Engine,
     name = naming.leaderworkerset_name(replica, engine)
     leader = _pod(replica, cluster, engine, engine.member(MemberRole.LEADER), name, claims, notes)
     worker = _pod(replica, cluster, engine, engine.member(MemberRole.WORKER), name, claims, notes)
-    manifest = {
+    manifest: dict[str, Any] = {
         **kinds.LEADERWORKERSET.header(),
         "metadata": _metadata(replica, engine, name),
         "spec": {

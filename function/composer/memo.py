@@ -23,17 +23,21 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer.composed import Role
-from function.composer.model import Replica, Unusable
+from function.composer.model import Replica, Unusable, cluster_pool
 from function.composer.routing import NotRouted
 from function.contract.api import REQUIRE_CLUSTER
 from function.contract.records import Cluster
 from function.kit.lru import Lru
 from function.kit.request import Request, decode
+
+if TYPE_CHECKING:  # function.composer imports this module
+    from function.composer import Placed
 
 
 @dataclass(frozen=True)
@@ -89,14 +93,14 @@ def cluster_key(c: Cluster, replica: Replica) -> tuple:
     node taints of the replica's pools (not capacity or readiness, which change
     with every placement and condition)."""
     return (c.name, c.provider_config, c.gateway,
-            tuple((p, c.pool(p).taints) for p in replica.pools))
+            tuple((p, cluster_pool(c, p).taints) for p in replica.pools))
 
 
 def settings() -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("MODELPLANE_")))
 
 
-def composed(key: tuple, compose: Callable[[], object]) -> Composition:
+def composed(key: tuple, compose: Callable[[], Placed]) -> Composition:
     """The remembered composition under `key`, or `compose()`'s, remembered."""
     key = (*key, settings())
     hit = COMPOSED.get(key)

@@ -16,7 +16,7 @@ of composing from half an input.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,11 +159,34 @@ def parse_cluster(ic: Mapping[str, Any], replica: Replica) -> Cluster:
         raise Unusable("ClusterMalformed",
                        f"InferenceCluster {name} is malformed: {'; '.join(errors)}")
     if cluster.gateway is None:
-        # Every serving mode attaches an HTTPRoute to the cluster's gateway.
-        raise Unusable("NoGateway", f"InferenceCluster {name} names no gateway "
-                       "(spec.gateway.name and namespace) for the replica's route")
+        raise _no_gateway(name)
     missing = [p for p in replica.pools if cluster.pool(p) is None]
     if missing:
-        raise Unusable("PoolNotFound", f"InferenceCluster {name} has no node pool "
-                       f"{', '.join(repr(p) for p in missing)}, which the replica runs on")
+        raise _no_pool(name, missing)
     return cluster
+
+
+def _no_gateway(name: str) -> Unusable:
+    # Every serving mode attaches an HTTPRoute to the cluster's gateway.
+    return Unusable("NoGateway", f"InferenceCluster {name} names no gateway "
+                    "(spec.gateway.name and namespace) for the replica's route")
+
+
+def _no_pool(name: str, missing: Sequence[str]) -> Unusable:
+    return Unusable("PoolNotFound", f"InferenceCluster {name} has no node pool "
+                    f"{', '.join(repr(p) for p in missing)}, which the replica runs on")
+
+
+def cluster_gateway(cluster: Cluster) -> records.Gateway:
+    """The gateway of a cluster `parse_cluster` returned: it has one."""
+    if cluster.gateway is None:
+        raise _no_gateway(cluster.name)
+    return cluster.gateway
+
+
+def cluster_pool(cluster: Cluster, name: str) -> records.Pool:
+    """A pool the replica runs on, of a cluster `parse_cluster` returned: it has them all."""
+    pool = cluster.pool(name)
+    if pool is None:
+        raise _no_pool(cluster.name, [name])
+    return pool

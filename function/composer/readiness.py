@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return out
 
 
-def _is(cond: Mapping[str, Any] | None, status: str) -> bool:
+def _is(cond: Mapping[str, Any] | None, status: str) -> TypeGuard[Mapping[str, Any]]:
     return cond is not None and cond.get("status") == status
 
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from function.contract.validation import dig
+
 MAX_URL = 2048
 MAX_REWRITE = 1024
 MAX_HEADERS = 8
@@ -94,8 +96,7 @@ def parse_url(url: Any) -> tuple[str, str, int, str]:
 
 def parse_endpoint(obj: Mapping[str, Any]) -> Endpoint:
     """A ModelEndpoint object as an Endpoint, or Invalid."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    meta, spec = dig(obj, "metadata"), dig(obj, "spec")
     scheme, host, port, path = parse_url(spec.get("url"))
     rewrite = spec.get("rewritePath")
     if rewrite is None:
@@ -120,7 +121,7 @@ def parse_endpoint(obj: Mapping[str, Any]) -> Endpoint:
         if name.lower() in seen:
             raise Invalid("InvalidHeaders", f"spec.requestHeaders names {name!r} twice")
         seen[name.lower()] = (name, value)
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    labels = dig(meta, "labels")
     return Endpoint(name=str(meta.get("name") or ""), scheme=scheme, host=host, port=port,
                     rewrite_path=rewrite, headers=tuple(v for _, v in sorted(seen.items())),
                     labels=dict(labels))

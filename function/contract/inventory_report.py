@@ -133,7 +133,8 @@ def parse(text: Any) -> Observation:
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
         raise Malformed(f"the report is not version {VERSION} of the inventory report")
     observed_at = doc.get("observedAt")
-    if parse_time(observed_at) is None:
+    # parse_time is None for anything but a string.
+    if not isinstance(observed_at, str) or parse_time(observed_at) is None:
         raise Malformed(f"the report's observedAt {str(observed_at)[:40]!r} is not RFC 3339")
     pools = doc.get("pools")
     if not isinstance(pools, dict):

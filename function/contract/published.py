@@ -33,7 +33,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import pydantic
 
@@ -114,7 +114,7 @@ def _current(slices: Iterable[Mapping[str, Any]], notes: list[str]) -> list[Mapp
     return out
 
 
-def _int(value: Any) -> bool:
+def _int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from function.contract import cost
 from function.contract.enums import DeviceClaim, ProviderConfigKind
 from function.contract.names import is_dns_label, is_dns_subdomain
+from function.contract.validation import dig
 
 
 class Malformed(Exception):
@@ -167,8 +168,7 @@ def parse_clusters(objs: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Cluster
             c = parse_cluster(obj)
             clusters[c.name] = c
         except Malformed as exc:
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-            unreadable[str(meta.get("name"))] = str(exc)
+            unreadable[str(dig(obj, "metadata").get("name"))] = str(exc)
     return clusters, unreadable
 
 
@@ -184,6 +184,12 @@ def expect(value: Any, kind: type | tuple[type, ...], what: str, optional: bool 
     if isinstance(value, kind) and not isinstance(value, bool):
         return
     raise Malformed(f"{what} is {type(value).__name__}, not {getattr(kind, '__name__', kind)}")
+
+
+def expect_mapping(value: Any, what: str) -> Mapping[str, Any]:
+    """`expect(value, Mapping, what, optional=False)`, returning the checked value."""
+    expect(value, Mapping, what, optional=False)
+    return value
 
 
 def malformed_on_error(parse):
@@ -209,8 +215,7 @@ def _check_taints(taints: Any, what: str) -> None:
 
 def _check_cluster(obj: Mapping[str, Any]) -> None:
     """Everything of a cluster but its pools (`parse_pool` checks each)."""
-    meta, spec = obj.get("metadata"), obj.get("spec")
-    expect(meta, Mapping, "metadata", optional=False)
+    meta, spec = expect_mapping(obj.get("metadata"), "metadata"), obj.get("spec")
     expect(meta.get("name"), str, "metadata.name", optional=False)
     expect(meta.get("labels"), Mapping, "metadata.labels")
     expect(spec, Mapping, "spec")

@@ -44,7 +44,9 @@ def run(runner: fn.FunctionRunner, *, debug: bool, address: str, tls_certs_dir: 
     """The SDK's `cli.run`, serving through `serve` below."""
     logging.configure(level=logging.Level.DEBUG if debug else logging.Level.INFO)
     send = max_recv_message_size if max_send_message_size is None else max_send_message_size
-    serve(runner, address, creds=runtime.load_credentials(tls_certs_dir), insecure=insecure,
+    # load_credentials returns None for None, though its signature says str.
+    creds = None if tls_certs_dir is None else runtime.load_credentials(tls_certs_dir)
+    serve(runner, address, creds=creds, insecure=insecure,
           options=[("grpc.max_receive_message_length", max_recv_message_size * 1024 * 1024),
                    ("grpc.max_send_message_length", send * 1024 * 1024)])
 

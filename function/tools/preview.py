@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import pathlib
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -261,7 +261,7 @@ def _composite(docs: list[dict]) -> dict:
 
 
 def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict],
-          existing: list[dict], staged: list[dict] = ()) -> str:
+          existing: list[dict], staged: Sequence[dict] = ()) -> str:
     md = next(d for d in stage1 if d.get("kind") == KIND_MODEL_DEPLOYMENT)
     placed = [d for d in stage1 if d.get("kind") == KIND_MODEL_REPLICA]
     status = md.get("status") or {}
@@ -331,7 +331,7 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
     return "\n".join(lines)
 
 
-def _cache_lines(staged: list[dict], placed: list[dict]) -> list[str]:
+def _cache_lines(staged: Sequence[dict], placed: list[dict]) -> list[str]:
     """The cache's objects per cluster, and what each replica mounts."""
     mc = next((d for d in staged if d.get("kind") == KIND_MODEL_CACHE), None)
     if mc is None:
@@ -371,7 +371,7 @@ def _counts(status: Mapping[str, Any]) -> str:
             f"{r.get('ready', 0)} ready")
 
 
-def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 

@@ -10,7 +10,7 @@ Which clusters stage the cache:
   uses it: a narrowed selector never takes the volume from under a running
   replica.
 
-On each: the PersistentVolumeClaim (`contract/caches.claim_name`, in the
+On each: the PersistentVolumeClaim (`contract/cacheview.claim_name`, in the
 cache's namespace), the auth Secret (remote clusters get a copy that
 provider-kubernetes fills from the control plane's Secret, so this function
 never reads the token), and the hydration Job (hydration.py). On a remote
@@ -110,8 +110,9 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
         return
 
     clusters, unreadable = parse_clusters(req.required(REQUIRE_CLUSTERS))
-    in_use = sorted({dig(mr, "spec").get("clusterName") for mr in req.required(REQUIRE_REPLICAS)
-                     if (ref := cache_ref(dig(mr, "spec"))) and ref.name == name} - {None})
+    in_use = sorted({used for mr in req.required(REQUIRE_REPLICAS)
+                     if (ref := cache_ref(dig(mr, "spec"))) and ref.name == name
+                     and (used := dig(mr, "spec").get("clusterName")) is not None})
     selector = (spec.get("clusterSelector") or {}).get("matchLabels") or {}
     selected = [c for _, c in sorted(clusters.items()) if selects(selector, c.labels)]
     footprint = [c for c in selected if c.storage_class]
@@ -131,8 +132,9 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     local = next((c.name for c in staging.values() if not c.remote), None)
     for cname, cluster in sorted(staging.items()):
         # Every InferenceCluster without providerConfigRef is the control
-        # plane itself: the first one's objects serve them all.
-        owner = cname if cluster.remote else local
+        # plane itself: the first one's objects serve them all. (`local` is None
+        # only when every staging cluster is remote.)
+        owner = cname if cluster.remote or local is None else local
         objects = per_cluster(mc, cluster, owner, steps, digest, secret, secret_missing, observed)
         if owner == cname:
             for c in objects:
@@ -230,7 +232,7 @@ def _claim_as_bound(observed: Mapping[str, Any] | None, storage_class: str,
     """What an existing claim allows: its StorageClass is immutable and a claim
     never shrinks, so a changed class or a smaller sizeGiB keeps what is there
     (the API server would refuse the change, and the volume holds the weights)."""
-    claim = keep.as_desired(observed) if observed else {}
+    claim: Mapping[str, Any] = keep.as_desired(observed) if observed else {}
     if kinds.kind_of(claim) is kinds.OBJECT:
         claim = kinds.wrapped(claim)
     spec = claim.get("spec") or {}
@@ -253,7 +255,7 @@ def judge_cluster(cluster: str, observed: Mapping[str, Mapping[str, Any]], owner
         return Entry(cluster, CachePhase.FAILED, *hydration.failure(job.failure))
     if job.ready:
         return Entry(cluster, CachePhase.READY, "Hydrated", "the weights are staged")
-    if secret_missing and not job.exists:
+    if secret_missing and secret is not None and not job.exists:  # missing implies named
         return Entry(cluster, CachePhase.PENDING, "SecretMissing",
                      f"Secret {secret[0]} does not exist in namespace {ns}; create it to "
                      "start hydrating")
@@ -313,7 +315,7 @@ def write_status(rsp: fnv1.RunFunctionResponse, entries: list[Entry], claim: str
     message = "; ".join([cond[2], *skipped])[:MAX_MESSAGE]
     response.set_conditions(rsp, resource.Condition(
         typ=STAGED, status=cond[0], reason=cond[1], message=message))
-    if secret_missing:
+    if secret_missing and secret is not None:  # missing implies named
         response.set_conditions(rsp, resource.Condition(
             typ=SOURCE_READY, status="False", reason="SecretMissing",
             message=f"Secret {secret[0]} does not exist in namespace {ns}"))

@@ -38,7 +38,7 @@ rewrite paths need to agree only within one rule: each has its own filter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -318,14 +318,14 @@ def notes(entries: list[Entry]) -> list[str]:
 
 
 def set_routed(rsp: fnv1.RunFunctionResponse, status: str, reason: str, message: str,
-               extra: list[str] = ()) -> None:
+               extra: Sequence[str] = ()) -> None:
     text = "; ".join([message, *extra])
     response.set_conditions(rsp, resource.Condition(
         typ=ROUTED, status=status, reason=reason, message=text[:MAX_MESSAGE]))
 
 
 def hold(rsp: fnv1.RunFunctionResponse, observed: Mapping[str, Mapping[str, Any]], reason: str,
-         message: str, *, status: str = "False", notes: list[str] = ()) -> None:
+         message: str, *, status: str = "False", notes: Sequence[str] = ()) -> None:
     """Keep every observed object as it is and say why nothing new is composed."""
     kept = keep.keep_observed(rsp, observed)
     suffix = "; the route is kept as it is" if kept else "; nothing is composed"

@@ -191,8 +191,13 @@ def conflict(names: Sequence[str], matches: Sequence[Sequence[Match]]) -> str | 
     match has its prefix and model constraint and more (a longer path, or a
     header more, or an Exact model name for its alternation), so it never
     ranks above one; and where it ties it comes last."""
+    def name(m: Match) -> str:
+        if m.rule is None:  # the service's own match, which is not checked (above)
+            raise ValueError("conflict() compares rule matches, not the service's own")
+        return names[m.rule]
+
     def label(m: Match) -> str:
-        return f"rules[{m.rule}] ({names[m.rule]}) matches[{m.index}]"
+        return f"rules[{m.rule}] ({name(m)}) matches[{m.index}]"
     for i, earlier in enumerate(matches):
         for later in matches[i + 1:]:
             for a in earlier:
@@ -201,6 +206,6 @@ def conflict(names: Sequence[str], matches: Sequence[Sequence[Match]]) -> str | 
                         return (f"{label(b)} can take requests {label(a)} matches, and "
                                 f"Gateway API ranks it first ({_why(a, b)}): first match "
                                 "wins only among equally specific matches; put "
-                                f"{names[b.rule]} before {names[a.rule]}, or make them "
+                                f"{name(b)} before {name(a)}, or make them "
                                 "disjoint (one header with different Exact values)")
     return None

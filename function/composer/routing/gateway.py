@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from function.composer import kinds, naming
-from function.composer.model import Replica
+from function.composer.model import Replica, cluster_gateway
 from function.contract.api import HEADER_REPLICA, replica_header_value
 from function.contract.records import Cluster
 
@@ -46,13 +46,14 @@ def replica_header(replica: Replica) -> dict[str, str]:
 
 def endpoint(cluster: Cluster, replica: Replica) -> str | None:
     """The gateway's base URL plus the path prefix."""
-    return cluster.gateway.url + path_prefix(replica) if cluster.gateway.url else None
+    url = cluster_gateway(cluster).url
+    return url + path_prefix(replica) if url else None
 
 
 def http_route(replica: Replica, cluster: Cluster,
                backend_ref: dict[str, Any]) -> dict[str, Any]:
     """The replica's HTTPRoute on the cluster gateway, to one backend."""
-    gateway = cluster.gateway
+    gateway = cluster_gateway(cluster)
     spec: dict[str, Any] = {
         "parentRefs": [{"group": GATEWAY_API, "kind": "Gateway", "name": gateway.name,
                         "namespace": gateway.namespace}],

@@ -8,6 +8,8 @@ backend pool, and workers never receive requests. The HTTPRoute
 
 from __future__ import annotations
 
+from typing import Any
+
 from function.composer import kinds, naming
 from function.composer.composed import Backends, Composed, Role
 from function.composer.model import Replica
@@ -21,7 +23,7 @@ from function.contract.records import Cluster
 class ServiceRouting:
     def route(self, replica: Replica, cluster: Cluster, backends: Backends) -> Routing:
         labels = naming.object_labels(replica)
-        service = {
+        service: dict[str, Any] = {
             **kinds.SERVICE.header(),
             "metadata": {"name": naming.service_name(replica), "namespace": replica.namespace,
                          "labels": labels},
