@@ -707,7 +707,7 @@ PANIC = obj({
                              "the replicas may grow to thresholdPercent of their count "
                              "(Kthena's panic period)."),
 }, "Scale up fast on a sudden surge. HPA has no panic mode: this becomes one more scale-up "
-   "policy with a short window (README, Autoscaling).", required=["windowSeconds"])
+   "policy with a short window (docs/autoscaling.md).", required=["windowSeconds"])
 
 AUTOSCALING_METRIC = {"title": "AutoscalingMetric", **obj({
     "engineMetric": string(0, "A built-in engine metric, for vLLM and SGLang alike: queueDepth "

@@ -346,8 +346,9 @@ def test_autoscaling_of_the_wrong_shape_is_a_condition_not_an_exception(value):
     assert condition(rsp, "Autoscaling")[:2] == ("False", "InvalidAutoscaling")
 
 
-def test_the_example_is_documented_in_the_readme():
-    readme = (ROOT / "README.md").read_text()
-    assert "examples/deployments/autoscaled.yaml" in readme
+def test_the_example_and_every_engine_metric_are_documented():
+    page = (ROOT / "docs" / "autoscaling.md").read_text()
+    assert "examples/deployments/autoscaled.yaml" in page
     assert pathlib.Path(EXAMPLE).exists()
+    assert [m.value for m in EngineMetric if f"`{m.value}`" not in page] == []
 

@@ -1,4 +1,4 @@
-"""The folder layout is the architecture (README "Layout"): what sits where, who imports whom."""
+"""The folder layout is the architecture (docs/layout.md): what sits where, who imports whom."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Autoscaling's first increment on the real control plane: what KEDA would act on.
 
-KEDA's operator does not build from the module proxy here (README, Autoscaling),
+KEDA's operator does not build from the module proxy here (docs/autoscaling.md),
 so no autoscaler runs. What is proven instead: the ScaledObject the function
 composes is admitted by a real API server against KEDA's own CRD and names the
 deployment's scale subresource; scaling through that subresource (what the HPA

@@ -9,7 +9,7 @@ engine pod (label modelplane.ai/serving: a Standalone pod or a gang's leader;
 workers serve nothing) in every namespace, on the port the composer names
 `http`. The Prometheus Operator and a Prometheus selecting the PodMonitor's
 labels must run on the cluster; getting the metrics to the address the
-autoscaler queries (federation or remote write) is the platform's (README).
+autoscaler queries (federation or remote write) is the platform's (docs/autoscaling.md).
 
 On the control-plane cluster the PodMonitor is composed as-is in the
 function's inventory namespace; on a remote one it is wrapped in a

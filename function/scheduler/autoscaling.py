@@ -250,7 +250,7 @@ def _state(so_name: str, spec: Autoscaling,
                   if isinstance(c, Mapping) and c.get("type") == "Ready"), None)
     if ready is None:
         return (CONDITION, "False", "Pending", f"{what}; waiting for KEDA to report it Ready (KEDA must "
-                "run on the control plane: README, Autoscaling)")
+                "run on the control plane: docs/autoscaling.md)")
     if ready.get("status") != "True":
         return (CONDITION, "False", "ScaledObjectNotReady",
                 f"{what}; KEDA says: {ready.get('reason', '')}: {ready.get('message', '')}")

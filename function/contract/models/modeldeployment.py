@@ -113,7 +113,7 @@ class ScaleUp(BaseModel):
     panic: Annotated[
         Panic | None,
         Field(
-            description="Scale up fast on a sudden surge. HPA has no panic mode: this becomes one more scale-up policy with a short window (README, Autoscaling)."
+            description="Scale up fast on a sudden surge. HPA has no panic mode: this becomes one more scale-up policy with a short window (docs/autoscaling.md)."
         ),
     ] = None
     stable: Annotated[
