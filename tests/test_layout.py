@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FUNCTION = ROOT / "function"
-HANDLERS = {"cluster", "composer", "quota", "scheduler"}
+# What the handlers run: each imports only the contract and the request kit.
+ENGINES = {"cluster", "composer", "scheduler"}
 # Which parts each part may import (besides itself).
 ALLOWED = {
     "contract": set(),
@@ -15,10 +17,11 @@ ALLOWED = {
     "agent": {"contract"},
     "runtime": {"contract", "kit"},
     "tools": {"contract"},
-    **{h: {"contract", "kit"} for h in HANDLERS},
+    "handlers": {"contract", "kit", *ENGINES},
+    **{e: {"contract", "kit"} for e in ENGINES},
 }
 # Where the runtime reaches out: dispatch to the handlers; the CLI to preview and the agent.
-RUNTIME_REACHES = {"fn.py": HANDLERS, "main.py": {"tools", "agent"}}
+RUNTIME_REACHES = {"fn.py": {"handlers"}, "main.py": {"tools", "agent"}}
 
 
 def part(module: str) -> str | None:
@@ -42,8 +45,8 @@ def imported_parts(path: pathlib.Path) -> set[str]:
 
 def test_the_top_of_function_holds_the_handlers_and_the_role_folders():
     top = {p.name for p in FUNCTION.iterdir() if p.name != "__pycache__"}
-    assert top == {"__init__.py", "__version__.py", "agent", "cluster", "composer", "contract", "kit",
-                   "quota.py", "runtime", "scheduler", "tools"}
+    assert top == {"__init__.py", "__version__.py", "agent", "cluster", "composer", "contract",
+                   "handlers", "kit", "runtime", "scheduler", "tools"}
 
 
 def test_each_part_imports_only_what_its_role_allows():
@@ -59,3 +62,15 @@ def test_each_part_imports_only_what_its_role_allows():
         for other in sorted(imported_parts(path) - allowed):
             wrong.append(f"function/{rel} imports function.{other}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_kind_has_one_handler_module_and_the_dispatcher_uses_it():
+    from function import handlers
+    from function.contract import api
+
+    kinds = {v for k, v in vars(api).items() if k.startswith("KIND_")}
+    assert set(handlers.HANDLERS) == kinds
+    modules = {p.stem for p in (FUNCTION / "handlers").glob("*.py")} - {"__init__", "prologue"}
+    assert modules == {k.lower() for k in kinds}
+    for kind, run in handlers.HANDLERS.items():
+        assert run is importlib.import_module(f"function.handlers.{kind.lower()}").run, kind

@@ -18,6 +18,8 @@ from placing new replicas on a cluster nothing can reach.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
+from typing import Any
 
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -37,9 +39,9 @@ from function.contract.api import (
 from function.contract.capacity import replica_usage
 from function.contract.enums import InventorySource, ProviderConfigKind
 from function.contract.inventory_report import Observation
-from function.contract.models.inferencecluster import InferenceCluster, Monitoring
-from function.contract.records import Malformed, parse_cluster
-from function.contract.validation import dig, metadata_errors, model_errors
+from function.contract.models.inferencecluster import Monitoring
+from function.contract.records import Cluster, Malformed, parse_cluster
+from function.contract.validation import dig
 from function.kit import requeue
 from function.kit.request import Request, desired_ready
 
@@ -53,21 +55,25 @@ def now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
-    ic = req.composite
-    errors = metadata_errors(ic, namespaced=False) + model_errors(InferenceCluster, ic)
-    if not errors:
-        try:
-            # As declared: the observed counts in its status are this
-            # function's output, not its input (records.parse_cluster applies them).
-            cluster = parse_cluster({k: v for k, v in ic.items() if k != "status"})
-            pools = cluster.pools
-        except Malformed as exc:
-            errors = [str(exc)]
-    if errors:
-        response.fatal(rsp, f"InferenceCluster {dig(ic, 'metadata').get('name')} is "
-                       f"invalid: {'; '.join(errors)}")
-        return
+def declared(ic: Mapping[str, Any]) -> Cluster:
+    """The cluster as declared: the observed counts in its status are this
+    function's output, not its input (records.parse_cluster applies them)."""
+    return parse_cluster({k: v for k, v in ic.items() if k != "status"})
+
+
+def record_errors(ic: Mapping[str, Any]) -> list[str]:
+    """What makes the declared cluster unreadable as a record (the handler's rules)."""
+    try:
+        declared(ic)
+    except Malformed as exc:
+        return [str(exc)]
+    return []
+
+
+def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any]) -> None:
+    """Observe and report a valid InferenceCluster's pools (handlers/inferencecluster.py)."""
+    cluster = declared(ic)
+    pools = cluster.pools
     name = cluster.name
     spec = ic.get("spec") or {}
     inventory = spec.get("inventory") or {}
@@ -140,8 +146,8 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
             response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
                              f"is malformed and left out of the pool usage: {exc}")
             continue
-        for pool, n in usage.items():
-            used[pool] = used.get(pool, 0) + n
+        for pool_name, n in usage.items():
+            used[pool_name] = used.get(pool_name, 0) + n
 
     devices, notes = observe.devices(pools, observation, dig(ic, "status"))
     status_pools = []

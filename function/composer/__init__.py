@@ -48,22 +48,13 @@ from function.contract.api import (
     REQUIRE_MODEL_CACHE,
 )
 from function.contract.enums import ReplicaPhase
-from function.contract.models.modelreplica import ModelReplica
 from function.contract.records import Cluster
-from function.contract.validation import dig, pruned, spec_errors
 from function.kit import requeue
 from function.kit.request import Request, desired_ready
 
 
-def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
-    mr = req.composite
-    meta = dig(mr, "metadata")
-    errors = spec_errors(ModelReplica, mr, dig(mr, "spec"))
-    if errors:
-        response.fatal(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} is "
-                       f"invalid: {'; '.join(errors)}")
-        return
-    mr = pruned(ModelReplica, mr)
+def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, Any]) -> None:
+    """Compose a valid ModelReplica onto its cluster (handlers/modelreplica.py)."""
     replica = parse_replica(mr)
     # Declared on every call, so the requirement stays stable across calls.
     response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, KIND_INFERENCE_CLUSTER,

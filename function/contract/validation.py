@@ -72,5 +72,11 @@ def spec_errors(model: type[pydantic.BaseModel], obj: Mapping[str, Any],
                 engine_spec: Mapping[str, Any]) -> list[str]:
     """Everything wrong with a ModelDeployment or ModelReplica, schema first."""
     return (metadata_errors(obj, namespaced=True) + model_errors(model, obj)
-            or rules.engine_errors(engine_spec)
+            or engine_rule_errors(obj, engine_spec))
+
+
+def engine_rule_errors(obj: Mapping[str, Any], engine_spec: Mapping[str, Any]) -> list[str]:
+    """The API's rules for a ModelDeployment's or ModelReplica's engines and template
+    metadata: what spec_errors adds once the schema holds."""
+    return (rules.engine_errors(engine_spec)
             + rules.template_metadata_errors(dig(obj, "spec", "template", "metadata")))

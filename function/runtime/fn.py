@@ -1,11 +1,7 @@
 """The one RunFunction entry: dispatch on the observed composite's kind.
 
-Each kind has a small module of its own (function-template-python's shape):
-InferenceCluster -> cluster status, ModelDeployment -> the scheduler,
-ModelReplica -> the replica composer, ModelCache -> the cache composer
-(composer/modelcache/), InferenceQuota -> its use (quota.py), ModelEndpoint
--> its check and ModelService -> its route on the front door
-(composer/modelservice/). Anything else, or a request we cannot
+Each kind has a handler of its own in function/handlers/ (function-template-python's
+shape), listed in `handlers.HANDLERS`. Anything else, or a request we cannot
 read, gets a Fatal result with a message; this function never raises, because
 an exception surfaces to the user as an opaque gRPC error and tells them
 nothing they can act on.
@@ -14,7 +10,6 @@ nothing they can act on.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
 
 import grpc
 from crossplane.function import logging, resource, response
@@ -22,33 +17,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf.message import DecodeError
 
-from function import cluster, composer, quota, scheduler
-from function.composer import modelcache, modelservice
-from function.composer.modelservice import endpoint
-from function.contract.api import (
-    GROUP,
-    KIND_INFERENCE_CLUSTER,
-    KIND_INFERENCE_QUOTA,
-    KIND_MODEL_CACHE,
-    KIND_MODEL_DEPLOYMENT,
-    KIND_MODEL_ENDPOINT,
-    KIND_MODEL_REPLICA,
-    KIND_MODEL_SERVICE,
-)
+from function.contract.api import GROUP
+from function.handlers import HANDLERS
 from function.kit import wire
 from function.kit.request import Request
-
-Handler = Callable[[Request, fnv1.RunFunctionResponse], None]
-
-HANDLERS: dict[str, Handler] = {
-    KIND_INFERENCE_CLUSTER: cluster.run,
-    KIND_MODEL_DEPLOYMENT: scheduler.run,
-    KIND_MODEL_REPLICA: composer.run,
-    KIND_MODEL_CACHE: modelcache.run,
-    KIND_INFERENCE_QUOTA: quota.run,
-    KIND_MODEL_ENDPOINT: endpoint.run,
-    KIND_MODEL_SERVICE: modelservice.run,
-}
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):

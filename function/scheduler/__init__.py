@@ -37,8 +37,7 @@ from function.contract.models.inferencequota import InferenceQuota
 from function.contract.quotas import Quota, parse_quota
 from function.contract.records import Malformed
 from function.contract.enums import PlacementStrategy, ReplicaPhase
-from function.contract.models.modeldeployment import ModelDeployment
-from function.contract.validation import dig, model_errors, pruned, spec_errors
+from function.contract.validation import dig, model_errors
 from function.kit import requeue, structs
 from function.kit.request import Request, desired_ready
 from function.scheduler import autoscaling, demand, endpoints, output, parsecache, reasons, room
@@ -50,22 +49,14 @@ MAX_MESSAGE = 4000
 MAX_VERDICTS = 100  # clusters named per unscheduled replica (the XRD's maxItems)
 
 
-def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
-    md = req.composite
-    meta = dig(md, "metadata")
-    tspec = dig(md, "spec", "template", "spec")
-    # spec.autoscaling is checked on its own (autoscaling.py): a mistake there
-    # gets a False Autoscaling condition, and placement goes on.
-    core = autoscaling.without(md)
-    errors = spec_errors(ModelDeployment, core, tspec)
-    if errors:
-        response.fatal(rsp, f"ModelDeployment {meta.get('namespace')}/{meta.get('name')} is "
-                       f"invalid: {'; '.join(errors)}")
-        return
+def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> None:
+    """Place a valid ModelDeployment's replicas (handlers/modeldeployment.py): `md`
+    without spec.autoscaling, which is judged on its own (autoscaling.py): a
+    mistake there gets a False Autoscaling condition, and placement goes on."""
+    meta = md["metadata"]
     # Composed before the fleet is read: it depends on the spec alone, and a
     # desired resource left out of any response would be deleted.
-    autoscaled = _autoscale(req, rsp, md)
-    md = pruned(ModelDeployment, core)
+    autoscaled = _autoscale(req, rsp, req.composite)
     tspec = dig(md, "spec", "template", "spec")
 
     selector = (tspec.get("clusterSelector") or {}).get("matchLabels") or None

@@ -43,7 +43,6 @@ from function.composer import keep, kinds, placement
 from function.composer.composed import Composed, Role
 from function.composer.modelcache import hydration
 from function.composer.readiness import State
-from function.contract import rules
 from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
@@ -54,10 +53,9 @@ from function.contract.api import (
 )
 from function.contract.cacheview import cache_ref, claim_name
 from function.contract.enums import CachePhase, Hydration, ModelSource
-from function.contract.models.modelcache import ModelCache
 from function.contract.names import tagged_label
 from function.contract.records import Cluster, parse_clusters, selects
-from function.contract.validation import dig, metadata_errors, model_errors, pruned
+from function.contract.validation import dig
 from function.kit import requeue
 from function.kit.request import Request, desired_ready
 
@@ -81,16 +79,9 @@ class Entry:
                 "message": self.message[:MAX_MESSAGE], "claimName": claim}
 
 
-def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
-    mc = req.composite
-    meta = dig(mc, "metadata")
-    errors = metadata_errors(mc, namespaced=True) + model_errors(ModelCache, mc) \
-        or rules.cache_errors(dig(mc, "spec"))
-    if errors:
-        response.fatal(rsp, f"ModelCache {meta.get('namespace')}/{meta.get('name')} is "
-                       f"invalid: {'; '.join(errors)}")
-        return
-    mc = pruned(ModelCache, mc)
+def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any]) -> None:
+    """Stage a valid ModelCache on every cluster it serves (handlers/modelcache.py)."""
+    meta = mc["metadata"]
     spec, ns, name = mc["spec"], meta["namespace"], meta["name"]
 
     # Every cluster, not only the selected ones: a replica outside the

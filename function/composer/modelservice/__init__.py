@@ -58,9 +58,8 @@ from function.contract.api import (
     REQUIRE_FRONT_DOOR,
 )
 from function.contract.endpoints import Endpoint, parse_endpoint
-from function.contract.models.modelservice import ModelService
 from function.contract.records import Cluster, parse_clusters, selects
-from function.contract.validation import dig, metadata_errors, model_errors, pruned
+from function.contract.validation import dig
 from function.kit.request import Request, desired_ready
 
 ROUTED = "Routed"
@@ -127,17 +126,16 @@ def entries_of(spec: Mapping[str, Any], rule: int | None) -> list[Entry]:
             for role, (key, _) in ROLES.items() for i, e in enumerate(spec.get(key) or [])]
 
 
-def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
-    ms = req.composite
-    meta = dig(ms, "metadata")
+def hold_invalid(req: Request, rsp: fnv1.RunFunctionResponse, errors: list[str]) -> None:
+    """An invalid ModelService keeps its route as it is, and says why."""
+    reason = "AllWeightsZero" if errors == [ALL_ZERO] else "InvalidSpec"
+    hold(rsp, req.observed(), reason, "; ".join(errors))
+
+
+def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> None:
+    """Route a valid ModelService on its front door (handlers/modelservice.py)."""
+    meta = ms["metadata"]
     observed = req.observed()
-    errors = metadata_errors(ms, namespaced=True) + model_errors(ModelService, ms) \
-        or spec_errors(dig(ms, "spec"))
-    if errors:
-        reason = "AllWeightsZero" if errors == [ALL_ZERO] else "InvalidSpec"
-        hold(rsp, observed, reason, "; ".join(errors))
-        return
-    ms = pruned(ModelService, ms)
     spec, ns, name = ms["spec"], meta["namespace"], meta["name"]
     prefix = f"/{ns}/{name}"
     spec_rules = spec.get("rules") or []

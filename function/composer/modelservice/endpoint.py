@@ -1,4 +1,5 @@
-"""The ModelEndpoint function: check the endpoint, compose nothing.
+"""Why a ModelEndpoint cannot be used: its check, shared by the ModelEndpoint handler
+(handlers/modelendpoint.py) and the ModelServices that select it.
 
 A ModelEndpoint is data a ModelService reads. Its own function says whether
 it is usable: `Valid` True, or False with the reason (`InvalidURL`,
@@ -10,16 +11,9 @@ The endpoint is Ready either way (there is nothing to wait on).
 
 from __future__ import annotations
 
-from crossplane.function import resource, response
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-
 from function.contract.endpoints import Invalid, parse_endpoint
 from function.contract.models.modelendpoint import ModelEndpoint
 from function.contract.validation import metadata_errors, model_errors
-from function.kit.request import Request, desired_ready
-
-VALID = "Valid"
-MAX_MESSAGE = 1000
 
 
 def check(me: dict) -> Invalid | None:
@@ -30,17 +24,3 @@ def check(me: dict) -> Invalid | None:
         return exc
     errors = metadata_errors(me, namespaced=True) + model_errors(ModelEndpoint, me)
     return Invalid("InvalidSpec", "; ".join(errors)) if errors else None
-
-
-def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
-    rsp.desired.composite.ready = desired_ready(True)  # composes nothing: nothing to wait on
-    bad = check(req.composite)
-    if bad is None:
-        response.set_conditions(rsp, resource.Condition(
-            typ=VALID, status="True", reason="Valid",
-            message="ModelServices selecting this endpoint route to it"))
-        return
-    response.set_conditions(rsp, resource.Condition(
-        typ=VALID, status="False", reason=bad.reason,
-        message=(f"{bad}; ModelServices leave this endpoint out until it is "
-                 "fixed")[:MAX_MESSAGE]))

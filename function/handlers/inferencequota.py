@@ -1,4 +1,4 @@
-"""InferenceQuota status: what the selected namespaces hold against each limit.
+"""The InferenceQuota handler: what the selected namespaces hold against each limit.
 
 The quota composes nothing; the scheduler enforces it when it places a
 replica (scheduler/quotas.py). This function reports, per limit, the devices
@@ -29,20 +29,16 @@ from function.contract.api import (
 from function.contract.models.inferencequota import InferenceQuota
 from function.contract.quotas import claims, devices, parse_quota, usage
 from function.contract.records import parse_clusters
-from function.contract.validation import dig, metadata_errors, model_errors
+from function.contract.validation import dig
+from function.handlers import prologue
 from function.kit.request import Request, desired_ready
 
 MAX_MESSAGE = 1000
 
 
-def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
-    iq = req.composite
-    errors = metadata_errors(iq, namespaced=False) + model_errors(InferenceQuota, iq) \
-        or rules.quota_errors(dig(iq, "spec"))
-    if errors:
-        response.fatal(rsp, f"InferenceQuota {dig(iq, 'metadata').get('name')} is invalid: "
-                       f"{'; '.join(errors)}")
-        return
+@prologue.admitted(InferenceQuota, namespaced=False, prune=False,
+                   rules=lambda iq: rules.quota_errors(dig(iq, "spec")))
+def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None:
     quota = parse_quota(iq)
     response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, KIND_MODEL_REPLICA,
                                match_labels={})
