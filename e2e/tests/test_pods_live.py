@@ -29,23 +29,27 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 TIMEOUT = 10  # seconds, per request
 
 
-def _simulator() -> str:
-    if path := os.environ.get("INFERENCE_SIM"):
-        return path
+def _dataplane() -> dict[str, str]:
+    """INFERENCE_SIM, EPP, PD_SIDECAR from the environment, else from hack/tools.sh."""
+    if all(os.environ.get(k) for k in ("INFERENCE_SIM", "PD_SIDECAR")):
+        return dict(os.environ)
     proc = subprocess.run(["bash", "hack/tools.sh", "--dataplane", "--env"], cwd=REPO,
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         pytest.fail(f"hack/tools.sh --dataplane failed; no simulator:\n{proc.stderr[-4000:]}",
                     pytrace=False)
-    env = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-    return env["INFERENCE_SIM"]
+    return dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
 
 
-def _golden_pod() -> dict:
-    """The pod the composer's single-gpu Deployment would create."""
-    for doc in yaml.safe_load_all((REPO / "tests/golden/single-gpu.yaml").read_text()):
+def _simulator() -> str:
+    return _dataplane()["INFERENCE_SIM"]
+
+
+def _golden_pod(file: str = "single-gpu.yaml", match: str = "") -> dict:
+    """The pod one of the composer's Deployments would create."""
+    for doc in yaml.safe_load_all((REPO / "tests/golden" / file).read_text()):
         m = (doc.get("spec") or {}).get("forProvider", {}).get("manifest") or {}
-        if m.get("kind") == "Deployment":
+        if m.get("kind") == "Deployment" and match in m["metadata"]["name"]:
             t = m["spec"]["template"]
             return {"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": m["metadata"]["name"] + "-live", "uid": f"live-{os.getpid()}",
@@ -142,3 +146,42 @@ def test_a_composed_vllm_pod_serves_completions_from_its_own_namespace(tmp_path)
     assert netns.veth_name(running.netns) not in links and bridge.name not in links
     assert stop_took < 6  # SIGTERM is enough: the simulator shuts down on it
     assert _ip_forward() == forward_before == "0"
+
+
+def test_the_pd_decode_pods_sidecar_reaches_its_engine_at_localhost(tmp_path):
+    """The decode pod of prefill-decode: the real routing sidecar (an init container
+    with restartPolicy Always) on :8000 and the simulator on :8200 share one namespace;
+    the sidecar dials `localhost:8200`, so a completion through :8000 proves it."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root: it creates a bridge and a network namespace", pytrace=False)
+    tools = _dataplane()
+    third = 20 + (os.getpid() + 100) % 200
+    cluster = f"pods-live-pd-{os.getpid()}"
+    bridge = netns.Bridge.for_cluster(cluster, f"10.244.{third}.0/24")
+    pod_ip = f"10.244.{third}.9"
+    network = netns.Network()
+    network.ensure_bridge(bridge)
+    runner = PodRunner(cluster, Binaries(tools["INFERENCE_SIM"], "/absent/epp", tools["PD_SIDECAR"]),
+                       tmp_path, lambda kind, ns, name: {"token": "hf_unused"},
+                       network=network, bridge=bridge)
+    running = None
+    try:
+        running = runner.start(_golden_pod("prefill-decode.yaml", "decode"), pod_ip)
+        assert set(running.procs) == {"routing-proxy", "engine"}
+        results = runner.wait_ready(running, timeout=60, period=0.5)
+        assert results["routing-proxy"].detail == "tcp 8000 open"
+        with urllib.request.urlopen(_post(f"http://{pod_ip}:8000/v1/completions", {
+                "model": "Qwen/Qwen3-32B", "prompt": "hi", "max_tokens": 4}),
+                timeout=TIMEOUT) as resp:
+            assert resp.status == 200 and json.load(resp)["choices"]
+        # The engine behind the sidecar served it.
+        with urllib.request.urlopen(f"http://{pod_ip}:8200/metrics", timeout=TIMEOUT) as resp:
+            metrics = resp.read().decode()
+        assert 'vllm:request_success_total{finish_reason="stop",model_name="Qwen/Qwen3-32B"} 1' \
+            in metrics
+    finally:
+        if running is not None:
+            runner.stop(running)
+        network.remove_bridge(bridge)
+    assert all(p.poll() is not None for p in running.procs.values())
+    assert running.netns not in netns.list_namespaces()
