@@ -225,10 +225,13 @@ class PodRunner:
             results = self.probe(running)
             if all(r.ok for r in results.values()):
                 return results
-            if self.exited(running) or time.monotonic() > deadline:
+            # Read after probing: a process that exits meanwhile is named as exited.
+            gone = self.exited(running)
+            if gone or time.monotonic() > deadline:
+                why = {n: r.detail for n, r in results.items() if not r.ok}
+                why |= {n: f"exited with {code}" for n, code in gone.items()}
                 raise RunnerError(f"pod {running.key} not ready: " + "; ".join(
-                    f"{n}: {r.detail}" for n, r in results.items() if not r.ok)
-                    + f" (logs in {running.pod_dir})")
+                    f"{n}: {d}" for n, d in why.items()) + f" (logs in {running.pod_dir})")
             time.sleep(period)
 
     def stop(self, running: RunningPod, grace: float = STOP_GRACE) -> None:
