@@ -45,6 +45,12 @@ tools:
 tools-e2e:
 	bash hack/tools.sh --e2e
 
+# Also the processes pods run as on the local control plane (the llm-d inference
+# simulator for engines, the EPP, the P/D sidecar); not part of tools-e2e yet.
+.PHONY: tools-dataplane
+tools-dataplane:
+	bash hack/tools.sh --dataplane
+
 # Regenerate the XRDs, the pydantic models and docs/reference.md from hack/gen_xrds.py.
 generate: venv
 	$(PY) hack/gen_xrds.py

@@ -13,6 +13,12 @@
 #                              LWS_MANAGER PROVIDER_KUBERNETES ENVOY_GATEWAY, and the module source
 #                              directories (kwok stages, LWS webhooks, the provider
 #                              package) KWOK_SRC LWS_SRC PROVIDER_KUBERNETES_SRC
+#   hack/tools.sh --dataplane  also build the processes that pods run as on the local
+#                              control plane (make tools-dataplane): with --env it
+#                              prints INFERENCE_SIM (the llm-d inference simulator,
+#                              the engines' stand-in), EPP and PD_SIDECAR (the llm-d
+#                              endpoint picker and routing sidecar). Not part of
+#                              --e2e yet: CI's cold budget is measured first.
 #
 # The versions live only in hack/tools/*/go.mod (with go.sum): one module per
 # tool, so a build is reproducible. Each tool is cached in its own directory,
@@ -26,12 +32,13 @@ cache=${FMS_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/function-model-serving/t
 
 die() { echo "hack/tools.sh: $*" >&2; exit 1; }
 
-e2e=false env=false
+e2e=false dataplane=false env=false
 for arg; do
   case $arg in
     --e2e) e2e=true ;;
+    --dataplane) dataplane=true ;;
     --env) env=true ;;
-    *) die "unknown argument '$arg' (usage: hack/tools.sh [--e2e] [--env])" ;;
+    *) die "unknown argument '$arg' (usage: hack/tools.sh [--e2e] [--dataplane] [--env])" ;;
   esac
 done
 
@@ -192,6 +199,17 @@ if $e2e; then
   out+=("LWS_SRC=$dir")
   dir=$(modsrc provider-kubernetes github.com/crossplane-contrib/provider-kubernetes)
   out+=("PROVIDER_KUBERNETES_SRC=$dir")
+fi
+
+if $dataplane; then
+  # Pure Go (pure-Go ZMQ, modernc sqlite): no cgo, no tokenizer library.
+  dir=$(build llm-d-inference-sim "" github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim)
+  out+=("INFERENCE_SIM=$dir/llm-d-inference-sim")
+  # One module, two binaries: the endpoint picker and the P/D routing sidecar.
+  dir=$(build llm-d-inference-scheduler "" \
+    epp=github.com/llm-d/llm-d-inference-scheduler/cmd/epp \
+    pd-sidecar=github.com/llm-d/llm-d-inference-scheduler/cmd/pd-sidecar)
+  out+=("EPP=$dir/epp" "PD_SIDECAR=$dir/pd-sidecar")
 fi
 
 for line in "${out[@]}"; do
