@@ -17,6 +17,7 @@ header decoding is needed.
 
 from __future__ import annotations
 
+import functools
 import ctypes
 import http.client
 import os
@@ -175,16 +176,16 @@ def run(probe: Mapping[str, Any], container: Mapping[str, Any], pod_ip: str,
         g = probe["httpGet"]
         port = resolve_port(g["port"], container)
         headers = {h["name"]: h["value"] for h in g.get("httpHeaders") or ()}
-        fn = lambda: http_get(g.get("host") or pod_ip, port, g.get("path", "/"), headers,
-                              g.get("scheme", "HTTP"), timeout)
+        fn = functools.partial(http_get, g.get("host") or pod_ip, port, g.get("path", "/"),
+                               headers, g.get("scheme", "HTTP"), timeout)
     elif "tcpSocket" in probe:
         t = probe["tcpSocket"]
         port = resolve_port(t["port"], container)
-        fn = lambda: tcp(t.get("host") or pod_ip, port, timeout)
+        fn = functools.partial(tcp, t.get("host") or pod_ip, port, timeout)
     elif "grpc" in probe:
         g = probe["grpc"]
         port = int(g["port"])
-        fn = lambda: grpc_health(pod_ip, port, g.get("service", ""), timeout)
+        fn = functools.partial(grpc_health, pod_ip, port, g.get("service", ""), timeout)
     else:
         raise ProbeError(f"probe {sorted(probe)} of container {container.get('name')} "
                          "is not run here (only httpGet, tcpSocket and grpc)")
