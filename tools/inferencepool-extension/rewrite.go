@@ -176,6 +176,10 @@ func rewriteRoute(rt *routev3.Route, backends []ruleBackend, tagged map[poolRef]
 		return nil
 	}
 
+	ours := map[string]bool{}
+	for _, e := range poolEntries {
+		ours[e.Name] = true
+	}
 	var entries []*routev3.WeightedCluster_ClusterWeight
 	switch cs := action.ClusterSpecifier.(type) {
 	case *routev3.RouteAction_Cluster:
@@ -187,8 +191,13 @@ func rewriteRoute(rt *routev3.Route, backends []ruleBackend, tagged map[poolRef]
 		}
 	case *routev3.RouteAction_WeightedClusters:
 		// EG already split the rule (per-backend clusters); a pool, having no
-		// endpoints, is never among its entries.
-		entries = cs.WeightedClusters.GetClusters()
+		// endpoints, is never among its entries. Ours are dropped so that a
+		// second pass over our own output changes nothing.
+		for _, e := range cs.WeightedClusters.GetClusters() {
+			if !ours[e.Name] {
+				entries = append(entries, e)
+			}
+		}
 	default:
 		return nil
 	}
