@@ -1,0 +1,195 @@
+"""A kubelet's part for the pods kwok hands over: run them, probe them, write Ready.
+
+One supervisor per cluster (`python -m e2e.controlplane.pods`). kwok assigns
+every pod its IP and, through our stages (stages/), leaves a runnable pod
+Running with `Ready=False`. The supervisor watches the cluster's pods and:
+
+- starts a runnable, Running pod that has an IP and is not being deleted
+  (runner.py: its own network namespace on the cluster's bridge);
+- probes each running pod at its probes' period and writes `Ready`,
+  `ContainersReady` and `containerStatuses[].ready` when they change, so
+  EndpointSlices follow real readiness;
+- restarts a container whose process exited (the pod is not ready meanwhile),
+  with a growing back-off, as kubelet does under `restartPolicy: Always`;
+- stops a pod's processes and removes its namespace once the pod is being
+  deleted or is gone, and at start-up removes namespaces left by pods that
+  no longer exist.
+
+The decisions are here, free of I/O (`Supervisor` over an `Api`); `kube.py`
+is the Api on a real API server.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from e2e.controlplane.pods import images, netns
+from e2e.controlplane.pods.runner import PodRunner, RunningPod
+
+log = logging.getLogger("pods")
+
+DEFAULT_PERIOD = 10.0   # seconds: a probe's periodSeconds when it names none (Kubernetes')
+NOT_PROBED_PERIOD = 2.0  # seconds between checks of a pod whose containers have no probe
+BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0  # seconds before restarting an exited container
+
+
+class Api(Protocol):
+    def set_ready(self, pod: Mapping[str, Any], ready: bool, message: str) -> None: ...
+
+
+@dataclass
+class Tracked:
+    pod: Mapping[str, Any]
+    running: RunningPod
+    period: float
+    ready: bool | None = None  # what was last written; None: nothing yet
+    next_probe: float = 0.0
+    restarts: int = 0
+    restart_at: float | None = None
+
+
+def wanted(pod: Mapping[str, Any]) -> bool:
+    """A pod the supervisor should be running now."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    return (images.runnable(pod) and not meta.get("deletionTimestamp")
+            and status.get("phase") == "Running" and bool(status.get("podIP")))
+
+
+def probe_period(pod: Mapping[str, Any]) -> float:
+    """The shortest readiness probe period of the pod's containers."""
+    spec = pod.get("spec") or {}
+    periods = [float((c.get("readinessProbe") or {}).get("periodSeconds") or DEFAULT_PERIOD)
+               for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+               if c.get("readinessProbe")]
+    return min(periods) if periods else NOT_PROBED_PERIOD
+
+
+def ready_status(pod: Mapping[str, Any], ready: bool, message: str,
+                 now: datetime.datetime) -> dict[str, Any]:
+    """The pod's status with Ready and ContainersReady set and every container's
+    `ready` flag; whole lists, so a merge patch of any kind writes them right."""
+    status = pod.get("status") or {}
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    value = "True" if ready else "False"
+    conditions = []
+    seen = set()
+    for c in status.get("conditions") or []:
+        c = dict(c)
+        if c.get("type") in ("Ready", "ContainersReady"):
+            seen.add(c["type"])
+            if c.get("status") != value:
+                c["lastTransitionTime"] = stamp
+            c["status"] = value
+            if ready:
+                c.pop("reason", None)
+                c.pop("message", None)
+            else:
+                c.update(reason="ContainersNotReady", message=message[:1000])
+        conditions.append(c)
+    for typ in ("Ready", "ContainersReady"):
+        if typ not in seen:
+            c = {"type": typ, "status": value, "lastTransitionTime": stamp}
+            if not ready:
+                c.update(reason="ContainersNotReady", message=message[:1000])
+            conditions.append(c)
+    containers = [{**c, "ready": ready} for c in status.get("containerStatuses") or []]
+    out: dict[str, Any] = {"conditions": conditions}
+    if containers:
+        out["containerStatuses"] = containers
+    return out
+
+
+class Supervisor:
+    def __init__(self, runner: PodRunner, api: Api, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.runner, self.api, self.clock = runner, api, clock
+        self.tracked: dict[str, Tracked] = {}
+
+    def observe(self, kind: str, pod: Mapping[str, Any]) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED) for a pod of the cluster."""
+        key = PodRunner.pod_key(pod)
+        t = self.tracked.get(key)
+        if kind == "DELETED" or not wanted(pod):
+            if t is not None:
+                self._stop(key, t)
+            return
+        if t is not None:
+            t.pod = pod
+            return
+        ip = pod["status"]["podIP"]
+        try:
+            running = self.runner.start(pod, ip)
+        except Exception as exc:  # noqa: BLE001 - one pod's failure must not stop the rest
+            log.warning("pod %s does not start: %s", key, exc)
+            self._write(pod, False, f"does not start: {exc}")
+            return
+        log.info("pod %s started at %s", key, ip)
+        self.tracked[key] = Tracked(pod, running, probe_period(pod))
+
+    def tick(self) -> None:
+        """Probe what is due, restart what exited, write readiness that changed."""
+        now = self.clock()
+        for key, t in list(self.tracked.items()):
+            gone = self.runner.exited(t.running)
+            if gone:
+                self._restart(key, t, gone, now)
+                continue
+            if now < t.next_probe:
+                continue
+            t.next_probe = now + t.period
+            results = self.runner.probe(t.running)
+            ready = all(r.ok for r in results.values())
+            why = "; ".join(f"{n}: {r.detail}" for n, r in sorted(results.items()) if not r.ok)
+            if ready != t.ready:
+                self._write(t.pod, ready, why)
+                t.ready = ready
+
+    def _restart(self, key: str, t: Tracked, gone: Mapping[str, int], now: float) -> None:
+        if t.ready is not False:
+            self._write(t.pod, False, "; ".join(f"{n}: exited with {c}"
+                                                for n, c in sorted(gone.items())))
+            t.ready = False
+        if t.restart_at is None:
+            t.restart_at = now + min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** t.restarts)
+            return
+        if now < t.restart_at:
+            return
+        log.info("pod %s: restarting after %s", key, dict(gone))
+        self.runner.stop(t.running)
+        try:
+            t.running = self.runner.start(t.pod, t.running.pod_ip)
+        except Exception as exc:  # noqa: BLE001 - retried at the next back-off
+            log.warning("pod %s does not restart: %s", key, exc)
+            t.running.stopped = True
+            del self.tracked[key]
+            return
+        t.restarts += 1
+        t.restart_at, t.next_probe = None, now
+
+    def _stop(self, key: str, t: Tracked) -> None:
+        log.info("pod %s stopped", key)
+        self.runner.stop(t.running)
+        del self.tracked[key]
+
+    def _write(self, pod: Mapping[str, Any], ready: bool, message: str) -> None:
+        try:
+            self.api.set_ready(pod, ready, message)
+        except Exception as exc:  # noqa: BLE001 - the next change or probe writes again
+            log.warning("pod %s: cannot write Ready=%s: %s", PodRunner.pod_key(pod), ready, exc)
+
+    def stop_all(self) -> None:
+        for key, t in list(self.tracked.items()):
+            self._stop(key, t)
+
+
+def stale_namespaces(cluster: str, live_keys: Iterable[str],
+                     existing: Iterable[str]) -> list[str]:
+    """This cluster's pod namespaces whose pod no longer exists."""
+    live = {netns.netns_name(cluster, k) for k in live_keys}
+    prefix = netns.netns_name(cluster, "x").rsplit("-", 1)[0] + "-"
+    return sorted(n for n in existing if n.startswith(prefix) and n not in live)

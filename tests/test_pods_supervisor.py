@@ -1,0 +1,176 @@
+"""The pods supervisor (e2e/controlplane/pods/supervisor.py): a kubelet's part for the
+pods kwok hands over, with a fake runner and API. It starts a runnable Running pod
+with an IP, writes Ready only when the probes' verdict changes, restarts an exited
+container after a back-off, and stops a pod being deleted."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from e2e.controlplane.pods import netns, probes, supervisor
+from e2e.controlplane.pods.runner import PodRunner, RunningPod
+
+ENGINE = "vllm/vllm-openai:v0.10.1.1"
+
+
+def pod(name="p", *, image=ENGINE, phase="Running", ip="10.64.0.7", deleting=False,
+        period=None) -> dict:
+    probe = {"httpGet": {"path": "/health", "port": 8000}}
+    if period:
+        probe["periodSeconds"] = period
+    meta = {"name": name, "namespace": "ml-team", "uid": f"uid-{name}"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-25T00:00:00Z"
+    status = {"phase": phase, "conditions": [{"type": "Ready", "status": "False"}],
+              "containerStatuses": [{"name": "vllm", "ready": False}]}
+    if ip:
+        status["podIP"] = ip
+    return {"metadata": meta, "spec": {"containers": [
+        {"name": "vllm", "image": image, "readinessProbe": probe}]}, "status": status}
+
+
+@dataclass
+class FakeRunner:
+    ok: bool = True
+    exit_codes: dict[str, int] = field(default_factory=dict)
+    fail_start: bool = False
+    started: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    probed: int = 0
+
+    def start(self, p, ip) -> RunningPod:
+        if self.fail_start:
+            raise RuntimeError("ConfigMap ml-team/x not found")
+        self.started.append(p["metadata"]["name"])
+        return RunningPod(PodRunner.pod_key(p), ip, None, Path("/nonexistent"), [])
+
+    def exited(self, running):
+        return dict(self.exit_codes)
+
+    def probe(self, running):
+        self.probed += 1
+        return {"vllm": probes.Result(self.ok, "200" if self.ok else "connection refused")}
+
+    def stop(self, running):
+        self.stopped.append(running.key)
+
+
+@dataclass
+class FakeApi:
+    writes: list[tuple[str, bool, str]] = field(default_factory=list)
+
+    def set_ready(self, p, ready, message):
+        self.writes.append((p["metadata"]["name"], ready, message))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(**kw):
+    runner, api, clock = FakeRunner(**kw), FakeApi(), Clock()
+    return supervisor.Supervisor(runner, api, clock=clock), runner, api, clock
+
+
+def test_a_running_pod_is_started_and_ready_is_written_once_when_its_probe_passes():
+    sup, runner, api, clock = make()
+    sup.observe("ADDED", pod())
+    assert runner.started == ["p"]
+    sup.tick()
+    assert api.writes == [("p", True, "")]
+    clock.now += 1  # before its period: not probed again
+    sup.tick()
+    assert runner.probed == 1
+    clock.now += 10  # probed again, still ready: nothing written
+    sup.tick()
+    assert runner.probed == 2 and api.writes == [("p", True, "")]
+
+
+def test_a_failing_probe_writes_not_ready_with_the_reason_and_the_period_is_the_pods():
+    sup, runner, api, clock = make(ok=False)
+    sup.observe("ADDED", pod(period=3))
+    sup.tick()
+    assert api.writes == [("p", False, "vllm: connection refused")]
+    runner.ok = True
+    clock.now += 3
+    sup.tick()
+    assert api.writes[-1] == ("p", True, "")
+
+
+def test_pods_kwok_keeps_and_pods_without_an_ip_or_being_deleted_are_not_started():
+    sup, runner, api, _ = make()
+    sup.observe("ADDED", pod("kwok-only", image="registry.k8s.io/pause:3.10"))
+    sup.observe("ADDED", pod("pending", phase="Pending", ip=None))
+    sup.observe("ADDED", pod("leaving", deleting=True))
+    assert runner.started == [] and api.writes == []
+    sup.observe("MODIFIED", pod("pending"))  # kwok gave it an IP and Running
+    assert runner.started == ["pending"]
+
+
+def test_a_pod_being_deleted_or_gone_is_stopped():
+    sup, runner, _, _ = make()
+    sup.observe("ADDED", pod("a"))
+    sup.observe("ADDED", pod("b"))
+    sup.observe("MODIFIED", pod("a", deleting=True))
+    sup.observe("DELETED", pod("b"))
+    assert runner.stopped == ["uid-a", "uid-b"] and sup.tracked == {}
+
+
+def test_an_exited_container_makes_the_pod_not_ready_and_restarts_after_a_back_off():
+    sup, runner, api, clock = make()
+    sup.observe("ADDED", pod())
+    sup.tick()
+    runner.exit_codes = {"vllm": 1}
+    sup.tick()
+    assert api.writes[-1] == ("p", False, "vllm: exited with 1")
+    assert runner.started == ["p"]
+    clock.now += supervisor.BACKOFF_FIRST
+    sup.tick()
+    assert runner.started == ["p", "p"] and runner.stopped == ["uid-p"]
+    runner.exit_codes = {}
+    sup.tick()
+    assert api.writes[-1] == ("p", True, "")
+    assert sup.tracked["uid-p"].restarts == 1
+
+
+def test_a_pod_that_cannot_start_is_said_not_ready_and_the_others_go_on():
+    sup, runner, api, _ = make(fail_start=True)
+    sup.observe("ADDED", pod("bad"))
+    assert api.writes == [("bad", False, "does not start: ConfigMap ml-team/x not found")]
+    runner.fail_start = False
+    sup.observe("ADDED", pod("good"))
+    assert runner.started == ["good"]
+
+
+def test_ready_status_sets_both_conditions_and_every_container_and_stamps_only_changes():
+    now = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.UTC)
+    current = {"status": {
+        "conditions": [{"type": "PodScheduled", "status": "True"},
+                       {"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+                        "lastTransitionTime": "2026-11-25T11:00:00Z"}],
+        "containerStatuses": [{"name": "a", "ready": False}, {"name": "b", "ready": False}]}}
+    out = supervisor.ready_status(current, True, "", now)
+    conds = {c["type"]: c for c in out["conditions"]}
+    assert conds["PodScheduled"] == {"type": "PodScheduled", "status": "True"}
+    assert conds["Ready"] == {"type": "Ready", "status": "True",
+                              "lastTransitionTime": "2026-11-25T12:00:00Z"}
+    assert conds["ContainersReady"]["status"] == "True"
+    assert [c["ready"] for c in out["containerStatuses"]] == [True, True]
+    again = supervisor.ready_status({"status": out}, True, "", now + datetime.timedelta(hours=1))
+    assert {c["type"]: c for c in again["conditions"]}["Ready"]["lastTransitionTime"] == \
+        "2026-11-25T12:00:00Z"
+    down = supervisor.ready_status({"status": out}, False, "a: exited with 1", now)
+    assert {c["type"]: c for c in down["conditions"]}["Ready"]["message"] == "a: exited with 1"
+
+
+def test_stale_namespaces_are_this_clusters_whose_pod_is_gone():
+    live = netns.netns_name("eu", "uid-a")
+    gone = netns.netns_name("eu", "uid-b")
+    other = netns.netns_name("us", "uid-c")
+    assert supervisor.stale_namespaces("eu", ["uid-a"], [live, gone, other, "unrelated"]) == [gone]
