@@ -78,6 +78,7 @@ class QuotaTally:
         self._ledger = dataclasses.replace(quota, used=dict(quota.used))
 
     def admit(self, attempt: Attempt) -> str | None:
+        assert attempt.engines is not None, "capacity, which places the engines, runs first"
         return self._ledger.admit(fit_devices(self._state.deployment.engines, attempt.engines))
 
     def reserve(self, held: Held) -> None:
