@@ -74,6 +74,10 @@ class Saved:
 
 
 class Cycle:
+    """One deployment's reconcile: its state, the budgets' counts (started
+    here, from BUDGETS) and the rankings (from SCORES, prepared on first use:
+    a cycle that places nothing prepares nothing)."""
+
     def __init__(self, state: CycleState) -> None:
         self.state = state
         self._levels = levels(state.deployment.engines)
