@@ -7,8 +7,9 @@ or None when the cluster passes), `evict` for a replica already there (an
 filter can never silently skip the replicas that are already placed.
 
 Filter steps depend only on the deployment and the cluster, so the plan runs
-them once per cluster per reconcile. The capacity step depends on the live
-ledger, so it runs per replica; it is not in FILTERS.
+them once per cluster per reconcile. Capacity and quota depend on what the
+replicas placed so far hold, so they run per candidate: they are budget
+steps (budgets.py), which use `capacity()` below.
 
 Reasons are verb phrases with `{is}`/`{has}`/`{does}` placeholders
 (reasons.py), so "1 is tainted" and "2 are tainted" read right.
@@ -123,7 +124,7 @@ def device_match(dep: Deployment, cluster: Cluster, matcher: Matcher) -> str | N
 
 # In the order reasons are reported: a cluster's verdict is its first reason.
 # A NotReady cluster keeps its replicas running; a placed replica whose pools
-# no longer match is re-fit within its cluster by the plan (capacity below).
+# no longer match is re-fit within its cluster by the plan (`capacity()` below).
 FILTERS: tuple[Filter, ...] = (
     Filter("cluster_labels", cluster_labels, unselected),
     Filter("taints", taints, drained),
@@ -154,6 +155,14 @@ class EnginePlacement:
     pool: Pool
     fit: EngineFit
     nodes: int  # nodes it takes on the pool
+
+
+def pool_nodes(engines: Mapping[str, EnginePlacement]) -> dict[str, int]:
+    """Pool name -> nodes the engines placed on it take (what the ledger reserves)."""
+    usage: dict[str, int] = {}
+    for e in engines.values():
+        usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
+    return usage
 
 
 def placement_cost(engines: Mapping[str, EnginePlacement]) -> int:

@@ -14,16 +14,10 @@ policy:
 3. repair   - where a pool's live usage exceeds its nodes, the youngest
               replicas on it are re-placed; the oldest keep their place.
 4. place    - displaced replicas (same index) and then new ones (lowest free
-              index) go one at a time to the best-ranked cluster (scores.py:
-              by placement.strategy, Spread the fewest of this deployment's
-              replicas, Pack the fewest free nodes on the pools it can use;
-              then where its ModelCache is Ready; then the cheapest by
-              nodePools[].costPerNodeHour; ties by name) that every filter step
-              admits and whose free nodes (ledger.py) fit, each engine on a
-              pool of it (filters.capacity: Spread the cheapest placement,
-              else the listed order; Pack the fullest that fits, then the
-              cheapest). firstAvailable priority levels come before all of
-              it: cost chooses only within the level the walk is at.
+              index) go one at a time, through the cycle (cycle.py), to the
+              best-ranked cluster (the scores of scores.py) that every filter
+              (filters.py) and budget (budgets.py: capacity, quota) admits.
+              firstAvailable priority levels come before all of it.
 5. make room - Pack only, once every replica is placed and none moved: when
               another deployment waits with a replica that fits on no cluster,
               move the fewest of ours off one cluster so that it fits there,
@@ -31,6 +25,9 @@ policy:
 
 Never destructive: a displaced replica is removed only once it has a new
 place, except a NoExecute drain, which the platform team asked for.
+
+The plan knows the steps' kinds (framework.py), never a step by name: what a
+score reads, it prepares itself; what a budget counts, it counts itself.
 """
 
 from __future__ import annotations
@@ -42,12 +39,19 @@ from dataclasses import dataclass, field
 from function.contract.enums import PlacementStrategy
 from function.contract.records import Cluster
 from function.scheduler import filters, reasons, room
-from function.scheduler.filters import Deployment, EnginePlacement, capacity, engine_cost
+from function.scheduler.cycle import Cycle, Found
+from function.scheduler.filters import (
+    Deployment,
+    EnginePlacement,
+    capacity,
+    engine_cost,
+    pool_nodes,
+)
+from function.scheduler.framework import CycleState, Held
 from function.scheduler.ledger import Ledger
-from function.scheduler.matching import Matcher, levels
+from function.scheduler.matching import Matcher
 from function.scheduler.model import Replica
-from function.scheduler.quotas import QuotaLedger, fit_devices, held_by
-from function.scheduler.scores import Ranking, State
+from function.scheduler.quotas import QuotaLedger
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,6 @@ def plan(inp: Inputs) -> Plan:
     matcher = Matcher()
     dep = inp.deployment
     clusters = {c.name: c for c in inp.clusters}
-    total = len(clusters) + len(inp.malformed_clusters)
 
     result.errors = matcher.compile_all(dep.engines)
     if result.errors:
@@ -110,7 +113,7 @@ def plan(inp: Inputs) -> Plan:
             result.placements.append(Placement(r.index, r.cluster, None, r, "selector invalid"))
         return result
 
-    static = {name: filters.admit(dep, c, matcher) for name, c in sorted(clusters.items())}
+    refused = {name: filters.admit(dep, c, matcher) for name, c in sorted(clusters.items())}
     candidates = [_classify(r, clusters, inp.malformed_clusters, dep, matcher)
                   for r in _dedupe(inp.own)]
     candidates = _scale_down(candidates, inp.replicas)
@@ -146,93 +149,23 @@ def plan(inp: Inputs) -> Plan:
     for c in candidates:
         if not c.displaced:
             hosted[c.replica.cluster] = hosted.get(c.replica.cluster, 0) + 1
-    warm = frozenset(n for n in clusters if dep.cache is not None and dep.cache.ready_on(n))
-    usable = _usable(dep, clusters, static, matcher) \
-        if dep.strategy == PlacementStrategy.PACK else {}
-    state = State(hosted, ledger, warm, usable)
-    priced = any(p.cost is not None for c in clusters.values() for p in c.pools)
-    # One ranking per firstAvailable level the walk reaches when the fleet has
-    # prices (the cost score depends on the level: scores.py); else one for all.
-    rankings: dict[int, Ranking] = {}
-
-    def ranking(level: int) -> Ranking:
-        key = level if priced else 0
-        if key not in rankings:
-            at = dataclasses.replace(state, nodes=_nodes(dep, clusters, matcher, level)) \
-                if priced else state
-            rankings[key] = Ranking(clusters, at, dep.strategy)
-        return rankings[key]
-    # A copy: the plan reserves in it, and stays a pure function of its inputs.
-    quota = dataclasses.replace(inp.quota, used=dict(inp.quota.used)) if inp.quota else None
-
-    # (cluster, level) -> why capacity refused this deployment's replica there.
-    # Its replicas are alike, so the verdict holds until that cluster's ledger
-    # changes, which `changed` hears of: without it, Pack's walk (fullest
-    # first) re-ran capacity on every full cluster for every replica (L: 3x).
-    unfit: dict[tuple[str, int], str] = {}
-
-    def changed(name: str) -> None:
-        for r in rankings.values():
-            r.changed(name)
-        for level in range(levels(dep.engines)):
-            unfit.pop((name, level), None)
-
-    def land(name: str, usage: Mapping[str, int]) -> None:
-        ledger.reserve(name, usage)
-        hosted[name] = hosted.get(name, 0) + 1
-        changed(name)
-
-    def place(index: int, avoid: str = "") -> Placement | reasons.Shortfall:
-        # firstAvailable: the first alternative that fits anywhere in the
-        # fleet wins before any cluster falls back to the next; the scores
-        # rank clusters within each priority level.
-        for level in range(levels(dep.engines)):
-            verdicts = []
-            for name in ranking(level):
-                if name == avoid:
-                    continue  # being cleared for another deployment (room.py)
-                if static[name]:
-                    verdicts.append((name, static[name]))
-                    continue
-                if (name, level) in unfit:
-                    verdicts.append((name, unfit[(name, level)]))
-                    continue
-                fit, reason = capacity(dep, clusters[name], matcher, ledger, level=level)
-                if fit is None:
-                    unfit[(name, level)] = reason
-                    verdicts.append((name, reason))
-                    continue
-                if quota is not None:
-                    held = fit_devices(dep.engines, fit)
-                    reason = quota.admit(held)
-                    if reason:
-                        verdicts.append((name, reason))
-                        continue
-                    quota.reserve(held)
-                land(name, _pool_nodes(fit))  # re-ranks `name`: fine, this walk is over
-                return Placement(index, name, fit)
-        verdicts += [(name, "{is} malformed") for name in inp.malformed_clusters]
-        return reasons.summarize(verdicts, total)
+    cycle = Cycle(CycleState(dep, clusters, inp.malformed_clusters, matcher, refused, ledger,
+                             hosted, inp.quota))
 
     for c in sorted((c for c in candidates if c.displaced), key=lambda c: c.replica.index):
         r = c.replica
-        ledger.release(r.cluster, r.usage)
-        changed(r.cluster)
-        held = held_by(r, clusters) if quota is not None else []
-        if quota is not None:
-            quota.release(held)  # what it holds now is freed by its move
-        outcome = place(r.index)
-        if quota is not None and not isinstance(outcome, Placement) and not c.drained:
-            quota.reserve(held)  # it stays: it keeps holding it
-        if isinstance(outcome, Placement):
-            result.placements.append(outcome)
+        held = Held(r.cluster, r.usage, replica=r)
+        cycle.release(held)  # what it holds now is freed by its move
+        outcome = cycle.place()
+        if isinstance(outcome, Found):
+            result.placements.append(Placement(r.index, outcome.cluster, outcome.engines))
             result.notes.append(f"replica {r.index} moved from {r.cluster} to {outcome.cluster}: "
                                 f"{c.displaced}")
         elif c.drained:
             result.unscheduled[r.index] = dataclasses.replace(
                 outcome, prefix=f"drained from {r.cluster} ({c.displaced})")
         else:
-            land(r.cluster, r.usage)
+            cycle.land(held)  # it stays: it keeps holding it
             result.placements.append(Placement(r.index, r.cluster, None, r, c.displaced))
             result.notes.append(f"replica {r.index} stays on {r.cluster} although {c.displaced}; "
                                 + outcome.message("it elsewhere"))
@@ -247,18 +180,18 @@ def plan(inp: Inputs) -> Plan:
     while len(result.placements) + len(result.unscheduled) < inp.replicas:
         while index in taken:
             index += 1
-        outcome = place(index)
-        if isinstance(outcome, Placement):
-            result.placements.append(outcome)
+        outcome = cycle.place()
+        if isinstance(outcome, Found):
+            result.placements.append(Placement(index, outcome.cluster, outcome.engines))
         else:
             result.unscheduled[index] = outcome
         taken.add(index)
     if dep.strategy == PlacementStrategy.PACK and inp.waiting and _settled(result, inp):
         ours: dict[str, list[tuple[int, Mapping[str, int]]]] = {}
         for p in sorted(result.placements, key=lambda p: -p.index):
-            ours.setdefault(p.cluster, []).append((p.index, _pool_nodes(p.engines)))
+            ours.setdefault(p.cluster, []).append((p.index, pool_nodes(p.engines or {})))
         for clearing in room.clearings(inp.waiting, clusters, ledger, ours):
-            if _clear(clearing, result, ledger, hosted, quota, clusters, changed, place):
+            if _clear(clearing, result, cycle):
                 break
     result.placements.sort(key=lambda p: p.index)
     return result
@@ -273,68 +206,26 @@ def _settled(result: Plan, inp: Inputs) -> bool:
                     for p in result.placements))
 
 
-def _clear(clearing: room.Clearing, result: Plan, ledger: Ledger, hosted: dict[str, int],
-           quota: QuotaLedger | None, clusters: Mapping[str, Cluster], changed, place) -> bool:
+def _clear(clearing: room.Clearing, result: Plan, cycle: Cycle) -> bool:
     """Move the clearing's replicas off its cluster, each to a place elsewhere;
-    all or none (the ledger, hosted counts and quota are restored when one
-    finds no place)."""
-    saved = (ledger.snapshot(), dict(hosted), dict(quota.used) if quota else None)
+    all or none (the cycle's counts are restored when one finds no place)."""
+    saved = cycle.snapshot()
     by_index = {p.index: p for p in result.placements}
     here = clearing.cluster
     for index in clearing.movers:
         p = by_index[index]
-        ledger.release(here, _pool_nodes(p.engines))
-        hosted[here] -= 1
-        if quota is not None:
-            quota.release(held_by(p.existing, clusters))
-    changed(here)
+        cycle.leave(Held(here, pool_nodes(p.engines or {}), replica=p.existing))
     moves = []
     for index in clearing.movers:
-        outcome = place(index, avoid=here)
-        if not isinstance(outcome, Placement):
-            ledger.restore(saved[0])
-            hosted.clear()
-            hosted.update(saved[1])
-            if quota is not None:
-                quota.used.clear()
-                quota.used.update(saved[2])
-            for name in {here, *(m.cluster for m in moves)}:
-                changed(name)
+        outcome = cycle.place(avoid=here)
+        if not isinstance(outcome, Found):
+            cycle.restore(saved)
             return False
-        moves.append(outcome)
+        moves.append(Placement(index, outcome.cluster, outcome.engines))
     moved = {m.index for m in moves}
     result.placements[:] = [p for p in result.placements if p.index not in moved] + moves
     result.notes += [room.note(clearing, m.index, m.cluster) for m in moves]
     return True
-
-
-def _usable(dep: Deployment, clusters: Mapping[str, Cluster], static: Mapping[str, str | None],
-            matcher: Matcher) -> dict[str, tuple]:
-    """What the pack score counts (scores.py): each admitted cluster's pools
-    one of the engines fits a node of, worked out once per pool shape."""
-    fits: dict[str, bool] = {}
-
-    def fit(pool) -> bool:
-        ok = fits.get(pool.shape)
-        if ok is None:
-            ok = fits[pool.shape] = any(matcher.engine_fit(e, pool) is not None
-                                        for e in dep.engines)
-        return ok
-    return {name: tuple(p for p in c.pools if fit(p))
-            for name, c in clusters.items() if not static[name]}
-
-
-def _nodes(dep: Deployment, clusters: Mapping[str, Cluster], matcher: Matcher,
-           level: int) -> dict[str, tuple[int | None, ...]]:
-    """What the cost score weighs (scores.py): per pool shape in the fleet, the
-    nodes each engine takes on one such pool at `level` (None: it does not fit)."""
-    shapes = {p.shape: p for c in clusters.values() for p in c.pools}
-    out = {}
-    for shape, pool in shapes.items():
-        fits = (matcher.engine_fit(e, pool, level) for e in dep.engines)
-        out[shape] = tuple(None if f is None else engine_cost(e, f)
-                           for e, f in zip(dep.engines, fits))
-    return out
 
 
 def _dedupe(own: Sequence[Replica]) -> list[Replica]:
@@ -374,15 +265,7 @@ def _classify(r: Replica, clusters: Mapping[str, Cluster], malformed: Mapping[st
 def _usage(c: _Candidate) -> Mapping[str, int]:
     if c.engines is None:
         return c.replica.usage if c.unknown else {}
-    return _pool_nodes(c.engines)
-
-
-def _pool_nodes(engines: Mapping[str, EnginePlacement]) -> dict[str, int]:
-    """Pool name -> nodes the engines placed on it take (what the ledger reserves)."""
-    usage: dict[str, int] = {}
-    for e in engines.values():
-        usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
-    return usage
+    return pool_nodes(c.engines)
 
 
 def _scale_down(candidates: list[_Candidate], want: int) -> list[_Candidate]:

@@ -1,12 +1,13 @@
-"""The quota step: devices a namespace may still take under its InferenceQuotas.
+"""The quota ledger: devices a namespace may still take under its InferenceQuotas.
 
 Like the node ledger (ledger.py), a `QuotaLedger` starts from what every
 replica of the quotas' namespaces holds now and reserves what each placement
 adds; a placement that would take a limit past its devices is refused on that
 cluster with a reason, and the plan tries the next cluster (another cluster
 may fit a fungible alternative that the limit does not count) and then the
-next firstAvailable level. It runs per candidate fit, after capacity, since
-what a replica would hold depends on the pool and alternative it got.
+next firstAvailable level. The quota budget step (budgets.py) keeps it per
+cycle and asks it per candidate, after capacity, since what a replica would
+hold depends on the pool and alternative it got.
 
 Replicas already placed are never judged: a lowered quota leaves them where
 they are (the quota's status says the namespace is over). A quota whose limit

@@ -1,6 +1,6 @@
 // Command dracel evaluates DRA device-selector CEL expressions with the real
 // Kubernetes library (k8s.io/dynamic-resource-allocation/cel), so that the
-// Python implementation in function/contract/devicecel.py can be checked against it
+// Python implementation in function/contract/devicecel/ can be checked against it
 // (tests/test_devicecel.py).
 //
 // Input (stdin): {"cases": [{"id": "...", "expression": "...", "device": {...}}]}

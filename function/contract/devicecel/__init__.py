@@ -1,0 +1,66 @@
+"""Device selection by DRA CEL expressions, with Kubernetes semantics.
+
+A node pool publishes devices shaped like a DRA ResourceSlice device
+(``driver``, ``attributes``, ``capacity``); users select them with the CEL
+expressions Kubernetes' DRA uses, e.g.
+``device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0``.
+This package evaluates those the way ``k8s.io/dynamic-resource-allocation/cel``
+does; ``tests/test_devicecel.py`` checks that against the Go library itself.
+
+CEL library: ``cel-expr-python``, the official CEL-C++ runtime from the
+cel-expr project. It type-checks the way cel-go does, so what Kubernetes
+rejects at compile time is rejected here at compile time too. It has
+heterogeneous equality, optionals and ``cel.bind``, and it allows custom
+functions, member overloads on declared types included. ``cel-python``
+(celpy) has no checker, raises errors on heterogeneous equality such as
+string attribute == 1, and has no ``.?``. ``common-expression-language``
+can't carry custom value types like Quantity.
+
+How the Kubernetes pieces map onto it, one module each:
+
+* ``library.py``: Kubernetes' CEL library (Quantity, Semver, their
+  functions) and the environment a selector compiles in;
+* ``device.py``: the ``device`` variable of one device shape;
+* ``selector.py``: compiling a selector (cached by its text) and evaluating
+  it on a device, where CEL-C++ differs from cel-go (cross-type numeric
+  comparisons, unknown domains read as ``{}``).
+
+Known differences (the ``divergence`` cases of tests/cel/corpus.yaml):
+
+* A domain defaulted to ``{}`` (selector.py) shows up when the same
+  expression counts or lists the domains of ``device.attributes``
+  (``size()``, ``in``, ``exists``). In Kubernetes,
+  ``has(device.attributes.foo)`` is always true.
+* Not declared here, so compile errors: the Kubernetes regex (``find``),
+  URL, IP, CIDR, format and lists libraries, and the cel-go sets and lists
+  extensions.
+* Compile errors in Kubernetes that are evaluation errors here: mixed-type
+  list or map literals, invalid regex/duration/timestamp literals, and
+  constant conversions such as ``int("x")``.
+* ``isInteger``/``asInteger``: Kubernetes answers from the Quantity's
+  internal form, so "1000m", "1Pi" and "1.5"+"0.5" aren't integers there.
+  library.py answers from the value.
+* ``asApproximateFloat`` is correctly rounded here; Kubernetes' result can
+  differ in the last bit. There is no runtime cost limit.
+"""
+
+from __future__ import annotations
+
+from function.contract.devicecel.device import DeviceActivation, device_activation
+from function.contract.devicecel.selector import (
+    CelCompileError,
+    CelError,
+    CelEvalError,
+    CompiledSelector,
+    compile_selector,
+)
+
+__all__ = [
+    "CelError",
+    "CelCompileError",
+    "CelEvalError",
+    "CompiledSelector",
+    "DeviceActivation",
+    "compile_selector",
+    "device_activation",
+]

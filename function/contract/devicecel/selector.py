@@ -1,0 +1,133 @@
+"""A DRA device selector: compiled once, evaluated against many devices.
+
+* Kubernetes allows cross-type numeric comparisons (``1 < 1.5``); the
+  CEL-C++ checker doesn't. An expression whose only checker errors are such
+  comparisons runs unchecked, since the runtime supports them. Its other type
+  errors then show up at evaluation.
+* A missing name in a domain is a "no such key" error, and Kubernetes
+  returns ``{}`` for an unknown domain, so
+  ``has(device.attributes["other.domain"].x)`` is false. CEL-C++ can't
+  default a map lookup, so an evaluation that fails on a missing key that
+  isn't a published domain is run again with that domain set to ``{}`` (at
+  most 8 such domains). CEL has no side effects, so this gives Kubernetes'
+  answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from cel_expr_python import cel
+
+from function.contract.devicecel.device import DeviceActivation
+from function.contract.devicecel.library import ENV
+
+_T = cel.Type
+
+
+class CelError(Exception):
+    """A device selector could not be used; the message says why and where."""
+
+
+class CelCompileError(CelError):
+    """The expression is not a valid selector (syntax, types, result type)."""
+
+
+class CelEvalError(CelError):
+    """The expression failed on a particular device (missing attribute, ...)."""
+
+
+# A checker error CEL-C++ reports for comparisons Kubernetes allows (cel-go's
+# CrossTypeNumericComparisons), e.g. "found no matching overload for '_<_'
+# applied to '(int, double)'".
+_CROSS_NUMERIC = re.compile(
+    r"found no matching overload for '_(<|<=|>|>=)_' applied to "
+    r"'\((int|uint|double), (int|uint|double)\)'")
+_MISSING_KEY = re.compile(r'Key not found in map : "([^"\\]*)"')
+_MAX_DEFAULTED_DOMAINS = 8
+
+
+def _clean(status: Any) -> str:
+    """Strip CEL-C++'s status-code decoration from an error message."""
+    msg = re.sub(r"^[A-Z_]+: ", "", str(status).strip())
+    msg = re.sub(r"\s*\[[A-Z_]+\]$", "", msg)
+    return _MISSING_KEY.sub(r"no such key: \1", msg)  # Kubernetes' wording
+
+
+class CompiledSelector:
+    """A device selector, compiled once and evaluated against many devices."""
+
+    __slots__ = ("expression", "_program", "_checked")
+
+    @staticmethod
+    def _type_name(t: cel.Type) -> str:
+        name = t.name()
+        return name.lower() if name.isupper() else name
+
+    def __init__(self, expression: str, program: Any, checked: bool):
+        self.expression = expression
+        self._program = program
+        self._checked = checked
+
+    def matches(self, activation: DeviceActivation) -> bool:
+        """True when the device is selected. Raises CelEvalError if the
+        expression fails on this device or gives something other than a bool."""
+        if activation.error:
+            raise CelEvalError(f"selector {self.expression!r}: {activation.error}")
+        extra: frozenset[str] = frozenset()
+        cel_act = activation.cel_activation(self._checked)
+        while True:
+            try:
+                result = self._program.eval(cel_act)
+                kind = result.type()
+                value = result.value()
+            except Exception as e:  # the runtime's own failures (never expected)
+                raise CelEvalError(f"selector {self.expression!r}: {_clean(e)}") from None
+            if kind == _T.BOOL:
+                return bool(value)
+            if kind != _T.ERROR:
+                raise CelEvalError(
+                    f"selector {self.expression!r}: CEL result of type {self._type_name(kind)} "
+                    "could not be converted to bool")
+            # A lookup of an unpublished domain: Kubernetes reads it as {}.
+            missing = _MISSING_KEY.search(str(value))
+            key = missing and missing[1]
+            if (key is None or key in extra or len(extra) >= _MAX_DEFAULTED_DOMAINS
+                    or (key in activation.attributes and key in activation.capacity)):
+                raise CelEvalError(f"selector {self.expression!r}: {_clean(value)}")
+            extra |= {key}
+            cel_act = ENV.Activation(activation.data(self._checked, extra))
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_selector(expression: str) -> CompiledSelector:
+    """Parse and type-check a selector once; cached by expression text.
+
+    Raises CelCompileError with the checker's message (position and caret
+    included) when the expression is not a valid bool-valued selector.
+    """
+    if not isinstance(expression, str) or not expression.strip():
+        raise CelCompileError("device selector: the CEL expression is empty")
+    try:
+        program = ENV.compile(expression)
+        checked = True
+    except Exception as e:
+        message = _clean(e)
+        errors = [line for line in message.splitlines() if line.startswith("ERROR:")]
+        if not errors or not all(_CROSS_NUMERIC.search(line) for line in errors):
+            raise CelCompileError(f"invalid device selector {expression!r}: {message}") from None
+        # Only int/uint/double ordering comparisons failed the check; Kubernetes
+        # allows them and the runtime supports them, so run it unchecked.
+        try:
+            program = ENV.compile(expression, disable_check=True)
+        except Exception as e2:
+            raise CelCompileError(f"invalid device selector {expression!r}: {_clean(e2)}") from None
+        checked = False
+    if checked and program.return_type() not in (_T.BOOL, _T.DYN):
+        raise CelCompileError(
+            f"invalid device selector {expression!r}: must evaluate to bool, "
+            f"not {CompiledSelector._type_name(program.return_type())}")
+    return CompiledSelector(expression, program, checked)
+
