@@ -79,7 +79,8 @@ def _attribute_value(name: str, attr: Any) -> Any:
         except ValueError as e:
             raise ValueError(f"attribute {name}: parse semantic version: {e}") from None
     expected = {"int": int, "bool": bool, "string": str}[kind]
-    if type(value) is not expected or (kind == "int" and not INT64_MIN <= value <= INT64_MAX):
+    # Once type(value) is expected, type(value) is int exactly when kind is "int".
+    if type(value) is not expected or (type(value) is int and not INT64_MIN <= value <= INT64_MAX):
         raise ValueError(f"attribute {name}: {kind} value {value!r} is not a {kind}")
     return value
 
