@@ -93,6 +93,7 @@ class Plan:
 
 @dataclass
 class _Candidate:
+    index: int              # the replica's index (_dedupe keeps only replicas with one)
     replica: Replica
     engines: dict[str, EnginePlacement] | None = None
     displaced: str = ""     # why it must move ("" when it stays)
@@ -109,13 +110,13 @@ def plan(inp: Inputs) -> Plan:
     result.errors = matcher.compile_all(dep.engines)
     if result.errors:
         # A bad selector decides nothing: keep every replica exactly as it is.
-        for r in sorted(_dedupe(inp.own), key=lambda r: r.index):
-            result.placements.append(Placement(r.index, r.cluster, None, r, "selector invalid"))
+        for index, r in _dedupe(inp.own).items():
+            result.placements.append(Placement(index, r.cluster, None, r, "selector invalid"))
         return result
 
     refused = {name: filters.admit(dep, c, matcher) for name, c in sorted(clusters.items())}
-    candidates = [_classify(r, clusters, inp.malformed_clusters, dep, matcher)
-                  for r in _dedupe(inp.own)]
+    candidates = [_classify(index, r, clusters, inp.malformed_clusters, dep, matcher)
+                  for index, r in _dedupe(inp.own).items()]
     candidates = _scale_down(candidates, inp.replicas)
 
     ledger = Ledger()
@@ -152,28 +153,28 @@ def plan(inp: Inputs) -> Plan:
     cycle = Cycle(CycleState(dep, clusters, inp.malformed_clusters, matcher, refused, ledger,
                              hosted, inp.quota))
 
-    for c in sorted((c for c in candidates if c.displaced), key=lambda c: c.replica.index):
+    for c in sorted((c for c in candidates if c.displaced), key=lambda c: c.index):
         r = c.replica
         held = Held(r.cluster, r.usage, replica=r)
         cycle.release(held)  # what it holds now is freed by its move
         outcome = cycle.place()
         if isinstance(outcome, Found):
-            result.placements.append(Placement(r.index, outcome.cluster, outcome.engines))
-            result.notes.append(f"replica {r.index} moved from {r.cluster} to {outcome.cluster}: "
+            result.placements.append(Placement(c.index, outcome.cluster, outcome.engines))
+            result.notes.append(f"replica {c.index} moved from {r.cluster} to {outcome.cluster}: "
                                 f"{c.displaced}")
         elif c.drained:
-            result.unscheduled[r.index] = dataclasses.replace(
+            result.unscheduled[c.index] = dataclasses.replace(
                 outcome, prefix=f"drained from {r.cluster} ({c.displaced})")
         else:
             cycle.land(held)  # it stays: it keeps holding it
-            result.placements.append(Placement(r.index, r.cluster, None, r, c.displaced))
-            result.notes.append(f"replica {r.index} stays on {r.cluster} although {c.displaced}; "
+            result.placements.append(Placement(c.index, r.cluster, None, r, c.displaced))
+            result.notes.append(f"replica {c.index} stays on {r.cluster} although {c.displaced}; "
                                 + outcome.message("it elsewhere"))
 
     for c in candidates:
         if not c.displaced:
             r = c.replica
-            result.placements.append(Placement(r.index, r.cluster, c.engines, r, c.unknown))
+            result.placements.append(Placement(c.index, r.cluster, c.engines, r, c.unknown))
 
     taken = {p.index for p in result.placements} | set(result.unscheduled) | set(inp.reserved)
     index = 0
@@ -228,18 +229,19 @@ def _clear(clearing: room.Clearing, result: Plan, cycle: Cycle) -> bool:
     return True
 
 
-def _dedupe(own: Sequence[Replica]) -> list[Replica]:
-    """One replica per index, the oldest; indexless ones are not ours to count."""
+def _dedupe(own: Sequence[Replica]) -> dict[int, Replica]:
+    """One replica per index, the oldest, by index in increasing order; indexless
+    ones are not ours to count."""
     by_index: dict[int, Replica] = {}
     for r in sorted(own, key=lambda r: (r.index if r.index is not None else -1, r.age_key)):
         if r.index is not None and r.index not in by_index:
             by_index[r.index] = r
-    return [by_index[i] for i in sorted(by_index)]
+    return {i: by_index[i] for i in sorted(by_index)}
 
 
-def _classify(r: Replica, clusters: Mapping[str, Cluster], malformed: Mapping[str, str],
-              dep: Deployment, matcher: Matcher) -> _Candidate:
-    c = _Candidate(r)
+def _classify(index: int, r: Replica, clusters: Mapping[str, Cluster],
+              malformed: Mapping[str, str], dep: Deployment, matcher: Matcher) -> _Candidate:
+    c = _Candidate(index, r)
     if r.cluster in malformed:
         c.unknown = f"cluster {r.cluster} is unreadable ({malformed[r.cluster]}); kept as is"
         return c
@@ -254,8 +256,8 @@ def _classify(r: Replica, clusters: Mapping[str, Cluster], malformed: Mapping[st
     engines = {}
     for engine in dep.engines:
         pool = cluster.pool(r.pools.get(engine["name"], ""))
-        fit = matcher.engine_fit(engine, pool) if pool else None
-        if fit is None:
+        fit = matcher.engine_fit(engine, pool) if pool is not None else None
+        if pool is None or fit is None:
             return c  # re-fit within the cluster once the ledger is known
         engines[engine["name"]] = EnginePlacement(pool, fit, engine_cost(engine, fit))
     c.engines = engines
