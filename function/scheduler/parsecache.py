@@ -131,8 +131,10 @@ def _pool(v: struct_pb2.Value) -> Pool:
     key = v.SerializeToString(deterministic=True)
     hit = POOLS.get(key)
     if hit is None:
-        hit = attempt(parse_pool, structs.value(v))
-        POOLS.put(key, hit)
+        # parse_pool's decorator (malformed_on_error) is untyped: say what attempt returns.
+        parsed: Pool | Malformed = attempt(parse_pool, structs.value(v))
+        POOLS.put(key, parsed)
+        return outcome(parsed)
     return outcome(hit)
 
 
@@ -218,6 +220,8 @@ def fast_replica(item: bytes, top: Mapping[str, Any] | None = None) -> Replica:
     namespace, created = _string(meta, "namespace", ""), _string(meta, "creationTimestamp", "")
     engines = _list(spec, "engines")
     labels = meta.get("labels")
+    deployment: str | None
+    index: str | None
     if labels is None or labels.WhichOneof("kind") == "null_value":
         deployment = index = ""
     else:
@@ -226,8 +230,10 @@ def fast_replica(item: bytes, top: Mapping[str, Any] | None = None) -> Replica:
         if labels is not None:
             deployment = _string(labels, LABEL_DEPLOYMENT, "")
             index = _string(labels, LABEL_REPLICA_INDEX, "")
-    if None in (name, cluster, namespace, created, deployment, index, engines) \
-            or not index.isascii():
+    # Tested one by one rather than `None in (...)`: as fast (faster, in fact), and mypy
+    # narrows each.
+    if name is None or cluster is None or namespace is None or created is None \
+            or deployment is None or index is None or engines is None or not index.isascii():
         return plain_replica(item)
     found = _raw_engines(engines)
     pools, holdings = outcome(found.pools), outcome(found.holdings)
