@@ -107,7 +107,7 @@ class Engines:
 
 @malformed_on_error
 def parse_replica(obj: Mapping[str, Any]) -> Replica:
-    spec = obj.get("spec")
+    spec: Any = obj.get("spec")  # unchecked: assemble checks it before engines_of runs
     return assemble(obj.get("metadata"), spec, lambda: Engines.of(spec.get("engines")), obj)
 
 
@@ -124,9 +124,12 @@ def assemble(meta: Any, spec: Any, engines_of: Callable[[], Engines],
     pools = outcome(engines.pools)
     labels = meta.get("labels") or {}
     index = labels.get(LABEL_REPLICA_INDEX)
+    # In the order Replica(...)'s arguments had them: the index (whose int() may
+    # raise, as for "²") before the holdings.
+    number = int(index) if index is not None and str(index).isdigit() else None
+    usage, claimed = outcome(engines.holdings)
     return Replica(namespace=meta.get("namespace") or "", name=meta["name"],
-                   deployment=labels.get(LABEL_DEPLOYMENT, ""),
-                   index=int(index) if index is not None and str(index).isdigit() else None,
-                   cluster=cluster, pools=pools, usage=outcome(engines.holdings)[0],
+                   deployment=labels.get(LABEL_DEPLOYMENT, ""), index=number,
+                   cluster=cluster, pools=pools, usage=usage,
                    created=str(meta.get("creationTimestamp") or ""), manifest=manifest,
-                   claims=engines.holdings[1])
+                   claims=claimed)
