@@ -76,10 +76,10 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
                        "invalid CEL selector")
         return out
     held_by_ns: dict[str, list[tuple[Device, int]]] = {}
-    for ns, held, cluster_name in replicas:
+    for ns, claimed, cluster_name in replicas:
         cluster = clusters.get(cluster_name)
         if cluster is not None:
-            held_by_ns.setdefault(ns, []).extend(devices(held, cluster))
+            held_by_ns.setdefault(ns, []).extend(devices(claimed, cluster))
     for q in applying:
         held = [h for ns, hs in held_by_ns.items()
                 if q.applies(ns, namespace_labels.get(ns, {})) for h in hs]
