@@ -20,10 +20,11 @@ each (engine, pool shape, level) is matched once however many clusters share it.
 
 from __future__ import annotations
 
+import enum
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from function.contract import devicecel
 from function.contract.enums import DeviceClaim
@@ -61,7 +62,13 @@ class EngineFit:
 _VERDICTS: OrderedDict[tuple[str, str], bool | str] = OrderedDict()
 _VERDICT_LIMIT = 100_000
 
-_UNFITTED = object()  # engine_fit: not yet worked out for this (engine, shape, level)
+class _Unfitted(enum.Enum):
+    """A sentinel of its own type, so that mypy narrows `is _UNFITTED` (an object() it cannot)."""
+
+    UNFITTED = enum.auto()
+
+
+_UNFITTED: Final = _Unfitted.UNFITTED  # engine_fit: not yet worked out for this (engine, shape, level)
 
 
 class Matcher:
