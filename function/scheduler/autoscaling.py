@@ -42,7 +42,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from function.contract import rules
 from function.contract.api import API_VERSION, KIND_MODEL_DEPLOYMENT, LABEL_DEPLOYMENT
@@ -153,8 +153,10 @@ def compose(md: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]) ->
     auth = None
     if spec.prometheus.authSecret is not None:
         auth = tagged_label(name, tag="promauth", identity=(ns, name, "promauth"))
+        # cast: the XRD defaults key and makes no field nullable, so the API server
+        # prunes a null before defaulting (render does not: a null is written as before).
         out.resources[KEY_TRIGGER_AUTHENTICATION] = trigger_authentication(
-            ns, name, auth, spec.prometheus.authSecret.name, spec.prometheus.authSecret.key)
+            ns, name, auth, spec.prometheus.authSecret.name, cast(str, spec.prometheus.authSecret.key))
     so_name = tagged_label(name, tag="autoscaler", identity=(ns, name, "autoscaler"))
     out.resources[KEY_SCALED_OBJECT] = scaled_object(ns, name, so_name, spec, auth)
     out.condition = _state(so_name, spec, existing)
@@ -187,8 +189,8 @@ def _trigger(i: int, m: AutoscalingMetric, ns: str, name: str, spec: Autoscaling
     if m.engineMetric is not None:
         query, metric_type = engine_query(EngineMetric(m.engineMetric), ns, name)
         label = EngineMetric(m.engineMetric).value.lower()
-    else:
-        query, metric_type, label = m.query, AVERAGE_VALUE, "query"
+    else:  # cast: rules.autoscaling_errors holds that a metric sets exactly one of the two
+        query, metric_type, label = cast(str, m.query), AVERAGE_VALUE, "query"
     metadata = {"serverAddress": spec.prometheus.address, "query": query,
                 "threshold": m.target}
     trigger: dict[str, Any] = {"type": "prometheus", "name": f"{label}-{i}",
@@ -216,7 +218,9 @@ def behavior(spec: Autoscaling) -> dict[str, Any]:
     up_stable = (b and b.scaleUp and b.scaleUp.stable) or ScaleUpStable()
     panic = b.scaleUp.panic if b and b.scaleUp else None
     down_stable = (b and b.scaleDown and b.scaleDown.stable) or ScaleDownStable()
-    tolerance = str((Decimal(spec.tolerancePercent) / 100).normalize())
+    # cast: defaulted by the XRD, never null from the API server (see compose); an
+    # unpruned null (render) raises TypeError here, as it did before the cast.
+    tolerance = str((Decimal(cast(int, spec.tolerancePercent)) / 100).normalize())
     up = _rules(up_stable, tolerance)
     if panic is not None:
         up["policies"].append(_panic_policy(panic))
@@ -236,7 +240,9 @@ def _rules(stable: ScaleUpStable | ScaleDownStable, tolerance: str) -> dict[str,
 
 
 def _panic_policy(panic: Panic) -> dict[str, Any]:
-    return {"type": "Percent", "value": panic.thresholdPercent - 100,
+    # cast: defaulted by the XRD, never null from the API server (see compose); an
+    # unpruned null (render) raises TypeError here, as it did before the cast.
+    return {"type": "Percent", "value": cast(int, panic.thresholdPercent) - 100,
             "periodSeconds": panic.windowSeconds}
 
 
