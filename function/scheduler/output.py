@@ -15,6 +15,7 @@ from function.contract.api import (
     LABEL_REPLICA_INDEX,
 )
 from function.contract.names import unique_label
+from function.scheduler.filters import EnginePlacement
 from function.scheduler.matching import MemberFit
 from function.scheduler.plan import Placement
 
@@ -39,8 +40,10 @@ def replica_manifest(md: Mapping[str, Any], p: Placement,
     meta = md.get("metadata") or {}
     template = (md.get("spec") or {}).get("template") or {}
     tmeta, tspec = template.get("metadata") or {}, template.get("spec") or {}
-    if p.engines is None and p.existing is not None:
+    if p.engines is None:
+        assert p.existing is not None, "a Placement without engines holds the replica it keeps"
         return echo(p.existing.manifest)
+    engines = p.engines
     labels = dict(sorted((tmeta.get("labels") or {}).items()))
     labels.update({LABEL_DEPLOYMENT: meta.get("name", ""), LABEL_CLUSTER: p.cluster,
                    LABEL_REPLICA_INDEX: str(p.index)})
@@ -58,14 +61,14 @@ def replica_manifest(md: Mapping[str, Any], p: Placement,
         spec["serving"] = tspec["serving"]
     if tspec.get("modelCacheRef"):
         spec["modelCacheRef"] = tspec["modelCacheRef"]
-    spec["engines"] = [_engine(e, p, {} if shared is None else shared)
+    spec["engines"] = [_engine(e, engines, {} if shared is None else shared)
                        for e in tspec.get("engines") or []]
     return {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA, "metadata": metadata, "spec": spec}
 
 
-def _engine(engine: Mapping[str, Any], p: Placement,
+def _engine(engine: Mapping[str, Any], engines: Mapping[str, EnginePlacement],
             shared: dict[tuple[int, int], tuple[Any, Any, list]]) -> dict[str, Any]:
-    placed = p.engines[engine["name"]]
+    placed = engines[engine["name"]]
     # Shallow copies: the deployment's dicts are read-only here (they are
     # converted to protobuf right after), so every replica can share them.
     out = {k: v for k, v in engine.items() if k != "members"}
