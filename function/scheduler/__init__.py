@@ -198,8 +198,13 @@ def _quota_inputs(rsp: fnv1.RunFunctionResponse, quotas: list[Quota]) -> list[st
 def _quota_ledger(req: Request, quotas: list[Quota], ns: str, fleet: Fleet):
     if not quotas:
         return None
-    labels = {dig(n, "metadata").get("name"): dict(dig(n, "metadata").get("labels") or {})
-              for n in req.required(REQUIRE_NAMESPACES)}
+    labels: dict[str, dict[str, str]] = {}
+    for n in req.required(REQUIRE_NAMESPACES):
+        meta = dig(n, "metadata")
+        # An API server's Namespace has a string name, and the ledger looks up only
+        # string names: a key of another type (a hand-written render input) was never read.
+        if isinstance(meta.get("name"), str):
+            labels[meta["name"]] = dict(meta.get("labels") or {})
     clusters = {}
     for item in req.required_items(REQUIRE_QUOTA_CLUSTERS):
         try:
@@ -243,8 +248,11 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
     want = int((md.get("spec") or {}).get("replicas", 1))
     placements, ready = [], 0
     for p in result.placements:
-        mr_name = output.replica_name(name, p.cluster, p.index) if p.engines is not None \
-            else p.existing.name
+        if p.engines is not None:
+            mr_name = output.replica_name(name, p.cluster, p.index)
+        else:
+            assert p.existing is not None, "a Placement without engines holds the replica it keeps"
+            mr_name = p.existing.name
         key = fleet.key(p.cluster, p.index)
         seen = observed.get(key, {})
         status = seen.get("status") or {}
