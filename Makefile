@@ -23,10 +23,12 @@ test: venv lint
 	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
 	  $(PY) -m pytest $(PYTEST_ARGS)
 
-# The linter over every Python file (configured in pyproject.toml); part of `make test`.
+# The linter over every Python file and the type checker over function/ (both
+# configured in pyproject.toml); part of `make test`.
 .PHONY: lint
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # The virtualenv is rebuilt only when pyproject.toml changes.
 venv: $(VENV)/.stamp
