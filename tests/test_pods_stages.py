@@ -75,8 +75,8 @@ def test_every_pending_pod_is_taken_by_exactly_one_stage(kwokselect):
         runs = images.runnable(pod)
         assert (got["pod-ready"][i], got["pod-start"][i]) == (not runs, runs), (
             where, [c["image"] for c in pod["spec"]["containers"]])
-    # The composer's pods do include both kinds: engines, EPPs and P/D decode pods
-    # run; nothing is vacuous.
+    # The composer's pods do include both kinds: engines and P/D decode pods run, EPPs
+    # stay kwok-only (images.LIVE); nothing is vacuous.
     assert any(got["pod-start"]) and got["pod-ready"][-2:] == [True, True]
 
 

@@ -1,7 +1,7 @@
 """What every workload cluster runs besides Kubernetes, from the pinned sources.
 
 Pure helpers (file lists and manifest rewrites): the CRDs vendored in crds/,
-and over the Go module source directories `hack/tools.sh --e2e --env` prints,
+and over the Go module source directories `hack/tools.sh --e2e --dataplane --env` prints,
 kwok's stages, LWS's webhook manifests and provider-kubernetes' package; and
 kubeconfigs.
 """
@@ -24,10 +24,13 @@ KWOK_STAGES = (
     "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     # Only nodes labelled node-not-ready.stage.kwok.x-k8s.io=true: e2e makes a node NotReady.
     "kustomize/stage/node/chaos/node-not-ready.yaml",
-    "kustomize/stage/pod/fast/pod-ready.yaml",
     "kustomize/stage/pod/fast/pod-complete.yaml",
 )
-OWN_STAGES = tuple(sorted((Path(__file__).parent / "stages").glob("*.yaml")))
+# Our own: pod deletion (stages/), and the pods kwok hands to the pods supervisor
+# (pods/stages/): kwok's pod-ready for every pod whose images run nothing here, and
+# pod-start (Running with its IP, Ready left to the probes) for the rest.
+OWN_STAGES = tuple(sorted((Path(__file__).parent / "stages").glob("*.yaml"))) + tuple(
+    sorted((Path(__file__).parent / "pods" / "stages").glob("*.yaml")))
 
 LWS_WEBHOOKS = "config/webhook/manifests.yaml"
 LWS_NAMESPACE = "lws-system"

@@ -1,4 +1,4 @@
-"""The pinned binaries and sources: `bash hack/tools.sh --e2e --env`, called once.
+"""The pinned binaries and sources: `bash hack/tools.sh --e2e --dataplane --env`, called once.
 
 hack/tools.sh builds what is missing from the Go module proxy into the tool
 cache and prints shell lines `NAME=PATH`. A failure stops the harness with the
@@ -16,7 +16,9 @@ from pathlib import Path
 
 BINARIES = ("CROSSPLANE_CLI", "CROSSPLANE_CORE", "CRANE", "ETCD", "KUBE_APISERVER",
             "KUBE_CONTROLLER_MANAGER", "KUBE_SCHEDULER", "KUBECTL", "KWOK", "LWS_MANAGER",
-            "PROVIDER_KUBERNETES", "ENVOY_GATEWAY")
+            "PROVIDER_KUBERNETES", "ENVOY_GATEWAY",
+            # What runnable pods run as (e2e/controlplane/pods/).
+            "INFERENCE_SIM", "EPP", "PD_SIDECAR")
 # Module sources read at start-up (CRDs come from the repo's crds/ instead).
 SOURCES = ("KWOK_SRC", "LWS_SRC", "PROVIDER_KUBERNETES_SRC")
 
@@ -45,24 +47,25 @@ def parse_env(text: str) -> dict[str, str]:
 def check(env: Mapping[str, str]) -> dict[str, str]:
     missing = [k for k in (*BINARIES, *SOURCES) if not env.get(k)]
     if missing:
-        raise ToolsError(f"hack/tools.sh --e2e --env did not print {', '.join(missing)}")
+        raise ToolsError(f"hack/tools.sh --e2e --dataplane --env did not print {', '.join(missing)}")
     bad = [f"{k}={env[k]}" for k in BINARIES if not Path(env[k]).is_file()]
     bad += [f"{k}={env[k]}" for k in SOURCES if not Path(env[k]).is_dir()]
     if bad:
-        raise ToolsError("hack/tools.sh --e2e --env printed paths that do not exist: "
+        raise ToolsError("hack/tools.sh --e2e --dataplane --env printed paths that do not exist: "
                          + ", ".join(bad))
     return {k: env[k] for k in (*BINARIES, *SOURCES)} | {
         k: v for k, v in env.items() if k not in BINARIES and k not in SOURCES}
 
 
 def load(repo: Path, log: Path) -> dict[str, str]:
-    """Run `bash hack/tools.sh --e2e --env` once; its stderr goes to `log`."""
+    """Run `bash hack/tools.sh --e2e --dataplane --env` once; its stderr goes to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as err:
-        proc = subprocess.run(["bash", "hack/tools.sh", "--e2e", "--env"], cwd=repo,
+        proc = subprocess.run(["bash", "hack/tools.sh", "--e2e", "--dataplane", "--env"], cwd=repo,
                               stdout=subprocess.PIPE, stderr=err, text=True)
     if proc.returncode != 0:
-        raise ToolsError(f"`bash hack/tools.sh --e2e --env` failed ({proc.returncode}); "
+        raise ToolsError(f"`bash hack/tools.sh --e2e --dataplane --env` failed "
+                         f"({proc.returncode}); "
                          f"its output ({log}):\n{log.read_text()[-6000:]}")
     return check(parse_env(proc.stdout))
 

@@ -9,7 +9,7 @@ container is never started (kwok's status is all it gets).
 |---|---|
 | `vllm/vllm-openai` | the llm-d inference simulator, with vLLM's args translated |
 | `lmsysorg/sglang` | the llm-d inference simulator, with SGLang's args translated |
-| `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp` of the pinned module) |
+| `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp` of the pinned module); kwok-only on `make cluster` for now (LIVE) |
 | `ghcr.io/llm-d/llm-d-routing-sidecar` | the P/D sidecar (`cmd/pd-sidecar` of the same module) |
 """
 
@@ -41,6 +41,11 @@ REPOSITORIES: Mapping[str, Role] = {
     "ghcr.io/llm-d/llm-d-inference-scheduler": Role.EPP,
     "ghcr.io/llm-d/llm-d-routing-sidecar": Role.SIDECAR,
 }
+
+# The roles that run for real on `make cluster` today. The EPP is mapped (runner.py
+# can start it) but stays kwok-only until a pod namespace can reach its cluster's
+# API server, which it watches (InferencePools, Pods): 127.0.0.1 is the namespace's own.
+LIVE: frozenset[Role] = frozenset({Role.VLLM, Role.SGLANG, Role.SIDECAR})
 
 # The tool-cache variable (hack/tools.sh --dataplane --env) whose binary runs each role.
 BINARY_VARIABLE: Mapping[Role, str] = {
@@ -84,19 +89,19 @@ def _containers(pod_spec: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
 
 
 def runnable(pod: Mapping[str, Any]) -> bool:
-    """A pod runs for real when any of its containers (init or not) is mapped."""
+    """A pod runs for real when any of its containers (init or not) has a LIVE role."""
     spec = pod.get("spec") or {}
-    return any(role(c.get("image", "")) is not None for c in _containers(spec))
+    return any(role(c.get("image", "")) in LIVE for c in _containers(spec))
 
 
 def image_regex() -> str:
-    """A regular expression matching exactly the mapped images, any tag or digest.
+    """A regular expression matching exactly the images of LIVE roles, any tag or digest.
 
     Written for both Go's RE2 (kwok's gojq) and Oniguruma (jq): no look-around.
     The kwok stages in pods/stages/ embed it; a unit test keeps them equal.
     """
     hub = "|".join(_escape(p) for p in _HUB_PREFIXES)
-    repos = "|".join(_escape(r) for r in sorted(REPOSITORIES))
+    repos = "|".join(_escape(r) for r, role in sorted(REPOSITORIES.items()) if role in LIVE)
     return f"^({hub})?({repos})([:@].*)?$"
 
 
