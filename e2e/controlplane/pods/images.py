@@ -9,7 +9,7 @@ container is never started (kwok's status is all it gets).
 |---|---|
 | `vllm/vllm-openai` | the llm-d inference simulator, with vLLM's args translated |
 | `lmsysorg/sglang` | the llm-d inference simulator, with SGLang's args translated |
-| `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp` of the pinned module); kwok-only on `make cluster` for now (LIVE) |
+| `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp`); kwok-only on `make cluster` for now |
 | `ghcr.io/llm-d/llm-d-routing-sidecar` | the P/D sidecar (`cmd/pd-sidecar` of the same module) |
 """
 
