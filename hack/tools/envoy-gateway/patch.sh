@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # patch.sh OUTDIR [MODULE_DIR]: copy the Envoy Gateway module that go.mod pins (from
 # the module cache, downloaded if missing and checked against go.sum; MODULE_DIR
-# instead, for tests) to OUTDIR/gateway, rewrite two of its files there, write
+# instead, for tests) to OUTDIR/gateway, rewrite six of its files there, write
 # OUTDIR/go.mod and go.sum (this folder's, plus a replace directive naming the copy)
 # and print the go build flag that uses them (-modfile=...). hack/tools.sh runs it
 # when building this tool.
