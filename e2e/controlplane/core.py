@@ -14,9 +14,11 @@ in the state directory, default `.cluster/`):
   LeaderWorkerSet controller. The control-plane cluster is also the workload
   cluster of every InferenceCluster without spec.providerConfigRef; every
   other InferenceCluster gets a cluster of its own.
-* envoy-gateway:<cluster>: Envoy Gateway's controller, without a data plane, one
-  per cluster that holds a Gateway (e2e/controlplane/envoy_gateway.py): it writes
-  GatewayClass, Gateway and HTTPRoute status.
+* envoy-gateway:<cluster>: Envoy Gateway's controller, one per cluster that holds
+  a Gateway (e2e/controlplane/envoy_gateway.py): it writes GatewayClass, Gateway
+  and HTTPRoute status and runs each Gateway's Envoy as its child, the cluster's
+  data plane on a loopback address of its own (e2e/controlplane/dataplane.py):
+  http://127.0.0.N:8000 is each InferenceCluster's spec.gateway.address.
 * gateway-stand-in: writes InferencePool status only, which no controller that
   builds here writes (e2e/controlplane/gateway_standin.py).
 * registry: go-containerregistry's `crane registry serve` holding the
@@ -45,10 +47,10 @@ from typing import Any
 
 import yaml
 
-from e2e.controlplane import addons, certs, envoy_gateway, fleet, inventory, tools
+from e2e.controlplane import addons, certs, dataplane, envoy_gateway, fleet, inventory, tools
 from e2e.controlplane.procs import Spec, Supervisor, tail
-from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, probe,
-                                    scale, wait_for)
+from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, http_get,
+                                    probe, scale, wait_for)
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_STATE_DIR = REPO / ".cluster"
@@ -213,6 +215,12 @@ class ControlPlane:
             self.kubectl("apply", "--server-side", "--force-conflicts",
                          f"--field-manager={FIELD_MANAGER}", *args, cluster=cluster,
                          timeout=timeout)
+
+    @property
+    def gateways(self) -> dict[str, dict]:
+        """InferenceCluster -> its gateway on this machine: url (its spec.gateway.address),
+        address, port, cluster, and the Gateway's namespace and name."""
+        return {ic: dict(g) for ic, g in (self.state.get("gateways") or {}).items()}
 
     # ---- components ----------------------------------------------------------
 
@@ -391,6 +399,11 @@ class ControlPlane:
                              f"(ClusterProviderConfig {h.provider_config})")
             else:
                 lines.append(f"  {ic:<22} is the control plane itself")
+        if self.gateways:
+            lines += ["", "Gateways (Envoy Gateway's Envoy on this machine; each "
+                      "InferenceCluster's spec.gateway.address):"]
+            lines += [f"  {ic:<22} {g['url']}   (Gateway {g['namespace']}/{g['name']} "
+                      f"on {g['cluster']})" for ic, g in sorted(self.gateways.items())]
         lines += ["",
                   f"Logs: {self.sup.logs}/<component>.log   components: "
                   + ", ".join(self.components()),
@@ -448,6 +461,7 @@ class _Builder:
         self.taken: set[int] = set()
         self.state: dict[str, Any] = {}
         self.cp: ControlPlane | None = None
+        self.gateways: dict[str, dataplane.LocalGateway] = {}
 
     def say(self, msg: str) -> None:
         self.say_(f"[{time.monotonic() - self.t0:6.1f}s] {msg}")
@@ -489,7 +503,14 @@ class _Builder:
 
     def _run(self) -> ControlPlane:
         self._fresh_state_dir()
-        plan = fleet.plan_fleet(fleet.load_fleet(self.fleet_dir))
+        ics = fleet.load_fleet(self.fleet_dir)
+        # Each cluster's gateway gets a URL on this machine, which its InferenceCluster
+        # says (so replica endpoints and ModelService addresses answer here).
+        self.gateways = dataplane.plan_gateways(fleet.plan_fleet(ics))
+        ics, changed = dataplane.localize(ics, self.gateways)
+        for line in changed:
+            self.say(line)
+        plan = dataplane.with_data_plane(fleet.plan_fleet(ics))
         self.say(f"fleet {self.fleet_dir}: " + "; ".join(
             f"{c.name} <- {', '.join(c.inference_clusters) or '(no InferenceCluster)'}"
             for c in plan.clusters.values()))
@@ -559,6 +580,9 @@ class _Builder:
             "version": 1, "repo": str(REPO), "fleet": str(self.fleet_dir),
             "kubeconfig": str(self._kubeconfig_path(fleet.CONTROL_PLANE)),
             "tools": self.tools, "ports": self.ports, "clusters": clusters,
+            "gateways": {ic: {"url": g.url, "address": g.address, "port": g.port,
+                              "cluster": g.cluster, "namespace": g.namespace, "name": g.name}
+                         for ic, g in self.gateways.items()},
             "complete": complete, "started": time.time(),
         })
         self.state.setdefault("components", {})
@@ -756,32 +780,26 @@ class _Builder:
     # ---- Envoy Gateway, the InferencePool stand-in, registry ---------------------------
 
     def _start_gateways(self, plan: fleet.FleetPlan) -> None:
-        """Envoy Gateway's controller per cluster that holds a Gateway, then the
-        stand-in for InferencePool status. Ready when every Gateway is Accepted=True by
-        Envoy Gateway (Programmed needs a data plane: it stays False; see
-        envoy_gateway.not_accepted on the GatewayClass)."""
+        """Envoy Gateway's controller per cluster that holds a Gateway, each starting
+        its Gateways' Envoys on the cluster's loopback address (dataplane.py), then
+        the stand-in for InferencePool status. Ready when every Gateway is Accepted,
+        its Envoy answers on its readiness listener, and it is Programmed (through
+        the stand-in Envoy Service and Deployment Envoy Gateway's status code asks
+        for; see envoy_gateway.not_accepted on the GatewayClass)."""
         egs = envoy_gateway.clusters_with_gateways(plan)
-        cert_dir = self.dir / "envoy-gateway-certs"
+        if egs:
+            binary = dataplane.envoy_binary()
+            version = dataplane.binary_version(binary)
+            if version != dataplane.ENVOY_VERSION:
+                raise ControlPlaneError(f"{binary} is Envoy {version}, not "
+                                        f"{dataplane.ENVOY_VERSION}")
         for name in egs:
-            self.cp.apply([{"apiVersion": "v1", "kind": "Namespace",
-                            "metadata": {"name": envoy_gateway.NAMESPACE}}], cluster=name)
-            run = self.dir / "envoy-gateway" / name
-            run.mkdir(parents=True, exist_ok=True)
-            cfg = run / "config.yaml"
-            cfg.write_text(yaml.safe_dump(envoy_gateway.config(
-                admin_port=self.port(f"envoy-gateway-admin:{name}")), sort_keys=False))
-            health = self.port(f"envoy-gateway-health:{name}")
-            self.say(f"envoy-gateway:{name} (Envoy Gateway's controller, no data plane); "
-                     f"health :{health}")
-            self._launch(Spec(f"envoy-gateway:{name}", (
-                self.tools["ENVOY_GATEWAY"], "server", f"--config-path={cfg}"),
-                env=envoy_gateway.environment(
-                    kubeconfig=self._kubeconfig_path(name), cert_dir=cert_dir, home=run,
-                    health_port=health, webhook_port=self.port(f"envoy-gateway-webhook:{name}"),
-                    xds_port=self.port(f"envoy-gateway-xds:{name}"))),
-                {"type": "http", "url": f"http://127.0.0.1:{health}/readyz",
-                 "what": "GET /readyz"}, 180)
+            self._launch_envoy_gateway(name, binary)
         self._wait(f"envoy-gateway:{n}" for n in egs)
+        logs = [self.sup.log_path(f"envoy-gateway:{n}") for n in egs]
+
+        def died() -> str | None:
+            return next(filter(None, (self.cp._died(f"envoy-gateway:{n}") for n in egs)), None)
 
         def accepted() -> bool:
             waiting = []
@@ -797,10 +815,34 @@ class _Builder:
                 raise ControlPlaneError("; ".join(waiting))
             return True
 
-        wait_for("Envoy Gateway to accept every Gateway", accepted, 180,
-                 logs=[self.sup.log_path(f"envoy-gateway:{n}") for n in egs],
-                 died=lambda: next(filter(None, (self.cp._died(f"envoy-gateway:{n}")
-                                                 for n in egs)), None))
+        wait_for("Envoy Gateway to accept every Gateway", accepted, 180, logs=logs, died=died)
+
+        # Each Gateway's Envoy, then what makes Envoy Gateway call it Programmed.
+        local = {n: dataplane.gateways_of(self.gateways, n) for n in egs}
+        for name in egs:
+            for gw in local[name]:
+                wait_for(f"the Envoy of Gateway {gw.namespace}/{gw.name} on {name} to be ready "
+                         f"(GET {gw.ready_url})",
+                         lambda gw=gw: http_get(gw.ready_url, timeout=2)[0] == 200, 120,
+                         logs=logs, died=died)
+                self.cp.apply(dataplane.stand_ins(gw), cluster=name)
+                self.cp.kubectl("patch", "service", dataplane.stand_in_name(gw), "-n",
+                                dataplane.NAMESPACE, "--subresource=status", "--type=merge",
+                                "-p", json.dumps(dataplane.load_balancer_status(gw)),
+                                cluster=name)
+
+        def programmed() -> bool:
+            waiting = []
+            for name in egs:
+                gws = self.cp.get_json("gateways.gateway.networking.k8s.io", "-A",
+                                       cluster=name)["items"]
+                waiting += [f"{name}: {w}" for w in dataplane.not_programmed(gws, local[name])]
+            if waiting:
+                raise ControlPlaneError("; ".join(waiting))
+            return True
+
+        wait_for("every Gateway to be Programmed", programmed, 180, logs=logs, died=died)
+        self.say("gateways: " + ", ".join(f"{ic} {g.url}" for ic, g in self.gateways.items()))
 
         self.say("gateway-stand-in (InferencePool status only: nothing here writes it)")
         args = [f"{n}={self._kubeconfig_path(n)}" for n in plan.clusters]
@@ -809,6 +851,45 @@ class _Builder:
                           env={"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
                           cwd=str(REPO)),
                      {"type": "none"}, 60)
+
+    def _launch_envoy_gateway(self, name: str, envoy: Path) -> None:
+        """One cluster's controller: certgen --local for its xDS certificates (the
+        server's and its Envoys' share a CA), the Secrets its translator reads, the
+        Envoy binary where func-e looks, then the process, ready when its first
+        Gateway's Envoy answers on the readiness listener."""
+        run = self.dir / "envoy-gateway" / name
+        paths = dataplane.HostPaths(run)
+        for d in (paths.config_home, paths.data_home, paths.state_home, paths.runtime_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        log = self.dir / "logs" / f"envoy-gateway-certgen:{name}.log"
+        with open(log, "w") as o:
+            proc = subprocess.run([self.tools["ENVOY_GATEWAY"], "certgen", "--local",
+                                   "--config-home", str(paths.config_home)],
+                                  stdout=o, stderr=subprocess.STDOUT, timeout=120 * scale(),
+                                  env=dict(os.environ) | {"HOME": str(run)})
+        if proc.returncode != 0:
+            raise ControlPlaneError(f"envoy-gateway certgen --local failed; {log}:\n{tail(log)}")
+        self.cp.apply(dataplane.certgen_secrets(paths), cluster=name)
+        dataplane.install_envoy(paths, envoy)
+        cfg = run / "config.yaml"
+        cfg.write_text(yaml.safe_dump(envoy_gateway.config(
+            admin_port=self.port(f"envoy-gateway-admin:{name}"),
+            infrastructure=paths.provider()), sort_keys=False))
+        health = self.port(f"envoy-gateway-health:{name}")
+        first = dataplane.gateways_of(self.gateways, name)[0]
+        self.say(f"envoy-gateway:{name} (Envoy Gateway's controller; health :{health}), "
+                 f"its Envoy on {first.address} ({first.url})")
+        self._launch(Spec(f"envoy-gateway:{name}", (
+            self.tools["ENVOY_GATEWAY"], "server", f"--config-path={cfg}"),
+            env=envoy_gateway.environment(
+                kubeconfig=self._kubeconfig_path(name),
+                cert_dir=self.dir / "envoy-gateway-certs", home=run, health_port=health,
+                webhook_port=self.port(f"envoy-gateway-webhook:{name}"),
+                xds_port=self.port(f"envoy-gateway-xds:{name}"),
+                xds_cert_dir=paths.certs("envoy-gateway"), proxy_address=first.address,
+                wasm_port=self.port(f"envoy-gateway-wasm:{name}"))),
+            {"type": "http", "url": first.ready_url,
+             "what": f"its Envoy's GET {first.ready_url}"}, 180)
 
     def _start_registry(self) -> None:
         port = self.port("registry")

@@ -1,23 +1,24 @@
-"""Envoy Gateway's controller as the local control plane's Gateway implementation.
+"""Envoy Gateway as the local control plane's Gateway implementation.
 
 Upstream's controller (cmd/envoy-gateway, pinned in hack/tools/envoy-gateway and
-built by hack/tools.sh --e2e) runs as a local process against one API server,
-without an Envoy data plane: its EnvoyGateway config names the Custom provider with
-Kubernetes resources and no infrastructure, so it reconciles GatewayClasses,
-Gateways and HTTPRoutes and writes their status, and creates no proxy. One process
-per API server that holds a Gateway (a controller watches one API server; each
-remote cluster of the fleet has its own Gateway and receives its replicas'
-HTTPRoutes).
+built by hack/tools.sh --e2e) runs as a local process against one API server: its
+EnvoyGateway config names the Custom provider with Kubernetes resources and Host
+infrastructure, so it reconciles GatewayClasses, Gateways, HTTPRoutes and Backends,
+writes their status, and starts each Gateway's Envoy as its own child process (the
+data plane: e2e/controlplane/dataplane.py). One process per API server that holds a
+Gateway (a controller watches one API server; each remote cluster of the fleet has
+its own Gateway and receives its replicas' HTTPRoutes).
 
 Every listener is on loopback: the admin server by the config, the health probe,
-the topology-injector webhook and the xDS server (whose address upstream hard-codes)
-through the environment hack/tools/envoy-gateway/main.go and patch.sh read; EG's own
-Prometheus endpoint and controller-runtime's metrics server are off. Its HOME is its
-run directory, so nothing it might cache lands outside the state directory.
+the topology-injector webhook, the xDS server (whose address upstream hard-codes) and
+the Wasm cache through the environment hack/tools/envoy-gateway/main.go and patch.sh
+read, and the Envoy's listeners on its cluster's own loopback address
+($EG_PROXY_ADDRESS); EG's own Prometheus endpoint and controller-runtime's metrics
+server are off. Its HOME and Host directories are its run directory, so nothing it
+might cache lands outside the state directory.
 
 What it does not do: write InferencePool status (Envoy Gateway v1.9 has no
-InferencePool support; that takes Envoy AI Gateway, which the module proxy does not
-serve), and program anything (no data plane, so a Gateway stays Programmed=False).
+InferencePool support of its own).
 
 Pure helpers here; core.py starts the processes.
 """
@@ -35,15 +36,19 @@ GATEWAY_CLASS = fleet.GATEWAY_CLASS
 NAMESPACE = "envoy-gateway-system"  # EG's controller namespace (ENVOY_GATEWAY_NAMESPACE)
 
 
-def config(admin_port: int) -> dict:
-    """The EnvoyGateway configuration file (gateway.envoyproxy.io/v1alpha1)."""
+def config(admin_port: int, infrastructure: Mapping[str, Any] | None = None) -> dict:
+    """The EnvoyGateway configuration file (gateway.envoyproxy.io/v1alpha1).
+    `infrastructure` is provider.custom.infrastructure (dataplane.HostPaths.provider():
+    Envoy Gateway starts each Gateway's Envoy); without it no Envoy is created."""
+    custom: dict[str, Any] = {"resource": {
+        "type": "Kubernetes", "kubernetes": {"leaderElection": {"disable": True}}}}
+    if infrastructure is not None:
+        custom["infrastructure"] = dict(infrastructure)
     return {
         "apiVersion": "gateway.envoyproxy.io/v1alpha1",
         "kind": "EnvoyGateway",
         "gateway": {"controllerName": CONTROLLER},
-        # Kubernetes resources, no infrastructure: no Envoy proxy is created.
-        "provider": {"type": "Custom", "custom": {"resource": {
-            "type": "Kubernetes", "kubernetes": {"leaderElection": {"disable": True}}}}},
+        "provider": {"type": "Custom", "custom": custom},
         "admin": {"address": {"host": "127.0.0.1", "port": admin_port}},
         # ModelServices route to Envoy Gateway Backends (off by default upstream).
         "extensionApis": {"enableBackend": True},
@@ -54,9 +59,16 @@ def config(admin_port: int) -> dict:
 
 
 def environment(*, kubeconfig: Path, cert_dir: Path, home: Path, health_port: int,
-                webhook_port: int, xds_port: int) -> dict[str, str]:
-    """What the wrapper (main.go) and the patched xDS runner (patch.sh) read."""
-    return {
+                webhook_port: int, xds_port: int, xds_cert_dir: Path | None = None,
+                proxy_address: str | None = None,
+                wasm_port: int | None = None) -> dict[str, str]:
+    """What the wrapper (main.go) and the patched controller (patch.sh) read.
+
+    The xDS server's certificates must share a CA with the Envoy's (certgen --local's,
+    dataplane.HostPaths.certs): `xds_cert_dir`, else the webhook's `cert_dir`.
+    `proxy_address` is where its Envoys bind every listener; the Wasm cache listens
+    on 127.0.0.1:`wasm_port`."""
+    env = {
         "KUBECONFIG": str(kubeconfig),
         "ENVOY_GATEWAY_NAMESPACE": NAMESPACE,
         "HOME": str(home),
@@ -65,8 +77,13 @@ def environment(*, kubeconfig: Path, cert_dir: Path, home: Path, health_port: in
         "EG_WEBHOOK_PORT": str(webhook_port),
         "EG_WEBHOOK_CERT_DIR": str(cert_dir),
         "EG_XDS_PORT": str(xds_port),
-        "EG_XDS_CERT_DIR": str(cert_dir),
+        "EG_XDS_CERT_DIR": str(xds_cert_dir or cert_dir),
     }
+    if proxy_address is not None:
+        env["EG_PROXY_ADDRESS"] = proxy_address
+    if wasm_port is not None:
+        env["EG_WASM_ADDRESS"] = f"127.0.0.1:{wasm_port}"
+    return env
 
 
 def clusters_with_gateways(plan: fleet.FleetPlan) -> list[str]:
@@ -92,7 +109,7 @@ def not_accepted(gatewayclass: Mapping[str, Any] | None,
     missing or naming another controller, or a Gateway not Accepted=True (for its
     current generation). Empty when every Gateway is accepted.
 
-    Programmed is not asked for: without a data plane it stays False. Nor is the
+    Programmed is not asked for here (dataplane.not_programmed asks). Nor is the
     GatewayClass's own Accepted: Envoy Gateway v1.9.1 sometimes overwrites it at
     start-up with the status it read before its first write (Accepted=Unknown,
     Pending) until the next event, while it accepts the class's Gateways (which it

@@ -158,19 +158,40 @@ def plan_fleet(inference_clusters: Sequence[Mapping[str, Any]]) -> FleetPlan:
                      clusters=clusters)
 
 
+def _host_port(address: str) -> tuple[str, int | None]:
+    rest = re.sub(r"^https?://", "", address).split("/", 1)[0]
+    if rest.startswith("["):                       # [v6] or [v6]:port
+        host, _, tail = rest[1:].partition("]")
+        port = tail[1:] if tail.startswith(":") else ""
+    elif rest.count(":") == 1:                     # host:port
+        host, port = rest.split(":", 1)
+    else:
+        host, port = rest, ""
+    return host, int(port) if port.isdigit() else None
+
+
 def gateway_addresses(address: str | None) -> list[dict]:
+    """The Gateway's spec.addresses for an InferenceCluster's gateway address.
+
+    None for a loopback IP: that is the local data plane's (e2e/controlplane/dataplane.py),
+    whose address Envoy Gateway reads from its stand-in Service's load-balancer status;
+    requested in spec.addresses, Envoy Gateway would report the Service's cluster IP
+    instead."""
     if not address:
         return []
-    host = re.sub(r"^https?://", "", address)
-    if host.startswith("["):                       # [v6]:port
-        host = host[1:].split("]", 1)[0]
-    elif host.count(":") == 1:                     # host:port
-        host = host.split(":", 1)[0]
+    host, _ = _host_port(address)
     try:
-        ipaddress.ip_address(host)
-        return [{"type": "IPAddress", "value": host}]
+        ip = ipaddress.ip_address(host)
     except ValueError:
         return [{"type": "Hostname", "value": host.lower()}]
+    return [] if ip.is_loopback else [{"type": "IPAddress", "value": host}]
+
+
+def gateway_port(address: str | None) -> int:
+    """The Gateway listener's port: the address's own port, else 80 (the local data
+    plane's Envoy binds the listener's port as it is, so its URL's port is the listener's)."""
+    port = _host_port(address)[1] if address else None
+    return port or 80
 
 
 def _taints(taints: Iterable[Mapping[str, Any]] | None) -> list[dict]:
@@ -240,7 +261,8 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
                                        "metadata": {"name": ns}})
             gw_spec: dict[str, Any] = {
                 "gatewayClassName": GATEWAY_CLASS,
-                "listeners": [{"name": "http", "protocol": "HTTP", "port": 80,
+                "listeners": [{"name": "http", "protocol": "HTTP",
+                               "port": gateway_port(gw.get("address")),
                                "allowedRoutes": {"namespaces": {"from": "All"}}}],
             }
             addresses = gateway_addresses(gw.get("address"))
@@ -312,7 +334,8 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
         "metadata": {"name": GATEWAY_CLASS},
         "spec": {"controllerName": GATEWAY_CONTROLLER,
-                 "description": "Envoy Gateway's controller, without an Envoy data plane."},
+                 # (At most 64 characters.) e2e/controlplane/dataplane.py runs it.
+                 "description": "Envoy Gateway; its Envoy runs on this machine."},
     }]
     return [*namespaces.values(), *gateway_class, *gateways.values(), *device_classes,
             *storage_manifests(sorted(storage)), *nodes, *slices]

@@ -4,11 +4,11 @@ Two deployments of one model serve on the example fleet; the scheduler emits a
 ModelEndpoint per serving replica; a ModelService splits traffic 95/5 between
 the two deployments, with an external provider as fallback, on the front door
 (us-east-1's gateway, the InferenceCluster labelled modelplane.ai/front-door).
-What is proven against Envoy Gateway's real controller (no data plane: it
-accepts and resolves routes, it forwards nothing): the route and its Backends
-exist, Envoy Gateway accepts the route and resolves every Backend, the shares
-hold per entry as replicas come and go, and the fallback takes the route only
-while no primary replica serves.
+What is proven against Envoy Gateway's real controller (its Envoy runs, but this
+scenario sends no request: e2e/tests/test_dataplane.py does): the route and its
+Backends exist, Envoy Gateway accepts the route and resolves every Backend, the
+shares hold per entry as replicas come and go, and the fallback takes the route
+only while no primary replica serves.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from live import (MD, MR, SERVING, SETTLE, accepted_and_resolved, apply_docs, condition,
+from live import (IC, MD, MR, SERVING, SETTLE, accepted_and_resolved, apply_docs, condition,
                   delete_and_wait, ensure_namespace, get, items, single_gpu, wait, wait_condition)
 
 from e2e.controlplane.core import ControlPlane
@@ -29,14 +29,16 @@ MS = "modelservices.modelplane.ai"
 ROUTES = "httproutes.gateway.networking.k8s.io"
 BACKENDS = "backends.gateway.envoyproxy.io"
 LABEL_SERVICE = "modelplane.ai/model-service"
-FRONT_DOOR = "https://llm.us-east-1.example.com"
+FRONT_DOOR = "us-east-1"   # the InferenceCluster labelled modelplane.ai/front-door
 SERVICE = "chat"
 
 
 EXTERNAL = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
             "metadata": {"name": "provider", "namespace": NS,
                          "labels": {"provider": "external"}},
-            "spec": {"url": "https://api.openai.com", "rewritePath": "/"}}
+            # A provider's stand-in on loopback, where nothing listens and no request
+            # goes: a provider's name would have the front door's Envoy resolve it in DNS.
+            "spec": {"url": "http://127.0.0.1:9", "rewritePath": "/"}}
 SERVICE_DOC = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
                "metadata": {"name": SERVICE, "namespace": NS},
                "spec": {"endpoints": [
@@ -180,7 +182,9 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
         r = routed_to(cp, {"stable": 2, "canary": 1})
         assert share(r, "stable") == Fraction(95, 100)
         ms = wait_condition(cp, MS, SERVICE, NS, "Routed", SETTLE)
-        assert ms["status"]["address"] == f"{FRONT_DOOR}/{NS}/{SERVICE}"
+        # The front door's address is its InferenceCluster's (make cluster's local URL).
+        door = get(cp, IC, FRONT_DOOR)["spec"]["gateway"]["address"]
+        assert ms["status"]["address"] == f"{door}/{NS}/{SERVICE}"
         assert ms["status"]["active"] == "Primary"
         parent = r["spec"]["parentRefs"][0]
         assert (parent["name"], parent["namespace"]) == ("inference-gateway", "gateway-system")
