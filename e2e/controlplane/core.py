@@ -48,6 +48,7 @@ from typing import Any
 import yaml
 
 from e2e.controlplane import addons, certs, dataplane, envoy_gateway, fleet, inventory, tools
+from e2e.controlplane.pods import harness as pods
 from e2e.controlplane.procs import Spec, Supervisor, tail
 from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, http_get,
                                     probe, scale, wait_for)
@@ -70,7 +71,7 @@ KWOK_NODE_SELECTOR = f"{fleet.KWOK_ANNOTATION}=fake"
 FIELD_MANAGER = "modelplane-e2e"
 
 # Stop order for `down`: consumers first, storage last.
-STOP_ORDER_PREFIXES = ("inventory:", "function", "provider-kubernetes", "crossplane",
+STOP_ORDER_PREFIXES = ("pods:", "inventory:", "function", "provider-kubernetes", "crossplane",
                        "gateway-stand-in",
                        "envoy-gateway:", "lws:", "kwok:", "scheduler:", "controller-manager:", "apiserver:",
                        "registry", "etcd")
@@ -437,6 +438,10 @@ def stop_everything(state_dir: str | Path = DEFAULT_STATE_DIR, timeout: float = 
             if was_running:
                 stopped.append(name)
                 say(f"stopped {name}")
+    # The pods supervisors stop their pods; what a crash left (namespaces, bridges) goes here.
+    left = pods.clean_up()
+    if left:
+        say(f"removed {len(left)} pod namespaces and bridges")
     state = Path(state_dir) / STATE_FILE
     if state.exists():
         try:
@@ -744,13 +749,17 @@ class _Builder:
              "expect": "ok", "what": "GET /healthz"}, 180)
         kwok_argv = [self.tools["KWOK"], f"--kubeconfig={kc}", "--manage-all-nodes=false",
                      f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
-                     "--node-lease-duration-seconds=40", f"--cidr=10.{64 + index}.0.0/16",
+                     "--node-lease-duration-seconds=40", f"--cidr={pods.pod_cidr(index)}",
                      "--node-ip=127.0.0.1"]
         for stage in stages:
             kwok_argv += ["--config", str(stage)]
         self._launch(Spec(f"kwok:{name}", tuple(kwok_argv)),
                      {"type": "none", "what": "its nodes Ready", "cluster": name,
                       "nodes": fleet.expected_nodes(cplan)}, 240)
+        # The kubelet's part for the pods kwok hands over (e2e/controlplane/pods/).
+        self._launch(pods.supervisor_spec(name, kubeconfig=Path(kc), cidr=pods.pod_cidr(index),
+                                          state_dir=cdir / "pods", tools=self.tools, repo=REPO),
+                     {"type": "none", "what": "started"}, 30)
         lws_port, lws_health = self.port(f"lws-webhook:{name}"), self.port(f"lws-health:{name}")
         cfg = cdir / "lws-config.yaml"
         cfg.write_text(yaml.safe_dump(addons.lws_config(
@@ -1172,9 +1181,8 @@ class _Builder:
             kc = self._kubeconfig_path(name).read_text()
             cp.apply(fleet.provider_config_objects(c.provider_config, kc, CROSSPLANE_NS))
         namespaces = sorted(example_namespaces(REPO / "examples" / "deployments"))
-        if namespaces:
-            cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-                      for ns in namespaces])
+        for name in plan.clusters:  # every cluster: pods read the Secret where they run
+            cp.apply(pods.example_secrets(namespaces), cluster=name)
         self.say("applying the fleet's InferenceClusters: " + ", ".join(
             ic["metadata"]["name"] for ic in plan.inference_clusters))
         cp.apply(plan.inference_clusters)

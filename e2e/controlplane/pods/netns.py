@@ -112,7 +112,10 @@ class Network:
         self._must("link", "set", bridge.name, "up")
 
     def remove_bridge(self, bridge: Bridge) -> None:
-        self._gone_ok("link", "del", bridge.name)
+        self.remove_bridge_named(bridge.name)
+
+    def remove_bridge_named(self, name: str) -> None:
+        self._gone_ok("link", "del", name)
 
     def add_pod(self, bridge: Bridge, netns: str, pod_ip: str) -> None:
         """The pod's namespace holding pod_ip on eth0, wired into the bridge.
@@ -161,3 +164,10 @@ def list_namespaces() -> list[str]:
     """The named namespaces `ip netns` knows (the files under /run/netns)."""
     root = Path("/run/netns")
     return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+
+
+def list_bridges() -> list[str]:
+    """The cluster bridges (`fmsb-...`) that exist in the root namespace."""
+    root = Path("/sys/class/net")
+    return sorted(p.name for p in root.iterdir() if p.name.startswith("fmsb-")) \
+        if root.is_dir() else []
