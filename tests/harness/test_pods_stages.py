@@ -17,7 +17,7 @@ import yaml
 from e2e.controlplane import tools
 from e2e.controlplane.pods import images
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STAGES = ROOT / "e2e" / "controlplane" / "pods" / "stages"
 READY, START = STAGES / "pod-ready.yaml", STAGES / "pod-start.yaml"
 GOLDEN = ROOT / "tests" / "golden"

@@ -127,7 +127,7 @@ def test_what_cannot_be_translated_is_an_error_not_a_guess(role, command, args, 
 def _golden_engine_containers():
     """Every vLLM/SGLang container the composer emits in tests/golden."""
     import pathlib
-    root = pathlib.Path(__file__).parent / "golden"
+    root = pathlib.Path(__file__).resolve().parents[1] / "golden"
 
     def walk(o):
         if isinstance(o, dict):

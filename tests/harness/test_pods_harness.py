@@ -35,7 +35,7 @@ def test_the_example_secret_is_what_the_examples_read_and_valid_kubernetes():
         ("Namespace", None), ("Secret", "b"), ("Namespace", None), ("Secret", "ml-team")]
     schemas = Schemas()
     assert [e for d in docs for e in schemas.errors(d)] == []
-    examples = Path(__file__).parent.parent / "examples" / "deployments"
+    examples = Path(__file__).resolve().parents[2] / "examples" / "deployments"
     text = "".join(p.read_text() for p in examples.glob("*.yaml"))
     assert f"name: {harness.EXAMPLE_SECRET['name']}" in text
     assert f"key: {harness.EXAMPLE_SECRET['key']}" in text

@@ -22,7 +22,7 @@ from e2e.controlplane.pods.images import Role
 from e2e.controlplane.pods.podspec import PodConfigError
 from e2e.controlplane.pods.runner import Binaries, PodRunner, RunnerError, plan
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 POD_IP = "127.0.0.1"  # no namespace in unit tests: probes reach the fakes on loopback
 
 FAKE = f"""#!{sys.executable}

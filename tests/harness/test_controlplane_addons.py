@@ -13,7 +13,7 @@ import yaml
 
 from e2e.controlplane import addons, certs, core, tools
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 LWS_MANIFESTS = """
 apiVersion: admissionregistration.k8s.io/v1

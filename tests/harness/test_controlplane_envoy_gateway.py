@@ -16,7 +16,7 @@ import pytest
 from e2e.controlplane import envoy_gateway as eg
 from e2e.controlplane import fleet
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PATCH = ROOT / "hack" / "tools" / "envoy-gateway" / "patch.sh"
 GEN = 3
 

@@ -16,7 +16,7 @@ from e2e.controlplane import dataplane as dp
 from e2e.controlplane import envoy_gateway as eg
 from e2e.controlplane import fleet
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "fleet"
 
 
