@@ -16,8 +16,14 @@ DEPLOYMENT = load_one(REPO / "examples" / "deployments" / "single-gpu.yaml")
 NS, NAME = DEPLOYMENT["metadata"]["namespace"], DEPLOYMENT["metadata"]["name"]
 
 
-def inference_cluster(name: str) -> dict:
-    return copy.deepcopy(load_one(FLEET / f"{name}.yaml"))
+def inference_cluster(cp: ControlPlane, name: str) -> dict:
+    """The example InferenceCluster as `make cluster` applied it: its gateway's
+    address is this machine's URL for that cluster (cp.gateways), not the example's."""
+    ic = copy.deepcopy(load_one(FLEET / f"{name}.yaml"))
+    local = cp.gateways.get(name)
+    if local:
+        ic["spec"]["gateway"]["address"] = local["url"]
+    return ic
 
 
 def deploy(cp: ControlPlane, replicas: int) -> dict:

@@ -3,6 +3,8 @@ shrinking a pool, and the PrefillDecode routing layer on a real API server."""
 
 from __future__ import annotations
 
+import urllib.parse
+
 import pytest
 from builders import load_one
 from conftest import REPO
@@ -45,9 +47,15 @@ def routed_hosts(cp: ControlPlane) -> set[str]:
         raise AssertionError(problems)
     backends = {b["metadata"]["name"]: b
                 for b in items(cp, "backends.gateway.envoyproxy.io", NS, selector)}
-    return {e["fqdn"]["hostname"]
+    return {(e.get("fqdn") or {}).get("hostname") or (e.get("ip") or {}).get("address")
             for rule in route["spec"]["rules"] for ref in rule.get("backendRefs") or []
             for e in backends[ref["name"]]["spec"]["endpoints"]}
+
+
+def gateway_host(cp: ControlPlane, cluster: str) -> str:
+    """The host of a cluster's gateway address as the InferenceCluster says it."""
+    ic = get(cp, IC, cluster) or {}
+    return urllib.parse.urlsplit(ic["spec"]["gateway"]["address"]).hostname or ""
 
 
 def test_a_noexecute_taint_drains_the_cluster_and_replaces_its_replica(cp, deployment):
@@ -60,10 +68,10 @@ def test_a_noexecute_taint_drains_the_cluster_and_replaces_its_replica(cp, deplo
                      "metadata": {"name": SERVICE, "namespace": NS},
                      "spec": {"endpoints": [{"selector": {"matchLabels": {
                          "modelplane.ai/deployment": NAME}}}]}}])
-    both = {"llm.eu-west-1.example.com", "llm.us-east-1.example.com"}
+    both = {gateway_host(cp, "eu-west-1"), gateway_host(cp, "us-east-1")}
     wait("the fleet route to send to both clusters' gateways",
          lambda: routed_hosts(cp) == both, SETTLE)
-    tainted = inference_cluster("eu-west-1")
+    tainted = inference_cluster(cp, "eu-west-1")
     tainted["spec"]["taints"] = [{"key": "maintenance", "effect": "NoExecute"}]
     cp.apply([tainted])
     try:
@@ -73,10 +81,10 @@ def test_a_noexecute_taint_drains_the_cluster_and_replaces_its_replica(cp, deplo
         wait("the drained replica's pods to leave eu-west-1",
              lambda: serving_pods(cp, remote) == [], SETTLE)
         wait("the fleet route to leave the drained cluster's gateway",
-             lambda: routed_hosts(cp) == {"llm.us-east-1.example.com"}, SETTLE)
+             lambda: routed_hosts(cp) == {gateway_host(cp, "us-east-1")}, SETTLE)
     finally:
         cp.kubectl("delete", MS, SERVICE, "-n", NS, "--ignore-not-found", "--wait=false")
-        cp.apply([inference_cluster("eu-west-1")])
+        cp.apply([inference_cluster(cp, "eu-west-1")])
 
 
 def test_deleting_an_inference_cluster_recreates_its_replicas_elsewhere(cp, deployment):
@@ -89,7 +97,7 @@ def test_deleting_an_inference_cluster_recreates_its_replicas_elsewhere(cp, depl
              lambda: clusters_of(cp) == ["us-east-1", "us-east-1"], SETTLE)
         ready(cp, 2)
     finally:
-        cp.apply([inference_cluster("eu-west-1")])
+        cp.apply([inference_cluster(cp, "eu-west-1")])
         wait_condition(cp, IC, "eu-west-1", None, "Ready", SETTLE)
 
 
@@ -97,7 +105,7 @@ def test_a_pool_shrunk_below_its_usage_re_places_its_youngest_replica(cp, deploy
     deploy(cp, 3)
     # Spread, ties by name: eu-west-1's l4-4x pool (2 nodes) is full.
     assert clusters_of(cp) == ["eu-west-1", "eu-west-1", "us-east-1"]
-    shrunk = inference_cluster("eu-west-1")
+    shrunk = inference_cluster(cp, "eu-west-1")
     (l4,) = [p for p in shrunk["spec"]["nodePools"] if p["name"] == "l4-4x"]
     l4["nodes"] = 1
     oldest = min((mr for mr in replicas_of(cp, NS, NAME)
@@ -111,7 +119,7 @@ def test_a_pool_shrunk_below_its_usage_re_places_its_youngest_replica(cp, deploy
         kept = [mr for mr in replicas_of(cp, NS, NAME) if mr["spec"]["clusterName"] == "eu-west-1"]
         assert [mr["metadata"]["uid"] for mr in kept] == [oldest["metadata"]["uid"]]
     finally:
-        cp.apply([inference_cluster("eu-west-1")])
+        cp.apply([inference_cluster(cp, "eu-west-1")])
 
 
 def test_prefill_decode_composes_pool_picker_sidecar_and_route(cp: ControlPlane):

@@ -116,7 +116,7 @@ def test_a_malformed_inference_cluster_is_refused_at_admission_and_deletes_nothi
     scheduler's own check (a malformed cluster is skipped with a warning,
     tests/test_scheduler_rules.py) never has to act here."""
     def broken(edit):
-        ic = inference_cluster("us-east-1")
+        ic = inference_cluster(cp, "us-east-1")
         ic["metadata"] = {"name": "broken", "labels": {"tier": "prod"}}
         edit(ic["spec"]["nodePools"][0])
         return ic

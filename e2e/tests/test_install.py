@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import urllib.request
+
 from live import IC, condition, get, is_true, items
 
-from e2e.controlplane import envoy_gateway
+from e2e.controlplane import dataplane, envoy_gateway
 from e2e.controlplane.core import ControlPlane
 
 
@@ -74,4 +76,12 @@ def test_envoy_gateway_accepts_every_clusters_gateway(cp: ControlPlane):
                  cluster=name)
         assert gw["spec"]["gatewayClassName"] == envoy_gateway.GATEWAY_CLASS
         assert is_true(gw, "Accepted"), condition(gw, "Accepted")
-        assert is_true(gw, "Programmed"), condition(gw, "Programmed")
+        # Its Envoy is up: the readiness listener on the cluster's own address. Programmed
+        # is not asserted here: under Host infrastructure Envoy Gateway computes it from
+        # stand-in objects (dataplane.py) once and does not follow them after a node blip,
+        # so it says less than this request does.
+        local = cp.gateways[name]
+        ready = f"http://{local['address']}:{dataplane.READY_PORT}{dataplane.READY_PATH}"
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+                ready, timeout=5) as rsp:
+            assert rsp.status == 200, ready
