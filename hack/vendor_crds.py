@@ -75,8 +75,8 @@ CRD_KIND = re.compile(r"^kind: CustomResourceDefinition$", re.M)
 
 def pinned(tool: str, module: str) -> str:
     text = (ROOT / "hack" / "tools" / tool / "go.mod").read_text()
-    # `require M vX`, or `M vX` inside a `require (...)` block.
-    match = re.search(rf"^(?:require )?[ \t]*{re.escape(module)} (v\S+)$", text, re.M)
+    # `require M vX`, or `M vX` inside a `require (...)` block, `// indirect` or not.
+    match = re.search(rf"^(?:require )?[ \t]*{re.escape(module)} (v\S+)(?: //.*)?$", text, re.M)
     if not match:
         raise SystemExit(f"no `require {module} vX` line in hack/tools/{tool}/go.mod")
     return match.group(1)

@@ -66,11 +66,10 @@ def test_the_vendored_crds_are_the_pinned_modules_files():
 
 def test_gateway_api_is_the_release_the_pinned_gateway_implementation_is_built_against():
     """One Gateway API for the unit tests and `make cluster`: the one Envoy Gateway supports."""
-    import re
+    import sys
 
-    def require(tool: str, module: str) -> str:
-        text = (ROOT / "hack" / "tools" / tool / "go.mod").read_text()
-        return re.search(rf"^(?:require )?\s*{re.escape(module)} (v\S+)", text, re.M).group(1)
+    sys.path.insert(0, str(ROOT / "hack"))
+    import vendor_crds
 
-    assert require("gateway-api", "sigs.k8s.io/gateway-api") == \
-        require("envoy-gateway", "sigs.k8s.io/gateway-api")
+    assert vendor_crds.pinned("gateway-api", "sigs.k8s.io/gateway-api") == \
+        vendor_crds.pinned("envoy-gateway", "sigs.k8s.io/gateway-api")

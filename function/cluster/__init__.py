@@ -40,7 +40,7 @@ from function.contract.capacity import replica_usage
 from function.contract.enums import InventorySource, ProviderConfigKind
 from function.contract.inventory_report import Observation
 from function.contract.models.inferencecluster import Monitoring
-from function.contract.records import Cluster, Malformed, parse_cluster
+from function.contract.records import Cluster, parse_cluster
 from function.contract.validation import dig
 from function.kit import requeue
 from function.kit.request import Request, desired_ready
@@ -61,18 +61,10 @@ def declared(ic: Mapping[str, Any]) -> Cluster:
     return parse_cluster({k: v for k, v in ic.items() if k != "status"})
 
 
-def record_errors(ic: Mapping[str, Any]) -> list[str]:
-    """What makes the declared cluster unreadable as a record (the handler's rules)."""
-    try:
-        declared(ic)
-    except Malformed as exc:
-        return [str(exc)]
-    return []
-
-
-def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any]) -> None:
-    """Observe and report a valid InferenceCluster's pools (handlers/inferencecluster.py)."""
-    cluster = declared(ic)
+def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
+           cluster: Cluster) -> None:
+    """Observe and report a valid InferenceCluster's pools (handlers/inferencecluster.py);
+    `cluster` is its declared record."""
     pools = cluster.pools
     name = cluster.name
     spec = ic.get("spec") or {}

@@ -6,9 +6,23 @@ its status, as this function's output, is not read as input.
 
 from __future__ import annotations
 
+from typing import Any
+
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
 from function import cluster
 from function.contract.models.inferencecluster import InferenceCluster
+from function.contract.records import Malformed
 from function.handlers import prologue
+from function.kit.request import Request
 
-run = prologue.admitted(InferenceCluster, namespaced=False, prune=False,
-                        rules=cluster.record_errors)(cluster.status)
+
+@prologue.admitted(InferenceCluster, namespaced=False, prune=False)
+def run(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any]) -> None:
+    # Read as a record once: a cluster that is not one is refused like a schema error.
+    try:
+        record = cluster.declared(ic)
+    except Malformed as exc:
+        prologue.refuse(ic, rsp, [str(exc)], namespaced=False)
+        return
+    cluster.status(req, rsp, ic, record)

@@ -54,7 +54,7 @@ def clean_up(network: netns.Network | None = None) -> list[str]:
     network = network or netns.Network()
     gone = []
     for name in netns.list_namespaces():
-        if name.startswith("fmsp-"):
+        if name.startswith(netns.NETNS_PREFIX):
             network.remove_pod(name)
             gone.append(name)
     for bridge in netns.list_bridges():

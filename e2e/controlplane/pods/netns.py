@@ -42,9 +42,19 @@ def _h(text: str, n: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
+# What every bridge and pod namespace the harness makes is named with, so clean-up
+# can find what a crash left behind.
+BRIDGE_PREFIX, NETNS_PREFIX = "fmsb-", "fmsp-"
+
+
 def bridge_name(cluster: str) -> str:
     """`fmsb-` + 10 hex digits of the cluster name: 15 bytes, the kernel's limit."""
-    return f"fmsb-{_h(cluster, 10)}"
+    return f"{BRIDGE_PREFIX}{_h(cluster, 10)}"
+
+
+def cluster_netns_prefix(cluster: str) -> str:
+    """What every pod namespace of one cluster starts with."""
+    return f"{NETNS_PREFIX}{_h(cluster, 6)}-"
 
 
 def netns_name(cluster: str, pod_key: str) -> str:
@@ -53,7 +63,7 @@ def netns_name(cluster: str, pod_key: str) -> str:
     pod_key is whatever names the pod uniquely in its cluster for its lifetime:
     the pod UID (a recreated pod with the same name gets a fresh namespace).
     """
-    return f"fmsp-{_h(cluster, 6)}-{_h(pod_key, 16)}"
+    return f"{cluster_netns_prefix(cluster)}{_h(pod_key, 16)}"
 
 
 def veth_name(netns: str) -> str:
@@ -169,5 +179,5 @@ def list_namespaces() -> list[str]:
 def list_bridges() -> list[str]:
     """The cluster bridges (`fmsb-...`) that exist in the root namespace."""
     root = Path("/sys/class/net")
-    return sorted(p.name for p in root.iterdir() if p.name.startswith("fmsb-")) \
+    return sorted(p.name for p in root.iterdir() if p.name.startswith(BRIDGE_PREFIX)) \
         if root.is_dir() else []

@@ -191,5 +191,5 @@ def stale_namespaces(cluster: str, live_keys: Iterable[str],
                      existing: Iterable[str]) -> list[str]:
     """This cluster's pod namespaces whose pod no longer exists."""
     live = {netns.netns_name(cluster, k) for k in live_keys}
-    prefix = netns.netns_name(cluster, "x").rsplit("-", 1)[0] + "-"
+    prefix = netns.cluster_netns_prefix(cluster)
     return sorted(n for n in existing if n.startswith(prefix) and n not in live)
