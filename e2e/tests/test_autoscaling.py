@@ -39,8 +39,12 @@ def test_the_scaled_object_targets_the_scale_subresource_and_scaling_it_places(c
                                                "kind": "ModelDeployment", "name": name}
         assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (1, 4)
         assert {t["type"] for t in so["spec"]["triggers"]} == {"prometheus"}
-        # No KEDA runs: the deployment says it waits for one, and serves anyway.
-        autoscaling = condition(get(cp, MD, name, NS), "Autoscaling")
+        # No KEDA runs: the deployment says it waits for one, and serves anyway. The
+        # ScaledObject can exist before Crossplane writes the status of the reconcile
+        # that composed it, so the condition is waited for, then checked.
+        autoscaling = wait("the deployment's Autoscaling condition",
+                           lambda: condition(get(cp, MD, name, NS), "Autoscaling") or None,
+                           SETTLE)
         assert (autoscaling.get("status"), autoscaling.get("reason")) == ("False", "Pending")
         wait_scheduled(cp, NS, name, 1, SERVING)
 

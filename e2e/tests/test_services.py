@@ -210,7 +210,9 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
         scale(cp, "canary", 1)
         r = routed_to(cp, {"canary": 1})
         assert share(r, "canary") == 1
-        assert condition(get(cp, MS, SERVICE, NS), "Routed").get("status") == "True"
+        wait(f"ModelService {SERVICE} Routed again",
+             lambda: condition(get(cp, MS, SERVICE, NS), "Routed").get("status") == "True",
+             SETTLE)
     finally:
         cp.kubectl("delete", MS, SERVICE, "-n", NS, "--ignore-not-found", "--wait=false")
         cp.kubectl("delete", ME, "provider", "-n", NS, "--ignore-not-found", "--wait=false")
