@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -23,8 +21,9 @@ import (
 type options struct {
 	// XDSAddress is where Envoy reaches our EDS server (host:port).
 	XDSAddress string
-	// XDSTLS: our server speaks TLS, so Envoy's xDS cluster must too.
-	XDSTLS bool
+	// XDSRootCA (PEM): our server speaks TLS with this certificate (or one
+	// it signs), so Envoy's EDS stream verifies it. Empty: plaintext.
+	XDSRootCA []byte
 	// EPPTLS: dial EPPs over TLS without verifying them (the llm-d EPP
 	// serves a self-signed certificate by default).
 	EPPTLS bool
@@ -89,6 +88,10 @@ func poolCluster(p pool) *clusterv3.Cluster {
 // our EDS server, which follows the EPP Service's EndpointSlices: Envoy
 // Gateway does not watch that Service, so endpoints fixed at translation
 // time would go stale when the EPP pod comes, goes or becomes ready.
+//
+// Envoy reaches that server through its Google gRPC client, not a cluster:
+// an ApiConfigSource's envoy_grpc cluster must be static in the bootstrap
+// (Envoy rejects one added over CDS), and the bootstrap is Envoy Gateway's.
 func eppCluster(p pool, o options) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                          eppClusterName(p.Namespace, p.EPPService, p.EPPPort),
@@ -100,8 +103,8 @@ func eppCluster(p pool, o options) *clusterv3.Cluster {
 			ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
 				ApiType:             corev3.ApiConfigSource_GRPC,
 				TransportApiVersion: corev3.ApiVersion_V3,
-				GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-					EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsClusterName},
+				GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_GoogleGrpc_{
+					GoogleGrpc: edsClient(o),
 				}}},
 			}},
 		}},
@@ -112,30 +115,20 @@ func eppCluster(p pool, o options) *clusterv3.Cluster {
 	return c
 }
 
-// xdsCluster is Envoy's way to our EDS server.
-func xdsCluster(o options) (*clusterv3.Cluster, error) {
-	host, portStr, err := net.SplitHostPort(o.XDSAddress)
-	if err != nil {
-		return nil, fmt.Errorf("xds address %q: %w", o.XDSAddress, err)
+// edsClient is Envoy's Google gRPC client to our EDS server: plaintext on
+// loopback, or TLS verified against XDSRootCA.
+func edsClient(o options) *corev3.GrpcService_GoogleGrpc {
+	g := &corev3.GrpcService_GoogleGrpc{TargetUri: o.XDSAddress, StatPrefix: edsStatPrefix}
+	if len(o.XDSRootCA) > 0 {
+		g.ChannelCredentials = &corev3.GrpcService_GoogleGrpc_ChannelCredentials{
+			CredentialSpecifier: &corev3.GrpcService_GoogleGrpc_ChannelCredentials_SslCredentials{
+				SslCredentials: &corev3.GrpcService_GoogleGrpc_SslCredentials{
+					RootCerts: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: o.XDSRootCA}},
+				},
+			},
+		}
 	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		return nil, fmt.Errorf("xds address %q: bad port", o.XDSAddress)
-	}
-	c := &clusterv3.Cluster{
-		Name:                          xdsClusterName,
-		ClusterDiscoveryType:          &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-		ConnectTimeout:                durationpb.New(5 * time.Second),
-		TypedExtensionProtocolOptions: http2Options(),
-		LoadAssignment: &endpointv3.ClusterLoadAssignment{
-			ClusterName: xdsClusterName,
-			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{lbEndpoint(host, uint32(port))}}},
-		},
-	}
-	if o.XDSTLS {
-		c.TransportSocket = tlsWithoutVerification()
-	}
-	return c, nil
+	return g
 }
 
 func lbEndpoint(ip string, port uint32) *endpointv3.LbEndpoint {

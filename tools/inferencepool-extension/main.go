@@ -120,9 +120,13 @@ func run(f flags, log *slog.Logger) error {
 	}
 
 	var opts []grpc.ServerOption
+	var rootCA []byte // what Envoy's EDS client verifies us against
 	if f.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
 		if err != nil {
+			return err
+		}
+		if rootCA, err = os.ReadFile(f.tlsCert); err != nil {
 			return err
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
@@ -131,7 +135,7 @@ func run(f flags, log *slog.Logger) error {
 	pb.RegisterEnvoyGatewayExtensionServer(srv, &hooks{
 		rw: &rewriter{
 			opts: options{
-				XDSAddress: f.listen, XDSTLS: f.tlsCert != "",
+				XDSAddress: f.listen, XDSRootCA: rootCA,
 				EPPTLS: f.eppTLS, MessageTimeout: f.messageTimeout,
 			},
 			rules: liveRules(mgr.GetAPIReader()),

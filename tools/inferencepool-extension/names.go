@@ -19,8 +19,8 @@ const (
 	// Metadata namespace on the clusters the Cluster hook tags.
 	metadataNamespace = "fms.inferencepool-extension"
 
-	// The static cluster through which Envoy reaches our EDS server.
-	xdsClusterName = "inferencepool-extension/xds"
+	// The stat prefix of Envoy's gRPC client to our EDS server.
+	edsStatPrefix = "inferencepool_extension_eds"
 
 	httpConnectionManager = "envoy.filters.network.http_connection_manager"
 	routerFilter          = "envoy.filters.http.router"

@@ -92,8 +92,7 @@ func (r *rewriter) rewrite(ctx context.Context, req *pb.PostTranslateModifyReque
 		return nil, err
 	}
 
-	// One ORIGINAL_DST cluster per pool, one EDS cluster per EPP, and the
-	// cluster to our EDS server.
+	// One ORIGINAL_DST cluster per pool and one EDS cluster per EPP.
 	all := map[poolRef]pool{}
 	for _, ps := range usedBy {
 		for ref, p := range ps {
@@ -104,11 +103,7 @@ func (r *rewriter) rewrite(ctx context.Context, req *pb.PostTranslateModifyReque
 	for _, p := range sortedPools(all) {
 		added = append(added, poolCluster(p), eppCluster(p, r.opts))
 	}
-	xds, err := xdsCluster(r.opts)
-	if err != nil {
-		return nil, err
-	}
-	resp.Clusters = mergeClusters(req.Clusters, append(added, xds))
+	resp.Clusters = mergeClusters(req.Clusters, added)
 	return resp, nil
 }
 
