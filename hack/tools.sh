@@ -17,8 +17,9 @@
 #                              control plane (make tools-dataplane): with --env it
 #                              prints INFERENCE_SIM (the llm-d inference simulator,
 #                              the engines' stand-in), EPP and PD_SIDECAR (the llm-d
-#                              endpoint picker and routing sidecar). Not part of
-#                              --e2e yet: CI's cold budget is measured first.
+#                              endpoint picker and routing sidecar) and
+#                              INFERENCEPOOL_EXTENSION (tools/inferencepool-extension,
+#                              Envoy Gateway's InferencePool extension server).
 #
 # The versions live only in hack/tools/*/go.mod (with go.sum): one module per
 # tool, so a build is reproducible. Each tool is cached in its own directory,
@@ -212,6 +213,10 @@ if $dataplane; then
     epp=github.com/llm-d/llm-d-inference-scheduler/cmd/epp \
     pd-sidecar=github.com/llm-d/llm-d-inference-scheduler/cmd/pd-sidecar)
   out+=("EPP=$dir/epp" "PD_SIDECAR=$dir/pd-sidecar")
+  # Ours (tools/inferencepool-extension): Envoy Gateway's extension server that
+  # routes InferencePool backends through their EPP on the local control plane.
+  dir=$(CACHE="$cache" bash "$here/build-go-tool.sh" inferencepool-extension)
+  out+=("INFERENCEPOOL_EXTENSION=$dir")
 fi
 
 for line in "${out[@]}"; do

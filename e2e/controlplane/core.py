@@ -19,8 +19,10 @@ in the state directory, default `.cluster/`):
   and HTTPRoute status and runs each Gateway's Envoy as its child, the cluster's
   data plane on a loopback address of its own (e2e/controlplane/dataplane.py):
   http://127.0.0.N:8000 is each InferenceCluster's spec.gateway.address.
-* gateway-stand-in: writes InferencePool status only, which no controller that
-  builds here writes (e2e/controlplane/gateway_standin.py).
+* inferencepool-extension:<cluster>: our Envoy Gateway extension server
+  (tools/inferencepool-extension), started before its controller: routes each
+  InferencePool through its endpoint picker and writes the pool's status.
+* pods:<cluster>: the kubelet's part for runnable pods (e2e/controlplane/pods/).
 * registry: go-containerregistry's `crane registry serve` holding the
   packages, which Crossplane installs the way users do (an ImageConfig
   rewrites xpkg.crossplane.io/ to it).
@@ -72,8 +74,7 @@ FIELD_MANAGER = "modelplane-e2e"
 
 # Stop order for `down`: consumers first, storage last.
 STOP_ORDER_PREFIXES = ("pods:", "inventory:", "function", "provider-kubernetes", "crossplane",
-                       "gateway-stand-in",
-                       "envoy-gateway:", "lws:", "kwok:", "scheduler:", "controller-manager:", "apiserver:",
+                       "envoy-gateway:", "inferencepool-extension:", "lws:", "kwok:", "scheduler:", "controller-manager:", "apiserver:",
                        "registry", "etcd")
 
 # kube-controller-manager: everything but what needs a cloud or a CNI.
@@ -786,12 +787,12 @@ class _Builder:
         wait_for(f"CRDs on {cluster} to be Established", established, timeout,
                  logs=[self.sup.log_path(f"apiserver:{cluster}")])
 
-    # ---- Envoy Gateway, the InferencePool stand-in, registry ---------------------------
+    # ---- Envoy Gateway with its InferencePool extension, registry ----------------------
 
     def _start_gateways(self, plan: fleet.FleetPlan) -> None:
-        """Envoy Gateway's controller per cluster that holds a Gateway, each starting
-        its Gateways' Envoys on the cluster's loopback address (dataplane.py), then
-        the stand-in for InferencePool status. Ready when every Gateway is Accepted,
+        """Envoy Gateway's controller per cluster that holds a Gateway (after its
+        InferencePool extension server), each starting its Gateways' Envoys on the
+        cluster's loopback address (dataplane.py). Ready when every Gateway is Accepted,
         its Envoy answers on its readiness listener, and it is Programmed (through
         the stand-in Envoy Service and Deployment Envoy Gateway's status code asks
         for; see envoy_gateway.not_accepted on the GatewayClass)."""
@@ -853,13 +854,6 @@ class _Builder:
         wait_for("every Gateway to be Programmed", programmed, 180, logs=logs, died=died)
         self.say("gateways: " + ", ".join(f"{ic} {g.url}" for ic, g in self.gateways.items()))
 
-        self.say("gateway-stand-in (InferencePool status only: nothing here writes it)")
-        args = [f"{n}={self._kubeconfig_path(n)}" for n in plan.clusters]
-        self._launch(Spec("gateway-stand-in",
-                          (sys.executable, "-m", "e2e.controlplane.gateway_standin", *args),
-                          env={"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
-                          cwd=str(REPO)),
-                     {"type": "none"}, 60)
 
     def _launch_envoy_gateway(self, name: str, envoy: Path) -> None:
         """One cluster's controller: certgen --local for its xDS certificates (the
@@ -880,10 +874,19 @@ class _Builder:
             raise ControlPlaneError(f"envoy-gateway certgen --local failed; {log}:\n{tail(log)}")
         self.cp.apply(dataplane.certgen_secrets(paths), cluster=name)
         dataplane.install_envoy(paths, envoy)
+        # The InferencePool extension server first: EG calls its hooks on its first
+        # translation (tools/inferencepool-extension/README.md).
+        extension = self.port(f"inferencepool-extension:{name}")
+        self._launch(Spec(f"inferencepool-extension:{name}", envoy_gateway.extension_argv(
+            self.tools["INFERENCEPOOL_EXTENSION"], port=extension,
+            kubeconfig=self._kubeconfig_path(name))),
+            {"type": "tcp", "port": extension, "what": f"listening on 127.0.0.1:{extension}"},
+            60)
+        self._wait([f"inferencepool-extension:{name}"])
         cfg = run / "config.yaml"
         cfg.write_text(yaml.safe_dump(envoy_gateway.config(
             admin_port=self.port(f"envoy-gateway-admin:{name}"),
-            infrastructure=paths.provider()), sort_keys=False))
+            infrastructure=paths.provider(), extension_port=extension), sort_keys=False))
         health = self.port(f"envoy-gateway-health:{name}")
         first = dataplane.gateways_of(self.gateways, name)[0]
         self.say(f"envoy-gateway:{name} (Envoy Gateway's controller; health :{health}), "

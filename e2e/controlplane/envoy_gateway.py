@@ -17,8 +17,10 @@ read, and the Envoy's listeners on its cluster's own loopback address
 server are off. Its HOME and Host directories are its run directory, so nothing it
 might cache lands outside the state directory.
 
-What it does not do: write InferencePool status (Envoy Gateway v1.9 has no
-InferencePool support of its own).
+InferencePools: Envoy Gateway v1.9 has no support of its own; its extension
+manager calls our extension server (tools/inferencepool-extension, one per
+controller, started first), which routes each pool through its endpoint picker
+and writes the pool's status.parents.
 
 Pure helpers here; core.py starts the processes.
 """
@@ -33,18 +35,21 @@ from e2e.controlplane import fleet
 
 CONTROLLER = fleet.GATEWAY_CONTROLLER
 GATEWAY_CLASS = fleet.GATEWAY_CLASS
+POOL_GROUP = "inference.networking.k8s.io"
 NAMESPACE = "envoy-gateway-system"  # EG's controller namespace (ENVOY_GATEWAY_NAMESPACE)
 
 
-def config(admin_port: int, infrastructure: Mapping[str, Any] | None = None) -> dict:
+def config(admin_port: int, infrastructure: Mapping[str, Any] | None = None,
+           extension_port: int | None = None) -> dict:
     """The EnvoyGateway configuration file (gateway.envoyproxy.io/v1alpha1).
     `infrastructure` is provider.custom.infrastructure (dataplane.HostPaths.provider():
-    Envoy Gateway starts each Gateway's Envoy); without it no Envoy is created."""
+    Envoy Gateway starts each Gateway's Envoy); without it no Envoy is created.
+    `extension_port`: the InferencePool extension server on 127.0.0.1 (extension_manager)."""
     custom: dict[str, Any] = {"resource": {
         "type": "Kubernetes", "kubernetes": {"leaderElection": {"disable": True}}}}
     if infrastructure is not None:
         custom["infrastructure"] = dict(infrastructure)
-    return {
+    doc = {
         "apiVersion": "gateway.envoyproxy.io/v1alpha1",
         "kind": "EnvoyGateway",
         "gateway": {"controllerName": CONTROLLER},
@@ -56,6 +61,33 @@ def config(admin_port: int, infrastructure: Mapping[str, Any] | None = None) -> 
         "telemetry": {"metrics": {"prometheus": {"disable": True}}},
         "logging": {"level": {"default": "info"}},
     }
+    if extension_port is not None:
+        doc["extensionManager"] = extension_manager(extension_port)
+    return doc
+
+
+def extension_manager(port: int) -> dict:
+    """Envoy Gateway's extensionManager for tools/inferencepool-extension (its README):
+    InferencePools become backendRefs EG passes to the Cluster hook; the Translation
+    hook needs listeners, routes, clusters and secrets included, or it sees only
+    clusters and pool routes answer 503. failOpen false: a failing hook keeps the last
+    good configuration instead of EG's pool-less one."""
+    everything = {"includeAll": True}
+    return {
+        "backendResources": [{"group": POOL_GROUP, "version": "v1", "kind": "InferencePool"}],
+        "hooks": {"xdsTranslator": {
+            "translation": {"listener": everything, "route": everything,
+                            "cluster": everything, "secret": everything},
+            "post": ["Cluster", "Translation"]}},
+        "service": {"ip": {"address": "127.0.0.1", "port": port}},
+        "failOpen": False,
+    }
+
+
+def extension_argv(binary: str, *, port: int, kubeconfig: Path) -> tuple[str, ...]:
+    """The extension server's command line: EG's hooks and its Envoys' EDS on loopback."""
+    return (binary, f"--listen=127.0.0.1:{port}", f"--kubeconfig={kubeconfig}",
+            f"--controller-name={CONTROLLER}")
 
 
 def environment(*, kubeconfig: Path, cert_dir: Path, home: Path, health_port: int,
@@ -136,4 +168,5 @@ def not_accepted(gatewayclass: Mapping[str, Any] | None,
 
 
 __all__ = ["CONTROLLER", "GATEWAY_CLASS", "NAMESPACE", "config", "environment",
+           "extension_manager", "extension_argv",
            "clusters_with_gateways", "not_accepted"]

@@ -18,7 +18,9 @@ BINARIES = ("CROSSPLANE_CLI", "CROSSPLANE_CORE", "CRANE", "ETCD", "KUBE_APISERVE
             "KUBE_CONTROLLER_MANAGER", "KUBE_SCHEDULER", "KUBECTL", "KWOK", "LWS_MANAGER",
             "PROVIDER_KUBERNETES", "ENVOY_GATEWAY",
             # What runnable pods run as (e2e/controlplane/pods/).
-            "INFERENCE_SIM", "EPP", "PD_SIDECAR")
+            "INFERENCE_SIM", "EPP", "PD_SIDECAR",
+            # Envoy Gateway's InferencePool extension server (tools/inferencepool-extension).
+            "INFERENCEPOOL_EXTENSION")
 # Module sources read at start-up (CRDs come from the repo's crds/ instead).
 SOURCES = ("KWOK_SRC", "LWS_SRC", "PROVIDER_KUBERNETES_SRC")
 
