@@ -54,16 +54,16 @@ def test_a_pod_runs_when_any_container_or_sidecar_is_mapped():
 
 @pytest.mark.parametrize("image", [
     "vllm/vllm-openai:v0.10.1.1", "docker.io/vllm/vllm-openai", "lmsysorg/sglang:v0.4",
-    "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1"])
+    "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1",
+    "ghcr.io/llm-d/llm-d-inference-scheduler@sha256:00"])
 def test_image_regex_matches_every_image_of_a_live_role(image):
     assert re.search(images.image_regex(), image)
+    assert images.runnable(_pod(image))
 
 
-def test_the_epp_is_mapped_but_stays_kwok_only_until_pods_reach_their_api_server():
-    epp = "ghcr.io/llm-d/llm-d-inference-scheduler@sha256:00"
-    assert images.role(epp) is images.Role.EPP and images.Role.EPP not in images.LIVE
-    assert not re.search(images.image_regex(), epp)
-    assert not images.runnable(_pod(epp))
+def test_every_mapped_role_runs_for_real_the_epp_included():
+    assert images.LIVE == frozenset(images.Role)
+    assert set(images.REPOSITORIES.values()) <= images.LIVE
 
 
 @pytest.mark.parametrize("image", [

@@ -22,7 +22,7 @@ from typing import Any
 
 from kubernetes import client, config, watch
 
-from e2e.controlplane.pods import netns, podspec, supervisor
+from e2e.controlplane.pods import apiaccess, netns, podspec, supervisor
 from e2e.controlplane.pods.runner import Binaries, PodRunner
 from e2e.controlplane.pods.translate import Settings
 
@@ -60,6 +60,15 @@ class KubeApi:
                 return None
             raise
 
+    def token(self, namespace: str, account: str, pod: str, uid: str) -> str:
+        """A token of the pod's ServiceAccount bound to the pod (TokenRequest)."""
+        body = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(
+            audiences=[], expiration_seconds=apiaccess.TOKEN_SECONDS,
+            bound_object_ref=client.V1BoundObjectReference(
+                api_version="v1", kind="Pod", name=pod, uid=uid)))
+        return self.core.create_namespaced_service_account_token(account, namespace,
+                                                                 body).status.token
+
     def pods(self) -> list[dict[str, Any]]:
         return [self.plain(p) for p in self.core.list_pod_for_all_namespaces().items]
 
@@ -95,10 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     kube = KubeApi(args.kubeconfig)
     network, bridge = netns.Network(), netns.Bridge.for_cluster(args.cluster, args.cidr)
     network.ensure_bridge(bridge)
+    # Pods reach the API server through a relay on the bridge's address (apiaccess.py).
+    host, port, ca = apiaccess.api_server(Path(args.kubeconfig))
+    relay = apiaccess.Relay((str(bridge.address), apiaccess.RELAY_PORT), (host, port))
+    access = apiaccess.PodAccess(f"https://{bridge.address}:{apiaccess.RELAY_PORT}", ca,
+                                 kube.token)
     runner = PodRunner(args.cluster, Binaries(args.inference_sim, args.epp, args.pd_sidecar),
                        args.state_dir, kube.lookup, network=network, bridge=bridge,
                        settings=Settings(time_to_first_token=args.time_to_first_token,
-                                         inter_token_latency=args.inter_token_latency))
+                                         inter_token_latency=args.inter_token_latency),
+                       api_access=access)
     sup = supervisor.Supervisor(runner, kube)
     live = [PodRunner.pod_key(pod) for pod in kube.pods()]
     for name in supervisor.stale_namespaces(args.cluster, live, netns.list_namespaces()):
@@ -122,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             sup.tick()
     finally:
         sup.stop_all()
+        relay.close()
     return 0
 
 

@@ -9,7 +9,7 @@ container is never started (kwok's status is all it gets).
 |---|---|
 | `vllm/vllm-openai` | the llm-d inference simulator, with vLLM's args translated |
 | `lmsysorg/sglang` | the llm-d inference simulator, with SGLang's args translated |
-| `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp`); kwok-only on `make cluster` for now |
+| `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp`), reaching its API server through the supervisor's relay |
 | `ghcr.io/llm-d/llm-d-routing-sidecar` | the P/D sidecar (`cmd/pd-sidecar` of the same module) |
 """
 
@@ -42,10 +42,9 @@ REPOSITORIES: Mapping[str, Role] = {
     "ghcr.io/llm-d/llm-d-routing-sidecar": Role.SIDECAR,
 }
 
-# The roles that run for real on `make cluster` today. The EPP is mapped (runner.py
-# can start it) but stays kwok-only until a pod namespace can reach its cluster's
-# API server, which it watches (InferencePools, Pods): 127.0.0.1 is the namespace's own.
-LIVE: frozenset[Role] = frozenset({Role.VLLM, Role.SGLANG, Role.SIDECAR})
+# The roles that run for real on `make cluster`: all of them. The EPP watches its
+# cluster's API server (InferencePools, Pods) through apiaccess.py's relay.
+LIVE: frozenset[Role] = frozenset(Role)
 
 # The tool-cache variable (hack/tools.sh --dataplane --env) whose binary runs each role.
 BINARY_VARIABLE: Mapping[Role, str] = {

@@ -85,8 +85,11 @@ def _ordered(pod_spec: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], bool]
 
 def plan(pod: Mapping[str, Any], pod_ip: str, binaries: Binaries, lookup: podspec.Lookup,
          pod_dir: Path, settings: Settings | None = None,
-         extra_env: Mapping[Role, Mapping[str, str]] | None = None) -> list[ContainerPlan]:
-    """Decide how each container runs; writes the pod's volumes under pod_dir."""
+         extra_env: Mapping[Role, Mapping[str, str]] | None = None,
+         api_env: Mapping[str, str] | None = None) -> list[ContainerPlan]:
+    """Decide how each container runs; writes the pod's volumes under pod_dir.
+    `api_env` (apiaccess.PodAccess) gives every run container the pod's API access;
+    a container's own env wins over it."""
     volumes = podspec.materialise_volumes(pod, pod_ip, pod_dir, lookup)
     plans = []
     for c, sidecar in _ordered(pod.get("spec") or {}):
@@ -116,7 +119,7 @@ def plan(pod: Mapping[str, Any], pod_ip: str, binaries: Binaries, lookup: podspe
             argv = [binary, *command[1:], *args]
         argv = podspec.rewrite_paths(argv, mounts)
         env = dict(zip(env, podspec.rewrite_paths(list(env.values()), mounts)))
-        env.update((extra_env or {}).get(role, {}))
+        env = {**(api_env or {}), **env, **(extra_env or {}).get(role, {})}
         plans.append(ContainerPlan(name, role, tuple(argv), env, cwd, c, probe, sidecar, note,
                                    dropped))
     return plans
@@ -135,6 +138,8 @@ class RunningPod:
 
 
 Spawn = Callable[..., "subprocess.Popen[bytes]"]
+# (pod, pod_dir) -> env giving its containers API access (apiaccess.PodAccess).
+ApiAccess = Callable[[Mapping[str, Any], Path], Mapping[str, str]]
 
 
 class PodRunner:
@@ -145,6 +150,7 @@ class PodRunner:
                  lookup: podspec.Lookup, *, network: netns.Network | None = None,
                  bridge: netns.Bridge | None = None, settings: Settings | None = None,
                  extra_env: Mapping[Role, Mapping[str, str]] | None = None,
+                 api_access: ApiAccess | None = None,
                  spawn: Spawn = subprocess.Popen) -> None:
         if (network is None) != (bridge is None):
             raise RunnerError("network and bridge go together")
@@ -152,6 +158,7 @@ class PodRunner:
         self.lookup, self.network, self.bridge = lookup, network, bridge
         self.settings = settings or Settings()
         self.extra_env, self._spawn = extra_env or {}, spawn
+        self.api_access = api_access
 
     @staticmethod
     def pod_key(pod: Mapping[str, Any]) -> str:
@@ -167,8 +174,9 @@ class PodRunner:
         try:
             if self.network is not None and self.bridge is not None:
                 self.network.add_pod(self.bridge, ns, pod_ip)
+            api_env = self.api_access(pod, pod_dir) if self.api_access is not None else {}
             running.plans = plan(pod, pod_ip, self.binaries, self.lookup, pod_dir,
-                                 self.settings, self.extra_env)
+                                 self.settings, self.extra_env, api_env)
             prefix = self.network.exec_prefix(ns) if self.network is not None else []
             for p in running.plans:
                 if p.argv:
