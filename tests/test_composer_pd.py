@@ -190,7 +190,7 @@ def test_the_sidecar_fronts_standalone_decode_pods_only():
     assert proxy["name"] == "routing-proxy"
     assert proxy["restartPolicy"] == "Always"  # a native sidecar
     assert proxy["image"].startswith("ghcr.io/llm-d/llm-d-routing-sidecar:")
-    assert proxy["args"] == ["--port=8000", "--vllm-port=8200", "--connector=nixlv2",
+    assert proxy["args"] == ["--port=8000", "--vllm-port=8200", "--kv-connector=nixlv2",
                              "--secure-proxy=false"]
     assert proxy["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
     engine = engine_container(dec)
@@ -339,7 +339,7 @@ def test_decorating_twice_changes_nothing():
 def test_vllm_connectors_map_onto_the_sidecar(connector, proxy):
     out = compose(pd(prefill(), decode("--port=8200"), connector=connector))
     (pod,) = pods_of(out, "decode")
-    assert f"--connector={proxy}" in sidecars(pod)[0]["args"]
+    assert f"--kv-connector={proxy}" in sidecars(pod)[0]["args"]
     assert ("VLLM_NIXL_SIDE_CHANNEL_HOST" in env(pod)) is (proxy == "nixlv2")
 
 
@@ -354,7 +354,7 @@ def test_mooncake_with_sglang_engines_speaks_sglangs_protocol():
                      sglang("decode", "Decode", "--port", "8200", "--page-size", "64"),
                      connector="mooncake"))
     (pod,) = pods_of(out, "decode")
-    assert "--connector=sglang" in sidecars(pod)[0]["args"]
+    assert "--kv-connector=sglang" in sidecars(pod)[0]["args"]
     assert env(pod)["SGLANG_HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert epp_config(out)["plugins"][3]["parameters"]["blockSizeTokens"] == 64
     assert not out.warnings
@@ -363,7 +363,7 @@ def test_mooncake_with_sglang_engines_speaks_sglangs_protocol():
 def test_nixl_with_sglang_engines_also_speaks_sglangs_protocol():
     out = compose(pd(sglang("prefill", "Prefill"), sglang("decode", "Decode", "--port=8200")))
     (pod,) = pods_of(out, "decode")
-    assert "--connector=sglang" in sidecars(pod)[0]["args"]
+    assert "--kv-connector=sglang" in sidecars(pod)[0]["args"]
 
 
 def test_mooncake_with_vllm_engines_has_no_sidecar_protocol_and_gets_no_route():

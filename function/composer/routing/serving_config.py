@@ -67,13 +67,13 @@ EPP_CONFIG_FILE = "epp-config.yaml"
 # itself, or the routing sidecar in front of the decode engine.
 POOL_TARGET_PORT = 8000
 
-# kvConnector (the API) -> the routing sidecar's --connector, per engine kind.
+# kvConnector (the API) -> the routing sidecar's --kv-connector, per engine kind.
 # The sidecar (v0.7.1) knows nixlv2, lmcache and sglang (and a deprecated nixl).
 # It speaks the engine's P/D protocol, not the transfer library: an SGLang
 # decode engine always needs `sglang`, whatever moves its KV cache (Mooncake is
 # SGLang's default transfer backend, NIXL its alternative). vLLM's
 # MooncakeConnector has no sidecar protocol in this release (only unreleased
-# builds have --connector=mooncake), so vLLM + mooncake is refused.
+# builds have a mooncake protocol), so vLLM + mooncake is refused.
 VLLM, SGLANG = "vllm", "sglang"
 SIDECAR_CONNECTORS: Mapping[str, Mapping[str, str | None]] = {
     VLLM: {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "lmcache", KvConnector.MOONCAKE: None},
