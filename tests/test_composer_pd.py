@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 
 from function.composer import memo, naming, routing
 from function.composer.kinds import KINDS, judge
-from function.composer.routing import Routing
+from function.composer.routing import Routing, serving_config
 from function.composer.routing.engine_flags import engine_kind, read_flag, words
 from function.composer.routing.epp import ANNOTATION_CONFIG_SHA
 from function.contract.api import LABEL_SERVING
+from function.contract.enums import KvConnector
 
 PD = "PrefillDecode"
 VLLM = {"command": ["vllm", "serve"]}
@@ -335,12 +336,21 @@ def test_decorating_twice_changes_nothing():
 
 
 @pytest.mark.parametrize("connector, proxy", [(None, "nixlv2"), ("nixl", "nixlv2"),
-                                              ("lmcache", "lmcache")])
+                                              ("lmcache", "shared-storage")])
 def test_vllm_connectors_map_onto_the_sidecar(connector, proxy):
     out = compose(pd(prefill(), decode("--port=8200"), connector=connector))
     (pod,) = pods_of(out, "decode")
     assert f"--kv-connector={proxy}" in sidecars(pod)[0]["args"]
     assert ("VLLM_NIXL_SIDE_CHANNEL_HOST" in env(pod)) is (proxy == "nixlv2")
+
+
+def test_every_connector_maps_onto_a_protocol_the_pinned_sidecar_accepts():
+    # tests/harness/test_llmd_binaries.py checks SIDECAR_PROTOCOLS against the binary.
+    emitted = {proxy for by_connector in serving_config.SIDECAR_CONNECTORS.values()
+               for proxy in by_connector.values() if proxy is not None}
+    assert emitted == set(serving_config.SIDECAR_PROTOCOLS)
+    for by_connector in serving_config.SIDECAR_CONNECTORS.values():
+        assert set(by_connector) == set(KvConnector)
 
 
 def sglang(name: str, phase: str, *args: str) -> dict:

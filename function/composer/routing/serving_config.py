@@ -68,18 +68,29 @@ EPP_CONFIG_FILE = "epp-config.yaml"
 POOL_TARGET_PORT = 8000
 
 # kvConnector (the API) -> the routing sidecar's --kv-connector, per engine kind.
-# The sidecar (v0.7.1) knows nixlv2, lmcache and sglang (and a deprecated nixl).
-# It speaks the engine's P/D protocol, not the transfer library: an SGLang
-# decode engine always needs `sglang`, whatever moves its KV cache (Mooncake is
-# SGLang's default transfer backend, NIXL its alternative). vLLM's
-# MooncakeConnector has no sidecar protocol in this release (only unreleased
-# builds have a mooncake protocol), so vLLM + mooncake is refused.
+# The sidecar (v0.7.1) accepts exactly nixlv2, shared-storage and sglang
+# (SIDECAR_PROTOCOLS); any other value and it logs "Invalid configuration" and
+# exits. It speaks the engine's P/D protocol, not the transfer library:
+#  nixlv2: prefill with kv_transfer_params asking for a remote decode, then
+#    decode with the parameters the prefill returned (vLLM's NixlConnector).
+#  shared-storage: prefill (max_tokens 1), then the request to the decode
+#    engine, which finds the KV cache where the prefill engine put it. This is
+#    the protocol earlier sidecars called `lmcache` (the name is gone in
+#    v0.7.1), what vLLM's LMCacheConnectorV1 needs: LMCache moves the KV
+#    cache itself, the sidecar only orders the two calls.
+#  sglang: SGLang's bootstrap protocol. An SGLang decode engine always needs
+#    it, whatever moves its KV cache (Mooncake is SGLang's default transfer
+#    backend, NIXL its alternative).
+# vLLM's MooncakeConnector has no sidecar protocol in this release (only
+# unreleased builds have a mooncake protocol), so vLLM + mooncake is refused.
 VLLM, SGLANG = "vllm", "sglang"
+SIDECAR_PROTOCOLS = ("nixlv2", "shared-storage", "sglang")
 SIDECAR_CONNECTORS: Mapping[str, Mapping[str, str | None]] = {
-    VLLM: {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "lmcache", KvConnector.MOONCAKE: None},
+    VLLM: {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "shared-storage",
+           KvConnector.MOONCAKE: None},
     SGLANG: {KvConnector.NIXL: "sglang", KvConnector.LMCACHE: None, KvConnector.MOONCAKE: "sglang"},
     # An engine we cannot recognise from its command: go by the connector.
-    "": {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "lmcache",
+    "": {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "shared-storage",
          KvConnector.MOONCAKE: "sglang"},
 }
 
