@@ -473,9 +473,11 @@ def test_the_epp_config_parses_and_names_every_plugin_its_profiles_use():
         assert "queue-scorer" in refs
     assert "prefill-filter" in profiles["prefill"] and "decode-filter" in profiles["decode"]
     by_type = {p["type"]: p.get("parameters") or {} for p in config["plugins"]}
-    handler = by_type["pd-profile-handler"]
-    assert handler["deciderPluginName"] in defined  # the handler's own reference
-    assert by_type[handler["deciderPluginName"]]["nonCachedTokens"] > 0  # really disaggregates
+    handler = by_type["disagg-profile-handler"]
+    assert handler["profiles"] == {"decode": "decode", "prefill": "prefill"}
+    assert handler["deciders"]["prefill"] in defined  # the handler's own reference
+    assert by_type[handler["deciders"]["prefill"]]["nonCachedTokens"] > 0  # really disaggregates
+    assert by_type["disagg-headers-handler"] == {"prefillProfile": "prefill"}
 
 
 @pytest.mark.parametrize("prefill_args, decode_args, expected", [

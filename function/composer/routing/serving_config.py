@@ -29,11 +29,15 @@ Why these pins: llm-d v0.6.0 released the inference scheduler (the EPP) and
 the routing sidecar together as v0.7.1, built against Gateway API Inference
 Extension v1.4 (InferencePool `inference.networking.k8s.io/v1`, which the
 v1.6.0 CRD vendored in crds/inference-extension still serves unchanged). The EPP configuration in
-`epp.py` and the layers using it is written for exactly that release: plugin names
-and parameters change between llm-d releases (`pd-profile-handler`'s
-`threshold`/`hashBlockSize` became a `prefix-based-pd-decider` with
-`nonCachedTokens`; later releases rename the handler again and move the
-config group to llm-d.ai), so bumping an image means re-checking that config.
+`epp.py` and the layers using it, the EPP's flags and the sidecar's flags are
+written for exactly that release: plugin names and parameters change between
+llm-d releases (`pd-profile-handler`'s `threshold`/`hashBlockSize` became a
+`prefix-based-pd-decider` with `nonCachedTokens`; in v0.7.1 the handler is
+`disagg-profile-handler` and the old name a deprecated alias; the sidecar's
+`--connector` became `--kv-connector` and lost `lmcache`; later releases, as
+llm-d-router, move the config group to llm-d.ai), so bumping an image means
+re-checking that config. tests/harness/test_llmd_binaries.py runs the pinned
+binaries (built by `hack/tools.sh --dataplane`) on what the composer emits.
 Tags, not digests: pin digests in the override if your registry policy wants
 them.
 
