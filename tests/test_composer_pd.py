@@ -418,7 +418,10 @@ def test_the_endpoint_picker_runs_against_its_pool_with_its_config():
     assert "--pool-namespace=ml-team" in c["args"]
     assert "--config-file=/config/epp-config.yaml" in c["args"]
     assert {p["containerPort"] for p in c["ports"]} == {9002, 9003, 9090}
-    assert c["readinessProbe"]["grpc"]["port"] == 9003
+    # The health services EPP v0.7.1 knows; with leader election any other is
+    # SERVICE_UNKNOWN, and a liveness probe on it restarts every replica.
+    assert c["readinessProbe"]["grpc"] == {"port": 9003, "service": "readiness"}
+    assert c["livenessProbe"]["grpc"] == {"port": 9003, "service": "liveness"}
     assert pod["spec"]["volumes"] == [{"name": "config",
                                        "configMap": {"name": cm["metadata"]["name"]}}]
     assert pod["spec"]["serviceAccountName"] == out.one("ServiceAccount")["metadata"]["name"]
