@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 
 from function.composer import memo, naming, routing
 from function.composer.kinds import KINDS, judge
-from function.composer.routing import Routing
+from function.composer.routing import Routing, serving_config
 from function.composer.routing.engine_flags import engine_kind, read_flag, words
 from function.composer.routing.epp import ANNOTATION_CONFIG_SHA
 from function.contract.api import LABEL_SERVING
+from function.contract.enums import KvConnector
 
 PD = "PrefillDecode"
 VLLM = {"command": ["vllm", "serve"]}
@@ -190,7 +191,7 @@ def test_the_sidecar_fronts_standalone_decode_pods_only():
     assert proxy["name"] == "routing-proxy"
     assert proxy["restartPolicy"] == "Always"  # a native sidecar
     assert proxy["image"].startswith("ghcr.io/llm-d/llm-d-routing-sidecar:")
-    assert proxy["args"] == ["--port=8000", "--vllm-port=8200", "--connector=nixlv2",
+    assert proxy["args"] == ["--port=8000", "--vllm-port=8200", "--kv-connector=nixlv2",
                              "--secure-proxy=false"]
     assert proxy["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
     engine = engine_container(dec)
@@ -335,12 +336,21 @@ def test_decorating_twice_changes_nothing():
 
 
 @pytest.mark.parametrize("connector, proxy", [(None, "nixlv2"), ("nixl", "nixlv2"),
-                                              ("lmcache", "lmcache")])
+                                              ("lmcache", "shared-storage")])
 def test_vllm_connectors_map_onto_the_sidecar(connector, proxy):
     out = compose(pd(prefill(), decode("--port=8200"), connector=connector))
     (pod,) = pods_of(out, "decode")
-    assert f"--connector={proxy}" in sidecars(pod)[0]["args"]
+    assert f"--kv-connector={proxy}" in sidecars(pod)[0]["args"]
     assert ("VLLM_NIXL_SIDE_CHANNEL_HOST" in env(pod)) is (proxy == "nixlv2")
+
+
+def test_every_connector_maps_onto_a_protocol_the_pinned_sidecar_accepts():
+    # tests/harness/test_llmd_binaries.py checks SIDECAR_PROTOCOLS against the binary.
+    emitted = {proxy for by_connector in serving_config.SIDECAR_CONNECTORS.values()
+               for proxy in by_connector.values() if proxy is not None}
+    assert emitted == set(serving_config.SIDECAR_PROTOCOLS)
+    for by_connector in serving_config.SIDECAR_CONNECTORS.values():
+        assert set(by_connector) == set(KvConnector)
 
 
 def sglang(name: str, phase: str, *args: str) -> dict:
@@ -354,7 +364,7 @@ def test_mooncake_with_sglang_engines_speaks_sglangs_protocol():
                      sglang("decode", "Decode", "--port", "8200", "--page-size", "64"),
                      connector="mooncake"))
     (pod,) = pods_of(out, "decode")
-    assert "--connector=sglang" in sidecars(pod)[0]["args"]
+    assert "--kv-connector=sglang" in sidecars(pod)[0]["args"]
     assert env(pod)["SGLANG_HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert epp_config(out)["plugins"][3]["parameters"]["blockSizeTokens"] == 64
     assert not out.warnings
@@ -363,7 +373,7 @@ def test_mooncake_with_sglang_engines_speaks_sglangs_protocol():
 def test_nixl_with_sglang_engines_also_speaks_sglangs_protocol():
     out = compose(pd(sglang("prefill", "Prefill"), sglang("decode", "Decode", "--port=8200")))
     (pod,) = pods_of(out, "decode")
-    assert "--connector=sglang" in sidecars(pod)[0]["args"]
+    assert "--kv-connector=sglang" in sidecars(pod)[0]["args"]
 
 
 def test_mooncake_with_vllm_engines_has_no_sidecar_protocol_and_gets_no_route():
@@ -408,7 +418,10 @@ def test_the_endpoint_picker_runs_against_its_pool_with_its_config():
     assert "--pool-namespace=ml-team" in c["args"]
     assert "--config-file=/config/epp-config.yaml" in c["args"]
     assert {p["containerPort"] for p in c["ports"]} == {9002, 9003, 9090}
-    assert c["readinessProbe"]["grpc"]["port"] == 9003
+    # The health services EPP v0.7.1 knows; with leader election any other is
+    # SERVICE_UNKNOWN, and a liveness probe on it restarts every replica.
+    assert c["readinessProbe"]["grpc"] == {"port": 9003, "service": "readiness"}
+    assert c["livenessProbe"]["grpc"] == {"port": 9003, "service": "liveness"}
     assert pod["spec"]["volumes"] == [{"name": "config",
                                        "configMap": {"name": cm["metadata"]["name"]}}]
     assert pod["spec"]["serviceAccountName"] == out.one("ServiceAccount")["metadata"]["name"]
@@ -463,9 +476,11 @@ def test_the_epp_config_parses_and_names_every_plugin_its_profiles_use():
         assert "queue-scorer" in refs
     assert "prefill-filter" in profiles["prefill"] and "decode-filter" in profiles["decode"]
     by_type = {p["type"]: p.get("parameters") or {} for p in config["plugins"]}
-    handler = by_type["pd-profile-handler"]
-    assert handler["deciderPluginName"] in defined  # the handler's own reference
-    assert by_type[handler["deciderPluginName"]]["nonCachedTokens"] > 0  # really disaggregates
+    handler = by_type["disagg-profile-handler"]
+    assert handler["profiles"] == {"decode": "decode", "prefill": "prefill"}
+    assert handler["deciders"]["prefill"] in defined  # the handler's own reference
+    assert by_type[handler["deciders"]["prefill"]]["nonCachedTokens"] > 0  # really disaggregates
+    assert by_type["disagg-headers-handler"] == {"prefillProfile": "prefill"}
 
 
 @pytest.mark.parametrize("prefill_args, decode_args, expected", [

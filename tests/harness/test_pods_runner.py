@@ -92,7 +92,7 @@ def test_the_decode_pod_runs_its_sidecar_first_then_the_simulator(binaries, tmp_
         ("routing-proxy", Role.SIDECAR, True), ("engine", Role.VLLM, False)]
     sidecar, engine = plans
     assert sidecar.argv == (binaries.pd_sidecar, "--port=8000", "--vllm-port=8200",
-                            "--connector=nixlv2", "--secure-proxy=false")
+                            "--kv-connector=nixlv2", "--secure-proxy=false")
     assert engine.argv[:4] == (binaries.inference_sim, "--model=Qwen/Qwen3-32B", "--port=8200",
                                "--max-model-len=32768")
     assert "--block-size=16" in engine.argv and "--force-dummy-tokenizer" in engine.argv

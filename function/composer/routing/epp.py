@@ -17,8 +17,10 @@ the InferencePool:
   InferenceObjectives and InferenceModelRewrites it reconciles; leases and
   events only when several replicas elect a leader), RoleBinding, ConfigMap
   with the EndpointPickerConfig, Service (9002 ext-proc, 9090 metrics) and
-  Deployment (health 9003). The pod template carries the config's sha256, so
-  a config change rolls the EPP.
+  Deployment (gRPC health 9003: the `liveness` and `readiness` services, so
+  with several replicas only the leader is Ready and none is restarted for
+  not leading). The pod template carries the config's sha256, so a config
+  change rolls the EPP.
 * HTTPRoute (`gateway.http_route`) to the InferencePool.
 
 The config is written for the pinned EPP release (see `serving_config`):
@@ -53,6 +55,13 @@ INFERENCE_X_API = "inference.networking.x-k8s.io"
 EPP_CONFIG_API_VERSION = f"{INFERENCE_X_API}/v1alpha1"
 ANNOTATION_CONFIG_SHA = f"{GROUP}/epp-config-sha256"
 CONFIG_INVALID = "ServingConfigInvalid"  # the Routed reason when the settings are malformed
+
+# The gRPC health services the EPP answers on its health port. With leader
+# election (several replicas) it tells them apart: `liveness` is serving on
+# every replica, `readiness` only on the leader once the pool has synced, and
+# any other name is SERVICE_UNKNOWN (a probe on it would restart every replica).
+# With one replica every name answers as the pool's sync.
+HEALTH_LIVENESS, HEALTH_READINESS = "liveness", "readiness"
 
 PREFIX_SCORER = "prefix-cache-scorer"
 PICKER = "max-score-picker"
@@ -236,8 +245,9 @@ def epp_deployment(replica: Replica, names: Names, config: ServingConfig, config
     ]
     if config.epp_replicas > 1:
         args.append("--ha-enable-leader-election")
-    health = {"grpc": {"port": serving_config.EPP_HEALTH_PORT,
-                       "service": "inference-extension"}}
+    def health(service: str) -> dict[str, Any]:
+        return {"grpc": {"port": serving_config.EPP_HEALTH_PORT, "service": service}}
+
     container = {
         "name": "epp",
         "image": config.epp_image,
@@ -252,8 +262,9 @@ def epp_deployment(replica: Replica, names: Names, config: ServingConfig, config
                    "protocol": "TCP"},
                   {"name": "metrics", "containerPort": serving_config.EPP_METRICS_PORT,
                    "protocol": "TCP"}],
-        "readinessProbe": {**health, "periodSeconds": 2},
-        "livenessProbe": {**health, "initialDelaySeconds": 5, "periodSeconds": 10},
+        "readinessProbe": {**health(HEALTH_READINESS), "periodSeconds": 2},
+        "livenessProbe": {**health(HEALTH_LIVENESS), "initialDelaySeconds": 5,
+                          "periodSeconds": 10},
         "resources": {"requests": {"cpu": config.epp_cpu_request,
                                    "memory": config.epp_memory_request},
                       "limits": {"memory": config.epp_memory_limit}},

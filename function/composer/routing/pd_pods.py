@@ -14,9 +14,11 @@
   its own, and its readiness is part of the pod's. A plain second container
   would have no ordering on startup or shutdown. The sidecar takes port 8000
   (named `http`, where the InferencePool targets) and forwards to the engine
-  on `--vllm-port=<engine --port>`; the engine's port becomes `engine` and
-  its readiness probe (`/health`) moves to that port. `--secure-proxy=false`:
-  the gateway speaks plain HTTP to pods, as it does for router Service.
+  on `--vllm-port=<engine --port>`, speaking the P/D protocol `--kv-connector`
+  names (`serving_config.SIDECAR_CONNECTORS`; `--connector` is the pinned
+  sidecar's deprecated spelling); the engine's port becomes `engine` and its
+  readiness probe (`/health`) moves to that port. `--secure-proxy=false`: the
+  gateway speaks plain HTTP to pods, as it does for router Service.
 
 Each decoration is idempotent: decorating twice changes nothing.
 """
@@ -83,7 +85,7 @@ def add_sidecar(pod: PodTemplate, engine_port: int, connector: str,
         "imagePullPolicy": "IfNotPresent",
         "restartPolicy": "Always",
         "args": [f"--port={POOL_TARGET_PORT}", f"--vllm-port={engine_port}",
-                 f"--connector={connector}", "--secure-proxy=false"],
+                 f"--kv-connector={connector}", "--secure-proxy=false"],
         "ports": [{"name": SERVING_PORT_NAME, "containerPort": POOL_TARGET_PORT,
                    "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": POOL_TARGET_PORT}, "periodSeconds": 5},

@@ -31,10 +31,11 @@ mistake.
 
 The EndpointPickerConfig has prefill and decode scheduling profiles, each
 with its role filter and the common scorers (`epp.profile`); the
-`pd-profile-handler` runs decode first and asks its decider
+`disagg-profile-handler` runs decode first and asks its prefill decider
 (`prefix-based-pd-decider`) whether to add a prefill: yes when at least
 `nonCachedTokens` (16 by default, never 0) of the prompt are not cached on
-the chosen decode pod. The prefix scorer's `blockSizeTokens` is the engines'
+the chosen decode pod. The `disagg-headers-handler` then names the prefill
+pod in the header the sidecar reads. The prefix scorer's `blockSizeTokens` is the engines'
 KV block size (`--block-size`, vLLM; `--page-size`, SGLang; default 16), the
 decode engine's when they differ (the P/D decision is made on the decode
 pod's cache), with a warning.
@@ -62,7 +63,12 @@ PORT_UNREADABLE = "EnginePortUnreadable"
 PREFILL_PORT = "PrefillPortMismatch"
 CONNECTOR_UNSUPPORTED = "KVConnectorUnsupported"
 
+# The EPP plugins of P/D (llm-d-inference-scheduler v0.7.1's names: its
+# `pd-profile-handler` and `prefill-header-handler` are deprecated aliases of these).
 DECIDER = "prefix-based-pd-decider"
+PROFILE_HANDLER = "disagg-profile-handler"
+HEADERS_HANDLER = "disagg-headers-handler"
+PREFILL, DECODE = "prefill", "decode"  # the scheduling profiles
 
 
 class PrefillDecodeRouting:
@@ -109,12 +115,14 @@ class PrefillDecodeRouting:
 def picker_config(block_size_tokens: int, config: ServingConfig) -> dict[str, Any]:
     """The P/D EndpointPickerConfig for the pinned EPP (see serving_config)."""
     return epp.picker_config(
-        [{"type": "prefill-header-handler"}, {"type": "prefill-filter"},
-         {"type": "decode-filter"},
+        [{"type": HEADERS_HANDLER, "parameters": {"prefillProfile": PREFILL}},
+         {"type": "prefill-filter"}, {"type": "decode-filter"},
          *epp.scoring_plugins(block_size_tokens),
          {"type": DECIDER, "parameters": {"nonCachedTokens": config.non_cached_tokens}},
-         {"type": "pd-profile-handler", "parameters": {"deciderPluginName": DECIDER}}],
-        [epp.profile("prefill", "prefill-filter"), epp.profile("decode", "decode-filter")],
+         {"type": PROFILE_HANDLER, "parameters": {
+             "profiles": {"decode": DECODE, "prefill": PREFILL},
+             "deciders": {"prefill": DECIDER}}}],
+        [epp.profile(PREFILL, "prefill-filter"), epp.profile(DECODE, "decode-filter")],
         # The decider reads the prefix match the scorer attaches to each endpoint
         # while preparing request data; without this gate it sees no cache state
         # and would never disaggregate.

@@ -29,11 +29,15 @@ Why these pins: llm-d v0.6.0 released the inference scheduler (the EPP) and
 the routing sidecar together as v0.7.1, built against Gateway API Inference
 Extension v1.4 (InferencePool `inference.networking.k8s.io/v1`, which the
 v1.6.0 CRD vendored in crds/inference-extension still serves unchanged). The EPP configuration in
-`epp.py` and the layers using it is written for exactly that release: plugin names
-and parameters change between llm-d releases (`pd-profile-handler`'s
-`threshold`/`hashBlockSize` became a `prefix-based-pd-decider` with
-`nonCachedTokens`; later releases rename the handler again and move the
-config group to llm-d.ai), so bumping an image means re-checking that config.
+`epp.py` and the layers using it, the EPP's flags and the sidecar's flags are
+written for exactly that release: plugin names and parameters change between
+llm-d releases (`pd-profile-handler`'s `threshold`/`hashBlockSize` became a
+`prefix-based-pd-decider` with `nonCachedTokens`; in v0.7.1 the handler is
+`disagg-profile-handler` and the old name a deprecated alias; the sidecar's
+`--connector` became `--kv-connector` and lost `lmcache`; later releases, as
+llm-d-router, move the config group to llm-d.ai), so bumping an image means
+re-checking that config. tests/harness/test_llmd_binaries.py runs the pinned
+binaries (built by `hack/tools.sh --dataplane`) on what the composer emits.
 Tags, not digests: pin digests in the override if your registry policy wants
 them.
 
@@ -67,19 +71,30 @@ EPP_CONFIG_FILE = "epp-config.yaml"
 # itself, or the routing sidecar in front of the decode engine.
 POOL_TARGET_PORT = 8000
 
-# kvConnector (the API) -> the routing sidecar's --connector, per engine kind.
-# The sidecar (v0.7.1) knows nixlv2, lmcache and sglang (and a deprecated nixl).
-# It speaks the engine's P/D protocol, not the transfer library: an SGLang
-# decode engine always needs `sglang`, whatever moves its KV cache (Mooncake is
-# SGLang's default transfer backend, NIXL its alternative). vLLM's
-# MooncakeConnector has no sidecar protocol in this release (only unreleased
-# builds have --connector=mooncake), so vLLM + mooncake is refused.
+# kvConnector (the API) -> the routing sidecar's --kv-connector, per engine kind.
+# The sidecar (v0.7.1) accepts exactly nixlv2, shared-storage and sglang
+# (SIDECAR_PROTOCOLS); any other value and it logs "Invalid configuration" and
+# exits. It speaks the engine's P/D protocol, not the transfer library:
+#  nixlv2: prefill with kv_transfer_params asking for a remote decode, then
+#    decode with the parameters the prefill returned (vLLM's NixlConnector).
+#  shared-storage: prefill (max_tokens 1), then the request to the decode
+#    engine, which finds the KV cache where the prefill engine put it. This is
+#    the protocol earlier sidecars called `lmcache` (the name is gone in
+#    v0.7.1), what vLLM's LMCacheConnectorV1 needs: LMCache moves the KV
+#    cache itself, the sidecar only orders the two calls.
+#  sglang: SGLang's bootstrap protocol. An SGLang decode engine always needs
+#    it, whatever moves its KV cache (Mooncake is SGLang's default transfer
+#    backend, NIXL its alternative).
+# vLLM's MooncakeConnector has no sidecar protocol in this release (only
+# unreleased builds have a mooncake protocol), so vLLM + mooncake is refused.
 VLLM, SGLANG = "vllm", "sglang"
+SIDECAR_PROTOCOLS = ("nixlv2", "shared-storage", "sglang")
 SIDECAR_CONNECTORS: Mapping[str, Mapping[str, str | None]] = {
-    VLLM: {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "lmcache", KvConnector.MOONCAKE: None},
+    VLLM: {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "shared-storage",
+           KvConnector.MOONCAKE: None},
     SGLANG: {KvConnector.NIXL: "sglang", KvConnector.LMCACHE: None, KvConnector.MOONCAKE: "sglang"},
     # An engine we cannot recognise from its command: go by the connector.
-    "": {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "lmcache",
+    "": {KvConnector.NIXL: "nixlv2", KvConnector.LMCACHE: "shared-storage",
          KvConnector.MOONCAKE: "sglang"},
 }
 
