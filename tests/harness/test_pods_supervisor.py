@@ -148,6 +148,62 @@ def test_a_pod_that_cannot_start_is_said_not_ready_and_the_others_go_on():
     assert runner.started == ["good"]
 
 
+def test_a_pod_that_cannot_start_yet_is_retried_after_a_back_off_as_a_kubelet_retries_a_mount():
+    sup, runner, api, clock = make(fail_start=True)
+    sup.observe("ADDED", pod("epp"))
+    sup.observe("MODIFIED", pod("epp"))  # the Ready write's own event: no second try
+    sup.tick()
+    assert runner.started == [] and len(api.writes) == 1
+    clock.now += supervisor.BACKOFF_FIRST
+    sup.tick()  # still missing: the same reason is not written again, the wait doubles
+    assert len(api.writes) == 1 and sup.waiting["uid-epp"].attempts == 2
+    runner.fail_start = False  # the ConfigMap arrived
+    clock.now += supervisor.BACKOFF_FIRST
+    sup.tick()
+    assert runner.started == []
+    clock.now += supervisor.BACKOFF_FIRST
+    sup.tick()
+    assert runner.started == ["epp"] and sup.waiting == {}
+    sup.tick()
+    assert api.writes[-1] == ("epp", True, "")
+
+
+def test_a_waiting_pod_that_is_deleted_is_not_retried():
+    sup, runner, _, clock = make(fail_start=True)
+    sup.observe("ADDED", pod("gone"))
+    sup.observe("DELETED", pod("gone"))
+    runner.fail_start = False
+    clock.now += supervisor.BACKOFF_MAX
+    sup.tick()
+    assert runner.started == [] and sup.waiting == {}
+
+
+def test_a_container_that_cannot_restart_is_retried_too():
+    sup, runner, api, clock = make()
+    sup.observe("ADDED", pod())
+    runner.exit_codes = {"vllm": 1}
+    sup.tick()
+    clock.now += supervisor.BACKOFF_FIRST
+    runner.fail_start = True
+    sup.tick()
+    assert "uid-p" in sup.waiting and api.writes[-1][1] is False
+    runner.fail_start, runner.exit_codes = False, {}
+    clock.now += supervisor.BACKOFF_MAX
+    sup.tick()
+    assert runner.started == ["p", "p"] and "uid-p" in sup.tracked
+
+
+def test_a_sidecar_is_ready_with_its_pod_and_a_run_once_init_container_keeps_its_flag():
+    now = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.UTC)
+    current = {"spec": {"initContainers": [{"name": "proxy", "restartPolicy": "Always"},
+                                           {"name": "setup"}]},
+               "status": {"initContainerStatuses": [{"name": "proxy", "ready": False},
+                                                    {"name": "setup", "ready": False}]}}
+    out = supervisor.ready_status(current, True, "", now)
+    assert out["initContainerStatuses"] == [{"name": "proxy", "ready": True},
+                                            {"name": "setup", "ready": False}]
+
+
 def test_ready_status_sets_both_conditions_and_every_container_and_stamps_only_changes():
     now = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.UTC)
     current = {"status": {

@@ -11,6 +11,9 @@ Running with `Ready=False`. The supervisor watches the cluster's pods and:
   EndpointSlices follow real readiness;
 - restarts a container whose process exited (the pod is not ready meanwhile),
   with a growing back-off, as kubelet does under `restartPolicy: Always`;
+- retries a pod that cannot start yet (a ConfigMap or Secret it mounts is not
+  there yet: provider-kubernetes creates a replica's objects in no set order)
+  with the same back-off, as kubelet retries a volume mount;
 - stops a pod's processes and removes its namespace once the pod is being
   deleted or is gone, and at start-up removes namespaces left by pods that
   no longer exist.
@@ -51,6 +54,21 @@ class Tracked:
     next_probe: float = 0.0
     restarts: int = 0
     restart_at: float | None = None
+
+
+@dataclass
+class Waiting:
+    """A pod that could not start (or restart): retried at `retry_at`."""
+
+    pod: Mapping[str, Any]
+    attempts: int
+    retry_at: float
+    said: str = ""  # the reason last written, so a retry writes only a new one
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before the next try after `attempts` failures (kubelet's doubling)."""
+    return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(attempts - 1, 0))
 
 
 def wanted(pod: Mapping[str, Any]) -> bool:
@@ -98,9 +116,17 @@ def ready_status(pod: Mapping[str, Any], ready: bool, message: str,
                 c.update(reason="ContainersNotReady", message=message[:1000])
             conditions.append(c)
     containers = [{**c, "ready": ready} for c in status.get("containerStatuses") or []]
+    # Sidecars (restartable init containers) are ready with the pod; run-once init
+    # containers keep what they say.
+    sidecars = {c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or []
+                if c.get("restartPolicy") == "Always"}
+    inits = [{**c, "ready": ready} if c.get("name") in sidecars else dict(c)
+             for c in status.get("initContainerStatuses") or []]
     out: dict[str, Any] = {"conditions": conditions}
     if containers:
         out["containerStatuses"] = containers
+    if sidecars and inits:
+        out["initContainerStatuses"] = inits
     return out
 
 
@@ -109,31 +135,50 @@ class Supervisor:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.runner, self.api, self.clock = runner, api, clock
         self.tracked: dict[str, Tracked] = {}
+        self.waiting: dict[str, Waiting] = {}
 
     def observe(self, kind: str, pod: Mapping[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED) for a pod of the cluster."""
         key = PodRunner.pod_key(pod)
         t = self.tracked.get(key)
         if kind == "DELETED" or not wanted(pod):
+            self.waiting.pop(key, None)
             if t is not None:
                 self._stop(key, t)
             return
         if t is not None:
             t.pod = pod
             return
+        if key in self.waiting:  # tick retries it on its schedule
+            self.waiting[key].pod = pod
+            return
+        self._start(key, pod, Waiting(pod, 0, 0.0))
+
+    def _start(self, key: str, pod: Mapping[str, Any], w: Waiting) -> None:
         ip = pod["status"]["podIP"]
         try:
             running = self.runner.start(pod, ip)
         except Exception as exc:  # noqa: BLE001 - one pod's failure must not stop the rest
-            log.warning("pod %s does not start: %s", key, exc)
-            self._write(pod, False, f"does not start: {exc}")
+            w.attempts += 1
+            w.retry_at = self.clock() + backoff(w.attempts)
+            why = f"does not start: {exc}"
+            log.warning("pod %s %s (try %d)", key, why, w.attempts)
+            if why != w.said:
+                self._write(pod, False, why)
+                w.said = why
+            self.waiting[key] = w
             return
+        self.waiting.pop(key, None)
         log.info("pod %s started at %s", key, ip)
         self.tracked[key] = Tracked(pod, running, probe_period(pod))
 
     def tick(self) -> None:
-        """Probe what is due, restart what exited, write readiness that changed."""
+        """Retry what could not start, probe what is due, restart what exited, write
+        readiness that changed."""
         now = self.clock()
+        for key, w in list(self.waiting.items()):
+            if now >= w.retry_at:
+                self._start(key, w.pod, w)
         for key, t in list(self.tracked.items()):
             gone = self.runner.exited(t.running)
             if gone:
@@ -155,7 +200,7 @@ class Supervisor:
                                                 for n, c in sorted(gone.items())))
             t.ready = False
         if t.restart_at is None:
-            t.restart_at = now + min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** t.restarts)
+            t.restart_at = now + backoff(t.restarts + 1)
             return
         if now < t.restart_at:
             return
@@ -167,6 +212,9 @@ class Supervisor:
             log.warning("pod %s does not restart: %s", key, exc)
             t.running.stopped = True
             del self.tracked[key]
+            why = f"does not start: {exc}"
+            self._write(t.pod, False, why)
+            self.waiting[key] = Waiting(t.pod, 1, now + backoff(t.restarts + 1), why)
             return
         t.restarts += 1
         t.restart_at, t.next_probe = None, now
