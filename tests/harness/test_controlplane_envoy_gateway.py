@@ -34,6 +34,25 @@ def test_the_config_runs_no_data_plane_and_listens_on_loopback_only():
     assert cfg["telemetry"]["metrics"]["prometheus"]["disable"] is True
 
 
+def test_inferencepools_are_handed_to_our_extension_server_on_loopback():
+    """tools/inferencepool-extension/README.md's stanza: pools as backendRefs, both
+    post hooks, everything in the translation (else pool routes answer 503), and the
+    last good configuration kept while a hook fails."""
+    assert "extensionManager" not in eg.config(admin_port=1)
+    em = eg.config(admin_port=1, extension_port=5005)["extensionManager"]
+    assert em["backendResources"] == [{"group": "inference.networking.k8s.io", "version": "v1",
+                                       "kind": "InferencePool"}]
+    hooks = em["hooks"]["xdsTranslator"]
+    assert hooks["post"] == ["Cluster", "Translation"]
+    assert set(hooks["translation"]) == {"listener", "route", "cluster", "secret"}
+    assert all(v == {"includeAll": True} for v in hooks["translation"].values())
+    assert em["service"] == {"ip": {"address": "127.0.0.1", "port": 5005}}
+    assert em["failOpen"] is False
+    argv = eg.extension_argv("/bin/ext", port=5005, kubeconfig=pathlib.Path("/kc"))
+    assert argv == ("/bin/ext", "--listen=127.0.0.1:5005", "--kubeconfig=/kc",
+                    f"--controller-name={fleet.GATEWAY_CONTROLLER}")
+
+
 def test_the_environment_puts_every_listener_on_loopback_and_files_in_the_run_dir(tmp_path):
     env = eg.environment(kubeconfig=tmp_path / "kc", cert_dir=tmp_path / "certs",
                          home=tmp_path / "run", health_port=1, webhook_port=2, xds_port=3)
