@@ -74,7 +74,8 @@ FIELD_MANAGER = "modelplane-e2e"
 
 # Stop order for `down`: consumers first, storage last.
 STOP_ORDER_PREFIXES = ("pods:", "inventory:", "function", "provider-kubernetes", "crossplane",
-                       "envoy-gateway:", "inferencepool-extension:", "lws:", "kwok:", "scheduler:", "controller-manager:", "apiserver:",
+                       "envoy-gateway:", "inferencepool-extension:", "lws:", "kwok:", "scheduler:",
+                       "controller-manager:", "apiserver:",
                        "registry", "etcd")
 
 # kube-controller-manager: everything but what needs a cloud or a CNI.

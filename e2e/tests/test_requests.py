@@ -185,3 +185,43 @@ def test_prefill_decode_prefills_on_a_prefill_pod_and_decodes_through_the_sideca
         assert "remote_decode" not in by_engine["decode"], by_engine
     finally:
         delete_and_wait(cp, NS, "disaggregated")
+
+
+# --- a multi-node gang (LeaderWorkerSet) ------------------------------------------------
+
+GANG_EXAMPLE = load_one(REPO / "examples" / "deployments" / "multinode-gang.yaml")
+GANG_MODEL = "meta-llama/Llama-3.1-405B-Instruct-FP8"
+
+
+def test_a_multi_node_gang_answers_through_its_leader_while_its_workers_run_nothing(
+        cp: ControlPlane, timings):
+    """The leader's `ray start --head && exec vllm serve ...` runs as the simulator; a
+    worker's `ray start --address=...` starts nothing here (the simulator has no Ray),
+    so the worker pod is Ready with no process and the gang answers through its leader."""
+    ensure_namespace(cp, NS)
+    md = without_hf_token(copy.deepcopy(GANG_EXAMPLE))
+    md["metadata"] = {"name": "gang", "namespace": NS}
+    clock = Stopwatch()
+    apply_docs(cp, [md])
+    try:
+        wait_condition(cp, MD, "gang", NS, "Ready", SERVING)
+        mr, engines = _the_replica(cp, NS, "gang")
+        role = {p["metadata"]["name"]: p["metadata"]["labels"]["modelplane.ai/role"]
+                for p in engines}
+        assert sorted(role.values()) == ["Leader", "Worker"], role
+        leader = next(p for p in engines if role[p["metadata"]["name"]] == "Leader")
+        worker = next(p for p in engines if role[p["metadata"]["name"]] == "Worker")
+        url = f"{mr['status']['endpoint']}/v1/completions"
+        before = served([leader])
+        text = first_answer(url, {"model": GANG_MODEL, "prompt": "Hello", "max_tokens": 4})
+        assert json.loads(text)["model"] == GANG_MODEL, text
+        timings["multi-node gang: apply -> answering through its leader (s)"] = clock.seconds()
+        assert sum(delta(served([leader]), before).values()) >= 1
+        # Nothing listens in the worker's namespace: kwok-only in all but its Ready.
+        try:
+            status, _ = call(f"http://{worker['status']['podIP']}:8000/health", timeout=2)
+        except OSError:
+            status = 0
+        assert status == 0, "a worker runs an engine of its own"
+    finally:
+        delete_and_wait(cp, NS, "gang")

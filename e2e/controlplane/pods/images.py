@@ -9,7 +9,7 @@ container is never started (kwok's status is all it gets).
 |---|---|
 | `vllm/vllm-openai` | the llm-d inference simulator, with vLLM's args translated |
 | `lmsysorg/sglang` | the llm-d inference simulator, with SGLang's args translated |
-| `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp`), reaching its API server through the supervisor's relay |
+| `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp`); its API server through apiaccess.py's relay |
 | `ghcr.io/llm-d/llm-d-routing-sidecar` | the P/D sidecar (`cmd/pd-sidecar` of the same module) |
 """
 
