@@ -133,9 +133,10 @@ cluster-down:
 # The end-to-end suite against a real local control plane: starts one from
 # examples/fleet (as `make cluster` does), runs e2e/tests, stops it. With
 # E2E_REUSE=1 it runs against the control plane `make cluster` left running;
-# E2E_TESTS=... runs some of the scenarios.
+# E2E_TESTS=... runs some of the scenarios. The slowest thirty are listed at the end
+# (CI's budget is watched from them).
 E2E_TESTS ?= e2e/tests
 .PHONY: e2e
 e2e: venv
 	@eval "$$(bash hack/tools.sh --env)" && export CROSSPLANE_CLI CROSSPLANE_CORE && \
-	  $(PY) -m pytest -p no:cacheprovider $(E2E_TESTS) $(PYTEST_ARGS)
+	  $(PY) -m pytest -p no:cacheprovider --durations=30 $(E2E_TESTS) $(PYTEST_ARGS)
