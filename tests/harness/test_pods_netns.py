@@ -57,6 +57,10 @@ def test_ensure_bridge_creates_it_once_with_its_address_up():
     ip2 = FakeIp(fail={("addr", "add"): (2, "RTNETLINK answers: File exists")})
     Network(run=ip2).ensure_bridge(br)
     assert not any(line.startswith("link add") for line in ip2.lines())
+    # Newer iproute2 words it differently (a supervisor's restart crashed on it, live).
+    ip3 = FakeIp(fail={("addr", "add"): (2, "Error: ipv4: Address already assigned.")})
+    Network(run=ip3).ensure_bridge(br)
+    assert ip3.lines()[-1] == f"link set {br.name} up"
 
 
 def test_add_pod_puts_the_ip_in_the_pods_namespace_with_no_default_route():

@@ -117,7 +117,8 @@ class Network:
             self._must("link", "add", bridge.name, "type", "bridge")
         code, err = self._run([self._ip, "addr", "add",
                                f"{bridge.address}/{bridge.cidr.prefixlen}", "dev", bridge.name])
-        if code != 0 and "File exists" not in err:
+        # iproute2 says "File exists" or, in newer releases, "Address already assigned".
+        if code != 0 and "File exists" not in err and "already assigned" not in err:
             raise NetnsError(f"ip addr add on {bridge.name}: {err}")
         self._must("link", "set", bridge.name, "up")
 
