@@ -4,7 +4,12 @@ The live part needs a control plane and runs only as `make bench-traffic`."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import json
 import random
+import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -109,3 +114,64 @@ def test_engine_containers_get_pod_name_from_the_downward_api():
     assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
     assert all(e["name"] != "HF_TOKEN" for e in c["env"])
     assert md["metadata"] == {"name": "picked", "namespace": traffic.NS}
+
+
+class _Engine(http.server.BaseHTTPRequestHandler):
+    """A stand-in engine on 127.0.0.1: answers every POST 200 over keep-alive and names
+    itself in x-inference-pod, as the simulator does with POD_NAME set."""
+
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.prompts.append(json.loads(body)["prompt"])
+        out = b'{"choices": [{"text": "ok"}]}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.send_header(traffic.POD_HEADER, self.server.pod)
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def engine(pod: str) -> Iterator[http.server.ThreadingHTTPServer]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
+    server.pod, server.prompts, server.connections, server.daemon_threads = pod, [], 0, True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_measurements_run_against_local_engines_and_count_every_answer():
+    with engine("a") as a, engine("b") as b:
+        url_a, url_b = (f"http://127.0.0.1:{s.server_address[1]}" for s in (a, b))
+        through, direct = traffic.Target([url_a]), traffic.Target([url_a, url_b])
+        row = traffic.measure_latency("local", "m", through, direct, pairs=10, warmup=2)
+        assert row.pairs == 10 and row.direct_p50 > 0 and row.through_p50 > 0
+        assert (through.tally.ok, direct.tally.ok) == (12, 12)
+        assert len(a.prompts) == 12 + 6 and len(b.prompts) == 6     # direct: round robin
+        assert (a.connections, b.connections) == (2, 1)                # kept alive
+        tp = traffic.measure_throughput("local", "m", through, direct, total=40, concurrency=4,
+                                        cap_seconds=30)
+        assert (tp.direct_requests, tp.through_requests, tp.direct_errors, tp.through_errors) == \
+            (40, 40, 0, 0)
+        assert tp.direct_rps > 0 and tp.through_rps > 0
+        # The pod that served is the engine's own answer; one engine takes every group.
+        aff, seen = traffic.measure_affinity(traffic.Target([url_b]), groups=3, per_group=4,
+                                             copies=2, shared=True)
+        assert (aff.groups, aff.followers, aff.on_first, aff.rate) == (3, 9, 9, 1.0)
+        assert seen == {"b": 12}
+        shared = b.prompts[-12:]
+        assert len({p.split(" ")[0] for p in shared}) == 3                 # a prefix per group
+        assert all(p.startswith(shared[0].rsplit(" ", 8)[0]) for p in shared[:4])
