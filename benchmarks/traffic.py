@@ -632,11 +632,11 @@ class Bench:
                                                         False)
             grouped = shared.tally.ok + control.tally.ok
             after = self._settled(pods, lambda now: _total(delta(now, middle)) >= grouped)
-            counted = {k: v for k, v in delta(after, middle).items() if v}
-            named = dict(seen + seen_c)
+            counted = {_short(k): v for k, v in delta(after, middle).items() if v}
+            named = {_short(k): v for k, v in (seen + seen_c).items()}
             self.res.notes.append(
-                f"EndpointPicker affinity runs: served per pod by x-inference-pod {named}, by the "
-                f"engines' vllm:request_success_total {counted} "
+                f"EndpointPicker, affinity runs: requests per pod by x-inference-pod {named}, by "
+                f"the engines' vllm:request_success_total {counted} "
                 f"({'equal' if named == counted else 'DIFFERENT'})")
             self.res.notes.append(_check("EndpointPicker", _total(delta(after, before)),
                                          measured + grouped))
@@ -677,9 +677,14 @@ class Bench:
                 delta({n: after[n] for n in names}, before)), answered))
             self.res.notes.append(
                 f"PrefillDecode, prefill engine: finished {dict(after[pname] - before[pname])} "
-                f"for {prefilled} requests through the gateway or the sidecar")
+                f"(by finish_reason) for {prefilled} requests through the gateway or the sidecar")
         finally:
             self._delete(name)
+
+
+def _short(pod: str) -> str:
+    """A pod's name by its random suffix (`...-deploy-8cffc564c-2ktd7` -> `…2ktd7`)."""
+    return "…" + pod.rsplit("-", 1)[-1]
 
 
 def _sidecar_port(pod: Mapping[str, Any]) -> int:
@@ -738,15 +743,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.traffic",
                                 description="What the gateway adds to a request, against "
                                             "straight to the engine pod (make bench-traffic).")
-    p.add_argument("--pairs", type=int, default=500, help="latency pairs per mode (%(default)s)")
-    p.add_argument("--warmup", type=int, default=50,
+    p.add_argument("--pairs", type=int, default=2000, help="latency pairs per mode (%(default)s)")
+    p.add_argument("--warmup", type=int, default=100,
                    help="warm-up requests each way per mode (%(default)s)")
-    p.add_argument("--requests", type=int, default=1000,
+    p.add_argument("--requests", type=int, default=4000,
                    help="requests each way for requests/s (%(default)s)")
     p.add_argument("--concurrency", type=int, default=4, help="(%(default)s)")
     p.add_argument("--cap-seconds", type=float, default=60.0,
                    help="at most this long per requests/s run (%(default)s)")
-    p.add_argument("--groups", type=int, default=16, help="affinity groups (%(default)s)")
+    p.add_argument("--groups", type=int, default=32, help="affinity groups (%(default)s)")
     p.add_argument("--per-group", type=int, default=8, help="requests per group (%(default)s)")
     p.add_argument("--modes", default=",".join(MODES), help="some of %(default)s")
     p.add_argument("--json", type=Path, help="also write the results to this file")
@@ -777,7 +782,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.res.machine["load_after"] = _load()
     print(render(bench.res))
     if args.json:
-        args.json.write_text(json.dumps(asdict(bench.res), indent=2) + "\n")
+        out = asdict(bench.res)
+        for key in ("affinity", "control"):
+            a = getattr(bench.res, key)
+            if a is not None:
+                out[key] |= {"rate": a.rate, "random": a.random}
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
 
