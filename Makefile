@@ -97,6 +97,18 @@ placement-quality: venv
 bench: venv
 	$(PY) -m benchmarks.bench
 
+# What the data plane adds to a request, on a real local control plane (a
+# measurement, not a test; not part of `make test` or `make e2e`): through the
+# gateway against straight to the engine pod, on simulated engines with zero
+# latency, for Unified, a ModelService front door, EndpointPicker and
+# PrefillDecode (latency p50/p99 and requests/s at concurrency 4), and the
+# endpoint picker's prefix-affinity rate against random choice. Starts a control
+# plane as `make e2e` does and stops it after; E2E_REUSE=1 uses the one `make
+# cluster` left running. TRAFFIC_ARGS="--pairs 200 --modes epp" measures less.
+.PHONY: bench-traffic
+bench-traffic: venv
+	$(PY) -m benchmarks.traffic $(TRAFFIC_ARGS)
+
 # The function's runtime image, built without a Docker daemon (debootstrap +
 # pip in a chroot + crane; needs root), cached in ~/.cache/function-model-serving
 # and copied to dist/. See hack/build-image.sh.
