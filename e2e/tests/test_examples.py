@@ -1,7 +1,11 @@
 """Every example deployment on the example fleet, live: the replicas land where
 `preview` (the offline render) says, the real kube-scheduler allocates their
-claims on the chosen pools, Envoy Gateway accepts their HTTPRoutes, and the
-deployment becomes Ready."""
+claims on the chosen pools, Envoy Gateway accepts their HTTPRoutes, the
+deployment becomes Ready, and every serving replica answers a real completion at
+its endpoint. The examples that exercise a routing mode also show it with real
+requests (modes_traffic.py: the endpoint picker's spread and prefix affinity,
+prefill on a prefill engine and decode behind the sidecar, a gang through its
+leader), on the same deployment rather than one applied again."""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from pathlib import Path
 import pytest
 from builders import load_one
 from conftest import FLEET, REPO, measure_memory
+from modes_traffic import BY_EXAMPLE, answers
+from traffic import host_header
 from live import (MD, SERVING, Stopwatch, apply_docs, claims_on_their_pool, delete_and_wait,
                   ensure_namespace, get, is_true, placement, replicas_of,
                   routes_accepted_by_envoy_gateway, wait, wait_condition)
@@ -69,8 +75,14 @@ def test_an_example_serves_where_preview_places_it(cp: ControlPlane, predict, ti
             assert is_true(mr, "Ready") and is_true(mr, "WorkloadsReady") and is_true(mr, "Routed")
             assert mr["status"]["endpoint"].endswith(f"/{ns}/{mr['metadata']['name']}")
             assert claims_on_their_pool(cp, mr) == []
-            # Routed is Envoy Gateway's word, not the harness's stand-in's.
+            # Routed is Envoy Gateway's word, and every backend resolved.
             assert routes_accepted_by_envoy_gateway(cp, mr) == []
+            answers(cp, mr, host_header(md))
+        timings[f"{path.stem}: apply to answering (s)"] = clock.seconds()
+        mode = BY_EXAMPLE.get(path.stem)
+        if mode is not None:
+            for mr in replicas_of(cp, ns, name):
+                mode(cp, mr, timings)
     finally:
         delete_and_wait(cp, ns, name)
 

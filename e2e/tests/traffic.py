@@ -33,10 +33,12 @@ def _allowed(url: str) -> None:
         raise AssertionError(f"{url}: neither loopback nor a harness pod address")
 
 
-def call(url: str, body: dict[str, Any] | None = None, timeout: float = 10) -> tuple[int, str]:
+def call(url: str, body: dict[str, Any] | None = None, timeout: float = 10,
+         headers: Mapping[str, str] | None = None) -> tuple[int, str]:
     _allowed(url)
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with OPENER.open(req, timeout=timeout) as rsp:
             return rsp.status, rsp.read().decode()
@@ -44,13 +46,13 @@ def call(url: str, body: dict[str, Any] | None = None, timeout: float = 10) -> t
         return exc.code, exc.read().decode(errors="replace")
 
 
-def first_answer(url: str, body: dict[str, Any]) -> str:
+def first_answer(url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> str:
     """POST until the route answers 200 (Envoy learns a new route within seconds):
     at most one request a second for ROUTED seconds."""
     deadline = time.monotonic() + ROUTED
     while True:
         try:
-            status, text = call(url, body)
+            status, text = call(url, body, headers=headers)
         except OSError as exc:
             status, text = 0, str(exc)
         if status == 200:
@@ -58,6 +60,15 @@ def first_answer(url: str, body: dict[str, Any]) -> str:
         if time.monotonic() > deadline:
             raise AssertionError(f"{url} answered {status} for {ROUTED}s: {text[:300]}")
         time.sleep(1)
+
+
+def host_header(md: Mapping[str, Any]) -> dict[str, str]:
+    """The Host a request needs when the deployment's routes carry
+    `serving.hostnames`: its first exact name (a wildcard matches no one name)."""
+    names = ((md.get("spec") or {}).get("template", {}).get("spec", {})
+             .get("serving") or {}).get("hostnames") or []
+    exact = [n for n in names if not n.startswith("*")]
+    return {"Host": exact[0]} if exact else {}
 
 
 def stream_events(text: str) -> list[str]:
