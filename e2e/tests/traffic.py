@@ -2,9 +2,11 @@
 the engines' own Prometheus counters read straight from their pods.
 
 Every address here is a gateway URL on loopback (an InferenceCluster's
-spec.gateway.address on make cluster) or a pod IP inside a network namespace the
-pods supervisor made on its cluster's bridge: nothing else is ever dialled. Each
-helper sends a bounded number of requests, each with a timeout.
+spec.gateway.address on make cluster), a pod IP inside a network namespace the
+pods supervisor made on its cluster's bridge, or the address of a namespace a
+test made the same way on a bridge of its own inside the same range (the external
+provider's stand-in, frontdoor.py): nothing else is ever dialled. Each helper
+sends a bounded number of requests, each with a timeout.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from e2e.controlplane.pods import images
@@ -24,7 +26,8 @@ from e2e.controlplane.pods import images
 ROUTED = 60  # seconds for a new route to answer through its gateway
 # No proxy from the environment: requests go straight to loopback or a pod namespace.
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-POD_NETWORK = ipaddress.ip_network("10.64.0.0/10")  # pods.harness.pod_cidr's clusters
+# pods.harness.pod_cidr's clusters (10.<64+i>.0.0/16) and frontdoor.PROVIDER_CIDR.
+POD_NETWORK = ipaddress.ip_network("10.64.0.0/10")
 
 
 def _allowed(url: str) -> None:
@@ -46,16 +49,17 @@ def call(url: str, body: dict[str, Any] | None = None, timeout: float = 10,
         return exc.code, exc.read().decode(errors="replace")
 
 
-def first_answer(url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> str:
-    """POST until the route answers 200 (Envoy learns a new route within seconds):
-    at most one request a second for ROUTED seconds."""
+def first_answer(url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None,
+                 accept: Callable[[str], bool] = lambda text: True) -> str:
+    """POST until the route answers 200 with a body `accept` takes (Envoy learns a new
+    route within seconds): at most one request a second for ROUTED seconds."""
     deadline = time.monotonic() + ROUTED
     while True:
         try:
             status, text = call(url, body, headers=headers)
         except OSError as exc:
             status, text = 0, str(exc)
-        if status == 200:
+        if status == 200 and accept(text):
             return text
         if time.monotonic() > deadline:
             raise AssertionError(f"{url} answered {status} for {ROUTED}s: {text[:300]}")
@@ -108,7 +112,12 @@ def is_engine_pod(pod: Mapping[str, Any]) -> bool:
 def finished(pod: Mapping[str, Any]) -> Counter[str]:
     """`vllm:request_success_total` of the pod's engine by finish_reason, read from
     the engine's own /metrics at the pod's IP."""
-    url = f"http://{pod['status']['podIP']}:{engine_port(pod)}/metrics"
+    return finished_at(f"http://{pod['status']['podIP']}:{engine_port(pod)}")
+
+
+def finished_at(base: str) -> Counter[str]:
+    """`vllm:request_success_total` by finish_reason of the engine at `base`."""
+    url = f"{base}/metrics"
     status, text = call(url)
     assert status == 200, f"{url}: {status} {text[:200]}"
     out: Counter[str] = Counter()

@@ -1,0 +1,240 @@
+"""Real requests through a ModelService's front door (test_services.py).
+
+* Which replica answered: the engines' own `vllm:request_success_total`, read
+  from each engine pod's IP before and after a batch (traffic.py); the front
+  door's route sets `x-modelplane-replica` on the request it forwards, and no
+  header says on the response who answered.
+* Shares: a batch's split over deployments and replicas, against the weights,
+  within SIGMAS standard deviations of the binomial count (Envoy picks a
+  weighted backend at random per request).
+* `Paced`: requests at a fixed rate from a thread while the fleet changes, each
+  outcome kept, so the requests that failed meanwhile can be counted.
+* `provider_simulator`: an external provider stood in for by the llm-d inference
+  simulator (INFERENCE_SIM). It binds 0.0.0.0 with no bind flag, so it runs in a
+  network namespace of its own on a bridge of its own (e2e/controlplane/pods/netns.py,
+  as the pods supervisor makes them: no default route, forwarding untouched), at
+  PROVIDER_IP, which the front door's Envoy reaches through the bridge. Its names
+  carry the harness's prefixes, so `make cluster-down` removes what a crash leaves.
+  It serves the requested model under an alias, answering with PROVIDER_MODEL: a
+  response names who answered.
+
+Every request goes to the front door (loopback) or an address inside a namespace
+the harness made, through traffic.call; every batch is bounded, every wait polls a
+condition until a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import math
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from live import replicas_of, serving_pods, wait
+from traffic import call, delta, finished_at, is_engine_pod, served
+
+from e2e.controlplane.core import ControlPlane
+from e2e.controlplane.pods import netns
+from e2e.controlplane.waits import wait_for
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # the single-GPU example's `vllm serve` model
+PROVIDER_MODEL = "provider/llama-3.1-8b"   # the name the provider answers with
+TIMEOUT = 5.0    # seconds per request
+SIGMAS = 4       # a share's tolerance, in standard deviations: ~1 false alarm in 16,000
+COUNTED = 15     # seconds for the engines' counters to catch up with their answers
+
+
+def body(i: int = 0) -> dict[str, Any]:
+    return {"model": MODEL, "prompt": f"Hello {i}", "max_tokens": 1}
+
+
+# --- who answered ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Engine:
+    deployment: str
+    replica: str
+    cluster: str
+    pod: dict
+
+
+def engines(cp: ControlPlane, ns: str, deployments: Sequence[str],
+            skip_cluster: str | None = None) -> list[Engine]:
+    """The engine pods of the deployments' replicas (read from each replica's cluster)."""
+    out = []
+    for name in deployments:
+        for mr in replicas_of(cp, ns, name):
+            if mr["spec"]["clusterName"] == skip_cluster:
+                continue
+            out += [Engine(name, mr["metadata"]["name"], mr["spec"]["clusterName"], p)
+                    for p in serving_pods(cp, mr) if is_engine_pod(p)]
+    return out
+
+
+def answered(url: str, among: Sequence[Engine], n: int) -> dict[str, int]:
+    """Send `n` requests to `url`, each answered 200; how many each replica of `among`
+    served, by the engines' own counters, which must add up to `n`: every request
+    was served by one of them."""
+    pods = [e.pod for e in among]
+    before = served(pods)
+    for i in range(n):
+        status, text = call(url, body(i), timeout=TIMEOUT)
+        assert status == 200, f"request {i} of {n}: {status} {text[:300]}"
+
+    def counted() -> dict[str, int]:
+        got = delta(served(pods), before)
+        if sum(got.values()) != n:
+            raise AssertionError(f"the engines counted {sum(got.values())} of {n}: {got}")
+        return got
+    by_pod = wait(f"the engines to count the {n} requests", counted, COUNTED)
+    replica_of = {e.pod["metadata"]["name"]: e.replica for e in among}
+    out: dict[str, int] = {}
+    for pod, count in by_pod.items():
+        out[replica_of[pod]] = out.get(replica_of[pod], 0) + count
+    return out
+
+
+def tolerance(p: float, n: int) -> float:
+    """SIGMAS standard deviations of a share p measured over n independent requests."""
+    return SIGMAS * math.sqrt(p * (1 - p) / n)
+
+
+def at_most(p: float, n: float) -> int:
+    """A bound on how many of n requests land on a share p: the mean plus SIGMAS
+    standard deviations, rounded up."""
+    return math.ceil(p * n + SIGMAS * math.sqrt(n * p * (1 - p)))
+
+
+# --- requests at a fixed rate ------------------------------------------------------------
+
+
+class Paced:
+    """POSTs `body` to `url` at `rate` requests a second from a thread, at most `limit`
+    in all, until stopped; keeps (seconds since the first, status) of each (status 0:
+    no HTTP answer). The pause between requests is the rate, not a wait."""
+
+    def __init__(self, url: str, payload: dict[str, Any], rate: float, limit: int) -> None:
+        self.url, self.payload, self.rate, self.limit = url, payload, rate, limit
+        self.results: list[tuple[float, int]] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="paced", daemon=True)
+        self._t0 = time.monotonic()
+
+    def _run(self) -> None:
+        for i in range(self.limit):
+            if self._done.is_set():
+                return
+            try:
+                status, _ = call(self.url, self.payload, timeout=TIMEOUT)
+            except (OSError, http.client.HTTPException):
+                status = 0
+            self.results.append((self.elapsed(), status))
+            self._done.wait(max(0.0, self._t0 + (i + 1) / self.rate - time.monotonic()))
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    def __enter__(self) -> Paced:
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(TIMEOUT + 5)
+
+    def mark(self) -> int:
+        return len(self.results)
+
+    def sent(self, since: int = 0) -> int:
+        return len(self.results[since:])
+
+    def failures(self, since: int = 0) -> list[tuple[float, int]]:
+        return [r for r in self.results[since:] if r[1] != 200]
+
+    def streak(self) -> int:
+        """How many of the latest requests were answered 200 in a row."""
+        n = 0
+        for _, status in reversed(self.results):
+            if status != 200:
+                break
+            n += 1
+        return n
+
+
+# --- the external provider's stand-in ------------------------------------------------------
+
+PROVIDER_KEY = "e2e-external-provider"  # names its bridge and namespace (hashed)
+# In traffic.POD_NETWORK and beyond every cluster's pod CIDR (10.<64+i>.0.0/16).
+PROVIDER_CIDR = "10.127.255.0/24"
+PROVIDER_IP = "10.127.255.1"
+PROVIDER_PORT = 8000
+READY = 60  # seconds for the simulator to answer /health
+
+
+@dataclass(frozen=True)
+class Provider:
+    url: str  # http://PROVIDER_IP:PROVIDER_PORT, what the ModelEndpoint names
+
+    def finished(self) -> int:
+        """Requests it has answered, by its own counter."""
+        return sum(finished_at(self.url).values())
+
+
+@contextlib.contextmanager
+def provider_simulator(binary: str, log_dir: Path) -> Iterator[Provider]:
+    """The simulator in a namespace of its own, answering; stopped (its process group,
+    SIGTERM then SIGKILL) and the namespace and bridge removed afterwards."""
+    network = netns.Network()
+    bridge = netns.Bridge.for_cluster(PROVIDER_KEY, PROVIDER_CIDR)
+    ns = netns.netns_name(PROVIDER_KEY, "simulator")
+    log_path = log_dir / "provider-simulator.log"
+    proc: subprocess.Popen[bytes] | None = None
+    with open(log_path, "ab") as log:
+        try:
+            network.ensure_bridge(bridge)
+            network.add_pod(bridge, ns, PROVIDER_IP)
+            proc = subprocess.Popen(
+                [*network.exec_prefix(ns), binary, f"--model={MODEL}",
+                 f"--port={PROVIDER_PORT}", "--force-dummy-tokenizer",
+                 # Answers as PROVIDER_MODEL, and takes requests for MODEL too.
+                 "--served-model-name", PROVIDER_MODEL, MODEL],
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(log_dir)},
+                cwd=log_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+            url = f"http://{PROVIDER_IP}:{PROVIDER_PORT}"
+            started = proc
+            wait_for(f"the provider's simulator at {url} to answer /health",
+                     lambda: call(f"{url}/health", timeout=2)[0] == 200, READY,
+                     interval=0.5, logs=[log_path],
+                     died=lambda: None if started.poll() is None
+                     else f"the simulator exited with {started.returncode}")
+            yield Provider(url)
+        finally:
+            if proc is not None:
+                _stop(proc)
+            network.remove_pod(ns)
+            network.remove_bridge(bridge)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group of our own child, SIGKILL if it outlives 5 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
