@@ -1,26 +1,46 @@
-"""One URL for a model across the fleet, live (issue #16).
+"""One URL for a model across the fleet, live, with real requests (issues #16, #31).
 
 Two deployments of one model serve on the example fleet; the scheduler emits a
-ModelEndpoint per serving replica; a ModelService splits traffic 95/5 between
-the two deployments, with an external provider as fallback, on the front door
+ModelEndpoint per serving replica; a ModelService splits traffic 75/25 between the
+two deployments, with an external provider as fallback, on the front door
 (us-east-1's gateway, the InferenceCluster labelled modelplane.ai/front-door).
-What is proven against Envoy Gateway's real controller (its Envoy runs, but this
-scenario sends no request: e2e/tests/test_dataplane.py does): the route and its
-Backends exist, Envoy Gateway accepts the route and resolves every Backend, the
-shares hold per entry as replicas come and go, and the fallback takes the route
-only while no primary replica serves.
+Against Envoy Gateway's real controller and its Envoys: the route and its Backends
+exist, Envoy Gateway accepts the route and resolves every Backend, and the shares
+hold per entry as replicas come and go. Then real OpenAI requests through the
+service's status.address (frontdoor.py), counted by the engines' own metrics:
+
+* the weights hold: REQUESTS requests split 75/25 over the deployments, and evenly
+  over a deployment's replicas, within SIGMAS binomial standard deviations;
+* a replica's cluster lost (its API server and its gateway stopped): requests at
+  RATE a second keep coming; those the route still sends to the lost gateway fail
+  until the front door leaves it, and their count is bounded (lose_a_cluster);
+  after it, every answer comes from the other clusters' engines, and once the
+  cluster is back the shares hold again;
+* the fallback: an llm-d inference simulator standing in for an external provider,
+  in a network namespace the test makes, answers (as PROVIDER_MODEL) only while no
+  primary replica serves, and requests go back to the primary once one serves.
+
+A cluster whose gateway dies while its API server answers is not noticed (nothing
+the control plane reads changes): docs/front-door.md says so.
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from live import (IC, MD, MR, SERVING, SETTLE, accepted_and_resolved, apply_docs, condition,
-                  delete_and_wait, ensure_namespace, get, items, single_gpu, wait, wait_condition)
+from frontdoor import (MODEL, PROVIDER_MODEL, Paced, answered, at_most, body, engines,
+                       provider_simulator, tolerance)
+from live import (IC, MD, MR, SERVING, SETTLE, Stopwatch, accepted_and_resolved, apply_docs,
+                  condition, delete_and_wait, ensure_namespace, get, items, replicas_of,
+                  single_gpu, wait, wait_condition)
+from traffic import ROUTED, call, delta, first_answer, served
 
 from e2e.controlplane.core import ControlPlane
+from e2e.controlplane.waits import scale as timeout_scale
 from function.contract.api import HEADER_REPLICA, LABEL_DEPLOYMENT
 
 NS = "fleet-route"
@@ -31,19 +51,26 @@ BACKENDS = "backends.gateway.envoyproxy.io"
 LABEL_SERVICE = "modelplane.ai/model-service"
 FRONT_DOOR = "us-east-1"   # the InferenceCluster labelled modelplane.ai/front-door
 SERVICE = "chat"
+# 75/25 rather than a 95/5 canary: a 5 % share would need thousands of requests to be
+# told apart from 0 % or 10 % (REQUESTS below tells 25 % within about 6 points).
+WEIGHTS = {"stable": 75, "canary": 25}
 
 
-EXTERNAL = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
+def external(url: str) -> dict[str, Any]:
+    """The provider's ModelEndpoint, at the simulator standing in for it (frontdoor.py):
+    an address inside a namespace the test made, as a provider's IP would be (a
+    provider's DNS name would have the front door's Envoy resolve it in DNS)."""
+    return {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
             "metadata": {"name": "provider", "namespace": NS,
                          "labels": {"provider": "external"}},
-            # A provider's stand-in on loopback, where nothing listens and no request
-            # goes: a provider's name would have the front door's Envoy resolve it in DNS.
-            "spec": {"url": "http://127.0.0.1:9", "rewritePath": "/"}}
+            "spec": {"url": url, "rewritePath": "/"}}
+
+
 SERVICE_DOC = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
                "metadata": {"name": SERVICE, "namespace": NS},
                "spec": {"endpoints": [
-                   {"weight": 95, "selector": {"matchLabels": {LABEL_DEPLOYMENT: "stable"}}},
-                   {"weight": 5, "selector": {"matchLabels": {LABEL_DEPLOYMENT: "canary"}}}],
+                   {"weight": w, "selector": {"matchLabels": {LABEL_DEPLOYMENT: name}}}
+                   for name, w in WEIGHTS.items()],
                         "fallback": [{"selector": {"matchLabels": {"provider": "external"}}}]}}
 
 
@@ -61,7 +88,14 @@ def serving_endpoints(cp: ControlPlane, deployment_name: str) -> list[dict]:
     return items(cp, ME, NS, f"{LABEL_DEPLOYMENT}={deployment_name}")
 
 
-def routed_to(cp: ControlPlane, expect: Mapping[str, int]) -> dict:
+def replica_of(ref: Mapping[str, Any]) -> str | None:
+    """The replica a backendRef reaches (its HEADER_REPLICA), None for an external one."""
+    return next((h["value"].split("/")[1] for f in ref.get("filters") or []
+                 for h in f.get("requestHeaderModifier", {}).get("set", [])
+                 if h["name"] == HEADER_REPLICA), None)
+
+
+def routed_to(cp: ControlPlane, expect: Mapping[str, int], timeout: float = SETTLE) -> dict:
     """The route once it sends to exactly the endpoints `expect` counts per
     deployment (or "external"), Envoy Gateway has accepted it and resolved
     every Backend, and each backend the route names exists."""
@@ -72,29 +106,28 @@ def routed_to(cp: ControlPlane, expect: Mapping[str, int]) -> dict:
         missing = [ref["name"] for ref in refs if ref["name"] not in have]
         got: dict[str, int] = {}
         for ref in refs:
-            b = have.get(ref["name"])
-            headers = [h for f in ref.get("filters") or []
-                       for h in f.get("requestHeaderModifier", {}).get("set", [])]
-            owner = next((h["value"].split("/")[1].split("-")[0] for h in headers
-                          if h["name"] == HEADER_REPLICA), "external") if b else "?"
+            replica = replica_of(ref)
+            owner = ("external" if replica is None else replica.split("-")[0]) \
+                if ref["name"] in have else "?"
             got[owner] = got.get(owner, 0) + 1
         problems = accepted_and_resolved(r)
         if got != dict(expect) or missing or problems:
             raise AssertionError(f"backends per deployment {got}, want {dict(expect)}; "
                                  f"missing {missing}; {problems}")
         return r
-    return wait(f"the fleet route to send to {dict(expect)}", check, SETTLE)
+    return wait(f"the fleet route to send to {dict(expect)}", check, timeout)
 
 
 def share(r: Mapping[str, Any], deployment_name: str) -> Fraction:
+    return share_of(r, lambda replica: replica.startswith(deployment_name + "-"))
+
+
+def share_of(r: Mapping[str, Any], mine) -> Fraction:
+    """The route's weight on the replicas `mine` takes, as a fraction of all its weight."""
     refs = r["spec"]["rules"][0]["backendRefs"]
     total = sum(ref["weight"] for ref in refs)
-    mine = sum(ref["weight"] for ref in refs
-               if any(h["name"] == HEADER_REPLICA and
-                      h["value"].split("/")[1].startswith(deployment_name + "-")
-                      for f in ref.get("filters") or []
-                      for h in f.get("requestHeaderModifier", {}).get("set", [])))
-    return Fraction(mine, total)
+    return Fraction(sum(ref["weight"] for ref in refs
+                        if (replica := replica_of(ref)) is not None and mine(replica)), total)
 
 
 RULES = "chat-rules"
@@ -161,65 +194,221 @@ def wait_endpoints(cp: ControlPlane, name: str, want: int) -> None:
          lambda: len(serving_endpoints(cp, name)) == want, SERVING)
 
 
+# --- real requests through the front door ------------------------------------------------
+
+DEPLOYMENTS = tuple(WEIGHTS)
+REQUESTS = 800  # per share measurement: about a second of requests on loopback
+
+
+def check_shares(cp: ControlPlane, url: str, timings, when: str) -> None:
+    """REQUESTS requests through the front door split by the weights: each deployment
+    takes its entry's share and each replica an even part of it, by the engines' own
+    counters, within SIGMAS binomial standard deviations (Envoy picks a weighted
+    backend at random per request)."""
+    among = engines(cp, NS, DEPLOYMENTS)
+    by_replica = answered(url, among, REQUESTS)
+    total = sum(WEIGHTS.values())
+    replicas = Counter(e.deployment for e in among)
+    problems = []
+    for name, weight in WEIGHTS.items():
+        want = weight / total
+        got = sum(n for replica, n in by_replica.items() if replica.startswith(name + "-"))
+        timings[f"front door: {name}'s share of {REQUESTS} requests, {when} "
+                f"(want {want:.3f})"] = round(got / REQUESTS, 3)
+        if abs(got / REQUESTS - want) > tolerance(want, REQUESTS):
+            problems.append(f"{name}: {got / REQUESTS:.3f}, want {want:.3f} "
+                            f"± {tolerance(want, REQUESTS):.3f}")
+        for e in (e for e in among if e.deployment == name):
+            each = want / replicas[name]
+            mine = by_replica.get(e.replica, 0) / REQUESTS
+            if abs(mine - each) > tolerance(each, REQUESTS):
+                problems.append(f"replica {e.replica}: {mine:.3f}, want {each:.3f} "
+                                f"± {tolerance(each, REQUESTS):.3f}")
+    assert not problems, f"shares of {REQUESTS} requests ({by_replica}): {problems}"
+
+
+LOST = "eu-west-1"  # the prod cluster that is not the front door: spread puts a stable replica there
+RATE = 4            # requests a second while the cluster is lost
+# How long the front door may take to leave a lost cluster, in seconds: provider-kubernetes
+# polls every remote Object each minute (--poll=1m), and says Synced=False once the API
+# server is gone, which makes the replica Failed and its ModelEndpoint withdrawn at once;
+# Crossplane looks at a ModelService's required ModelEndpoints again within its poll
+# interval (a minute); then 30 s for the reconciles in between and Envoy Gateway's
+# translation and xDS push. Measured: about 65 s.
+CONVERGE = 60 + 60 + 30
+TAIL = 40           # answers in a row after which the front door has converged
+
+
+def lose_a_cluster(cp: ControlPlane, url: str, timings) -> None:
+    """LOST's gateway, controller-manager and API server stop (the cluster gone, as the
+    control plane and the front door see it) while requests go to the front door at
+    RATE a second.
+
+    A request fails only when Envoy's weighted pick lands on a backend on LOST (its
+    share s of the route), until the route leaves it, which takes at most CONVERGE
+    seconds; so of the RATE·CONVERGE requests sent meanwhile at most s·RATE·CONVERGE
+    fail, plus SIGMAS binomial standard deviations. Stopping only the gateway would not
+    do: nothing the control plane reads changes (measured: the route kept its share
+    for minutes). All three are started again before this returns.
+
+    The controller-manager goes with its API server: one left running judges the
+    nodes by the leases it last saw, and the moment the API server is back marks every
+    node NotReady and its pods Ready=False (seen at 3 s). kwok renews the leases, but
+    nothing writes the pods Ready again (the pods supervisor writes Ready only when
+    its own probes change; a kubelet would re-assert it), so the replicas there would
+    stay unready. Started after its API server, it sees fresh leases."""
+    lost = {mr["metadata"]["name"] for name in DEPLOYMENTS for mr in replicas_of(cp, NS, name)
+            if mr["spec"]["clusterName"] == LOST}
+    assert any(name.startswith("stable-") for name in lost), f"no stable replica on {LOST}"
+    s = share_of(route(cp), lambda replica: replica in lost)
+    kept = engines(cp, NS, DEPLOYMENTS, skip_cluster=LOST)
+    expect = Counter(deployment for deployment, _ in {(e.deployment, e.replica) for e in kept})
+    assert kept, f"every replica is on {LOST}"
+    on = cp.gateways[LOST]["cluster"]  # the API server (and Envoy Gateway) that serve it
+    budget = CONVERGE * timeout_scale()
+    stopped: list[str] = []
+    with Paced(url, body(), RATE, limit=int(RATE * (budget + 120))) as paced:
+        try:
+            wait("the front door to answer at a steady rate", lambda: paced.streak() >= 8, 30)
+            mark, since = paced.mark(), paced.elapsed()
+            clock = Stopwatch()
+            for component in (f"envoy-gateway:{on}", f"controller-manager:{on}",
+                              f"apiserver:{on}"):
+                cp.stop(component)
+                stopped.append(component)
+            routed_to(cp, expect, CONVERGE)  # wait() scales its deadline itself
+            timings["front door: cluster lost -> the route leaves it (s)"] = clock.seconds()
+            wait(f"{TAIL} answers in a row through the front door",
+                 lambda: paced.streak() >= TAIL, 60)
+            paced.stop()
+            failed, sent = paced.failures(mark), paced.sent(mark)
+            # Every answer now comes from the clusters left.
+            answered(url, kept, TAIL)
+        finally:
+            paced.stop()
+            for component in reversed(stopped):  # the API server first
+                if not cp.running(component):
+                    cp.start(component)
+    bound = at_most(float(s), RATE * budget)
+    timings["front door: requests failed while it left a lost cluster"] = len(failed)
+    timings["front door: requests sent meanwhile"] = sent
+    timings["front door: the lost cluster's share of the route"] = round(float(s), 3)
+    if failed:
+        timings["front door: cluster lost -> last failed request (s)"] = round(
+            failed[-1][0] - since, 1)
+    assert 0 < len(failed) <= bound, (
+        f"{len(failed)} of {sent} requests failed while the front door left {LOST} "
+        f"(its share {float(s):.3f}); bound {bound}: {failed[:5]}...")
+    # Healthy again: the cluster's replicas serve, the route sends to them, and so
+    # does the front door's Envoy (one request a poll, until the cluster's engines count one).
+    for name in DEPLOYMENTS:
+        wait_condition(cp, MD, name, NS, "Ready", SERVING)
+    routed_to(cp, {"stable": 2, "canary": 1})
+    back = [e.pod for e in engines(cp, NS, DEPLOYMENTS) if e.cluster == LOST]
+    before = served(back)
+
+    def reached() -> bool:
+        status, text = call(url, body())
+        assert status == 200, text[:300]
+        return sum(delta(served(back), before).values()) > 0
+    wait(f"the front door to send to {LOST} again", reached, ROUTED)
+
+
+def answers_from(url: str, model: str, n: int) -> None:
+    """`n` requests through the front door, each answered 200 by `model`'s server."""
+    for i in range(n):
+        status, text = call(url, body(i))
+        assert status == 200 and json.loads(text)["model"] == model, (status, text[:300])
+
+
+def check_fallback(cp: ControlPlane, url: str, provider, n: int = 20) -> None:
+    """No primary replica serves: the provider answers every request (as
+    PROVIDER_MODEL, and by its own counter); one primary serves again: it answers
+    them all and the provider none."""
+    scale(cp, "stable", 0)
+    scale(cp, "canary", 0)
+    routed_to(cp, {"external": 1})
+    wait(f"ModelService {SERVICE} on its fallback",
+         lambda: (get(cp, MS, SERVICE, NS) or {}).get("status", {}).get("active")
+         == "Fallback", SETTLE)
+    first_answer(url, body(), lambda text: json.loads(text)["model"] == PROVIDER_MODEL)
+    before = provider.finished()
+    answers_from(url, PROVIDER_MODEL, n)
+    wait(f"the provider to count {n} requests", lambda: provider.finished() - before == n, 15)
+
+    # A primary serves again: the fallback leaves the route, and the requests with it.
+    scale(cp, "canary", 1)
+    wait_condition(cp, MD, "canary", NS, "Ready", SERVING)
+    r = routed_to(cp, {"canary": 1})
+    assert share(r, "canary") == 1
+    wait(f"ModelService {SERVICE} Routed again",
+         lambda: condition(get(cp, MS, SERVICE, NS), "Routed").get("status") == "True",
+         SETTLE)
+    first_answer(url, body(), lambda text: json.loads(text)["model"] == MODEL)
+    before = provider.finished()
+    answered(url, engines(cp, NS, ["canary"]), n)
+    assert provider.finished() == before, "the provider still answers"
+
+
 def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
-        cp: ControlPlane):
+        cp: ControlPlane, timings, tmp_path):
     ensure_namespace(cp, NS)
-    apply_docs(cp, [single_gpu("stable", NS, 2), single_gpu("canary", NS, 1), EXTERNAL,
-                    SERVICE_DOC])
-    try:
-        for name, want in (("stable", 2), ("canary", 1)):
-            wait_condition(cp, MD, name, NS, "Ready", SERVING)
-            wait_endpoints(cp, name, want)
-        # A replica's endpoint names its cluster gateway and the header its route matches.
-        for ep in serving_endpoints(cp, "stable"):
-            name = ep["metadata"]["name"]  # the replica's
-            mr = get(cp, MR, name, NS)
-            assert mr is not None and mr["status"]["phase"] == "Serving"
-            assert mr["status"]["endpoint"] == f"{ep['spec']['url']}/{NS}/{name}"
-            assert ep["spec"]["requestHeaders"] == [
-                {"name": HEADER_REPLICA, "value": f"{NS}/{name}"}]
+    with provider_simulator(cp.tools["INFERENCE_SIM"], tmp_path) as provider:
+        apply_docs(cp, [single_gpu("stable", NS, 2), single_gpu("canary", NS, 1),
+                        external(provider.url), SERVICE_DOC])
+        try:
+            for name, want in (("stable", 2), ("canary", 1)):
+                wait_condition(cp, MD, name, NS, "Ready", SERVING)
+                wait_endpoints(cp, name, want)
+            # A replica's endpoint names its cluster gateway and the header its route
+            # matches.
+            for ep in serving_endpoints(cp, "stable"):
+                name = ep["metadata"]["name"]  # the replica's
+                mr = get(cp, MR, name, NS)
+                assert mr is not None and mr["status"]["phase"] == "Serving"
+                assert mr["status"]["endpoint"] == f"{ep['spec']['url']}/{NS}/{name}"
+                assert ep["spec"]["requestHeaders"] == [
+                    {"name": HEADER_REPLICA, "value": f"{NS}/{name}"}]
 
-        r = routed_to(cp, {"stable": 2, "canary": 1})
-        assert share(r, "stable") == Fraction(95, 100)
-        ms = wait_condition(cp, MS, SERVICE, NS, "Routed", SETTLE)
-        # The front door's address is its InferenceCluster's (make cluster's local URL).
-        door = get(cp, IC, FRONT_DOOR)["spec"]["gateway"]["address"]
-        assert ms["status"]["address"] == f"{door}/{NS}/{SERVICE}"
-        assert ms["status"]["active"] == "Primary"
-        parent = r["spec"]["parentRefs"][0]
-        assert (parent["name"], parent["namespace"]) == ("inference-gateway", "gateway-system")
+            r = routed_to(cp, {"stable": 2, "canary": 1})
+            assert share(r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
+            ms = wait_condition(cp, MS, SERVICE, NS, "Routed", SETTLE)
+            # The front door's address is its InferenceCluster's (make cluster's local URL).
+            door = get(cp, IC, FRONT_DOOR)["spec"]["gateway"]["address"]
+            assert ms["status"]["address"] == f"{door}/{NS}/{SERVICE}"
+            assert ms["status"]["active"] == "Primary"
+            parent = r["spec"]["parentRefs"][0]
+            assert (parent["name"], parent["namespace"]) == ("inference-gateway",
+                                                             "gateway-system")
 
-        # Ordered rules: Envoy Gateway accepts them in order, each with its own backends;
-        # an order it would not keep is refused and the route left as it was.
-        check_rules(cp)
+            # Real requests at the service's address split by the weights.
+            url = f"{ms['status']['address']}/v1/completions"
+            first_answer(url, body())
+            check_shares(cp, url, timings, "all serving")
 
-        # Scale-down: the entry's share holds whatever its replica count.
-        scale(cp, "stable", 1)
-        r = routed_to(cp, {"stable": 1, "canary": 1})
-        assert share(r, "stable") == Fraction(95, 100)
+            # Ordered rules: Envoy Gateway accepts them in order, each with its own
+            # backends; an order it would not keep is refused and the route left as it was.
+            check_rules(cp)
 
-        # No primary replica serves: the fallback alone takes the route.
-        scale(cp, "stable", 0)
-        scale(cp, "canary", 0)
-        routed_to(cp, {"external": 1})
-        wait(f"ModelService {SERVICE} on its fallback",
-             lambda: (get(cp, MS, SERVICE, NS) or {}).get("status", {}).get("active")
-             == "Fallback", SETTLE)
+            # A replica's cluster lost: the front door leaves it; back, the shares hold.
+            lose_a_cluster(cp, url, timings)
+            check_shares(cp, url, timings, "after a lost cluster came back")
 
-        # A primary serves again: the fallback leaves the route.
-        scale(cp, "canary", 1)
-        r = routed_to(cp, {"canary": 1})
-        assert share(r, "canary") == 1
-        wait(f"ModelService {SERVICE} Routed again",
-             lambda: condition(get(cp, MS, SERVICE, NS), "Routed").get("status") == "True",
-             SETTLE)
-    finally:
-        cp.kubectl("delete", MS, SERVICE, "-n", NS, "--ignore-not-found", "--wait=false")
-        cp.kubectl("delete", ME, "provider", "-n", NS, "--ignore-not-found", "--wait=false")
-        # Both at once: the wait for one looks at every pod of the namespace.
-        cp.kubectl("delete", MD, "stable", "canary", "-n", NS, "--ignore-not-found",
-                   "--wait=false")
-        for name in ("stable", "canary"):
-            delete_and_wait(cp, NS, name)
-        wait("the fleet route to be gone", lambda: not items(
-            cp, ROUTES, NS, f"{LABEL_SERVICE}={SERVICE}"), SETTLE)
+            # Scale-down: the entry's share holds whatever its replica count.
+            scale(cp, "stable", 1)
+            r = routed_to(cp, {"stable": 1, "canary": 1})
+            assert share(r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
+
+            # The fallback answers only while no primary replica serves.
+            check_fallback(cp, url, provider)
+        finally:
+            cp.kubectl("delete", MS, SERVICE, "-n", NS, "--ignore-not-found", "--wait=false")
+            cp.kubectl("delete", ME, "provider", "-n", NS, "--ignore-not-found",
+                       "--wait=false")
+            # Both at once: the wait for one looks at every pod of the namespace.
+            cp.kubectl("delete", MD, "stable", "canary", "-n", NS, "--ignore-not-found",
+                       "--wait=false")
+            for name in ("stable", "canary"):
+                delete_and_wait(cp, NS, name)
+            wait("the fleet route to be gone", lambda: not items(
+                cp, ROUTES, NS, f"{LABEL_SERVICE}={SERVICE}"), SETTLE)
