@@ -62,7 +62,9 @@ def first_answer(url: str, body: dict[str, Any], headers: Mapping[str, str] | No
         if status == 200 and accept(text):
             return text
         if time.monotonic() > deadline:
-            raise AssertionError(f"{url} answered {status} for {ROUTED}s: {text[:300]}")
+            raise AssertionError(f"{url} answered {status}"
+                                 f"{' (not the answer wanted)' if status == 200 else ''} "
+                                 f"for {ROUTED}s: {text[:300]}")
         time.sleep(1)
 
 
