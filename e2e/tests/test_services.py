@@ -331,7 +331,7 @@ def check_fallback(cp: ControlPlane, url: str, provider, n: int = 20) -> None:
     wait(f"ModelService {SERVICE} on its fallback",
          lambda: (get(cp, MS, SERVICE, NS) or {}).get("status", {}).get("active")
          == "Fallback", SETTLE)
-    first_answer(url, body(), lambda text: json.loads(text)["model"] == PROVIDER_MODEL)
+    first_answer(url, body(), accept=lambda text: json.loads(text)["model"] == PROVIDER_MODEL)
     before = provider.finished()
     answers_from(url, PROVIDER_MODEL, n)
     wait(f"the provider to count {n} requests", lambda: provider.finished() - before == n, 15)
@@ -344,7 +344,7 @@ def check_fallback(cp: ControlPlane, url: str, provider, n: int = 20) -> None:
     wait(f"ModelService {SERVICE} Routed again",
          lambda: condition(get(cp, MS, SERVICE, NS), "Routed").get("status") == "True",
          SETTLE)
-    first_answer(url, body(), lambda text: json.loads(text)["model"] == MODEL)
+    first_answer(url, body(), accept=lambda text: json.loads(text)["model"] == MODEL)
     before = provider.finished()
     answered(url, engines(cp, NS, ["canary"]), n)
     assert provider.finished() == before, "the provider still answers"

@@ -49,7 +49,7 @@ def call(url: str, body: dict[str, Any] | None = None, timeout: float = 10,
         return exc.code, exc.read().decode(errors="replace")
 
 
-def first_answer(url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None,
+def first_answer(url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None, *,
                  accept: Callable[[str], bool] = lambda text: True) -> str:
     """POST until the route answers 200 with a body `accept` takes (Envoy learns a new
     route within seconds): at most one request a second for ROUTED seconds."""
