@@ -168,6 +168,22 @@ def test_a_pod_that_cannot_start_yet_is_retried_after_a_back_off_as_a_kubelet_re
     assert api.writes[-1] == ("epp", True, "")
 
 
+def test_ready_written_by_someone_else_is_rewritten_from_the_probes():
+    sup, runner, api, _ = make()
+    sup.observe("ADDED", pod())
+    sup.tick()
+    assert api.writes == [("p", True, "")]
+    ours = pod()
+    ours["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    sup.observe("MODIFIED", ours)  # our own write's event: nothing to do
+    sup.tick()
+    assert len(api.writes) == 1
+    marked = pod()  # the node lifecycle controller marked it unready
+    sup.observe("MODIFIED", marked)
+    sup.tick()
+    assert api.writes[-1] == ("p", True, "") and len(api.writes) == 2
+
+
 def test_a_waiting_pod_that_is_deleted_is_not_retried():
     sup, runner, _, clock = make(fail_start=True)
     sup.observe("ADDED", pod("gone"))

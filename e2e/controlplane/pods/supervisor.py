@@ -148,6 +148,13 @@ class Supervisor:
             return
         if t is not None:
             t.pod = pod
+            # Someone else wrote Ready (the node lifecycle controller marks pods of a
+            # NotReady node unready): probe now and write what the probes say, as a
+            # kubelet's status manager does, instead of only on a change of our own.
+            said = next((c.get("status") for c in (pod.get("status") or {}).get("conditions")
+                         or [] if c.get("type") == "Ready"), None)
+            if t.ready is not None and said != ("True" if t.ready else "False"):
+                t.ready, t.next_probe = None, 0.0
             return
         if key in self.waiting:  # tick retries it on its schedule
             self.waiting[key].pod = pod
