@@ -28,6 +28,7 @@ from function.contract.api import (
     REQUIRE_CLUSTERS,
     REQUIRE_DEPLOYMENTS,
     REQUIRE_REPLICAS,
+    REQUIRE_SERVICES,
 )
 from function.contract.capacity import replica_usage
 from function.runtime import fn
@@ -300,8 +301,11 @@ class World:
     def __init__(self, md: Mapping[str, Any], clusters: Sequence[Mapping[str, Any]],
                  others: Sequence[Mapping[str, Any]] = (),
                  observed: Mapping[str, Mapping[str, Any]] | None = None,
-                 deployments: Sequence[Mapping[str, Any]] = ()) -> None:
+                 deployments: Sequence[Mapping[str, Any]] = (),
+                 services: Sequence[Mapping[str, Any]] = ()) -> None:
         self.md = copy.deepcopy(dict(md))
+        # The ModelServices of its namespace (what a leaving replica drains from).
+        self.services = [copy.deepcopy(dict(s)) for s in services]
         # Every other ModelDeployment (a Pack deployment requires them all).
         self.deployments = [copy.deepcopy(dict(d)) for d in deployments]
         self.clusters = [copy.deepcopy(dict(c)) for c in clusters]
@@ -332,7 +336,8 @@ class World:
                         if all(labels(c).get(k) == v for k, v in selector.items())]
             required = {REQUIRE_CLUSTERS: selected,
                         REQUIRE_REPLICAS: [*self.others, *self.observed.values()],
-                        REQUIRE_DEPLOYMENTS: [self.md, *self.deployments]}
+                        REQUIRE_DEPLOYMENTS: [self.md, *self.deployments],
+                        REQUIRE_SERVICES: self.services}
         return request(self.md, required=required, observed=self.observed)
 
     def run(self, resolved: bool = True) -> fnv1.RunFunctionResponse:

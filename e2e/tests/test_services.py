@@ -36,7 +36,7 @@ from frontdoor import (MODEL, PROVIDER_MODEL, Paced, answered, at_most, body, en
                        provider_simulator, tolerance)
 from live import (IC, MD, MR, SERVING, SETTLE, Stopwatch, accepted_and_resolved, apply_docs,
                   condition, delete_and_wait, ensure_namespace, get, items, replicas_of,
-                  single_gpu, wait, wait_condition)
+                  serving_pods, single_gpu, wait, wait_condition)
 from traffic import ROUTED, call, delta, first_answer, served
 
 from e2e.controlplane.core import ControlPlane
@@ -237,6 +237,7 @@ RATE = 4            # requests a second while the cluster is lost
 # translation and xDS push. Measured: 51-62 s over six runs.
 CONVERGE = 60 + 60 + 30
 TAIL = 40           # answers in a row after which the front door has converged
+DRAIN_FAILURES = 0  # requests that may fail while a replica drains and goes
 
 
 def lose_a_cluster(cp: ControlPlane, url: str, timings) -> None:
@@ -312,6 +313,53 @@ def lose_a_cluster(cp: ControlPlane, url: str, timings) -> None:
         assert status == 200, text[:300]
         return sum(delta(served(back), before).values()) > 0
     wait(f"the front door to send to {LOST} again", reached, ROUTED)
+
+
+def scale_down_under_load(cp: ControlPlane, url: str, timings) -> dict:
+    """stable scaled 2 -> 1 while requests come to the front door at RATE a second.
+
+    The scheduler withdraws the leaving replica's ModelEndpoint at once and keeps the
+    replica serving while the service's status says its route still sends to it
+    (function/scheduler/drain.py); the route leaves it when Crossplane next reconciles
+    the service (it requires its ModelEndpoints, it does not watch them: within a
+    minute), and the replica goes on the deployment's next reconcile (within
+    requeue.WAITING), with its Deployment, Service and HTTPRoute on its cluster. So no
+    request should find it gone: the failures counted while it drained and went must
+    stay within DRAIN_FAILURES (MEASURE_DRAIN). Without the drain, every request the
+    route sent to it until the service's next reconcile failed (MEASURE_NO_DRAIN).
+    Returns the route once the replica is gone."""
+    before = {mr["metadata"]["name"]: mr for mr in replicas_of(cp, NS, "stable")}
+    s = share_of(route(cp), lambda replica: replica.startswith("stable-")) / len(before)
+    budget = CONVERGE * timeout_scale()
+    with Paced(url, body(), RATE, limit=int(RATE * (budget + 180))) as paced:
+        wait("the front door to answer at a steady rate", lambda: paced.streak() >= 8, 30)
+        mark, since = paced.mark(), paced.elapsed()
+        clock = Stopwatch()
+        scale(cp, "stable", 1)
+        r = routed_to(cp, {"stable": 1, "canary": 1}, CONVERGE)
+        timings["front door: scale-down -> the route leaves the replica (s)"] = clock.seconds()
+        wait("the drained replica to go", lambda: len(replicas_of(cp, NS, "stable")) == 1,
+             SETTLE)
+        (gone,) = set(before) - {mr["metadata"]["name"] for mr in replicas_of(cp, NS, "stable")}
+        wait(f"{gone}'s engine pod to be deleted from its cluster",
+             lambda: serving_pods(cp, before[gone]) == [], SETTLE)
+        timings["front door: scale-down -> the replica's pod gone (s)"] = clock.seconds()
+        wait(f"{TAIL} answers in a row through the front door",
+             lambda: paced.streak() >= TAIL, 60)
+        paced.stop()
+        failed, sent = paced.failures(mark), paced.sent(mark)
+    timings["front door: requests failed while a replica drained"] = len(failed)
+    timings["front door: requests sent meanwhile (scale-down)"] = sent
+    timings["front door: the leaving replica's share of the route"] = round(float(s), 3)
+    if failed:
+        timings["front door: scale-down -> last failed request (s)"] = round(
+            failed[-1][0] - since, 1)
+        timings["front door: scale-down failures by status"] = dict(
+            sorted(Counter(status for _, status in failed).items()))
+    assert len(failed) <= DRAIN_FAILURES, (
+        f"{len(failed)} of {sent} requests failed while a stable replica drained "
+        f"(its share {float(s):.3f}): {failed[:5]}...")
+    return r
 
 
 def answers_from(url: str, model: str, n: int) -> None:
@@ -394,9 +442,9 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
             lose_a_cluster(cp, url, timings)
             check_shares(cp, url, timings, "after a lost cluster came back")
 
-            # Scale-down: the entry's share holds whatever its replica count.
-            scale(cp, "stable", 1)
-            r = routed_to(cp, {"stable": 1, "canary": 1})
+            # Scale-down under light load: the requests that failed while a replica
+            # drained are counted; the entry's share holds whatever its replica count.
+            r = scale_down_under_load(cp, url, timings)
             assert share(r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
 
             # The fallback answers only while no primary replica serves.

@@ -53,6 +53,7 @@ REQUIRE_QUOTAS = "inference-quotas"
 REQUIRE_NAMESPACES = "namespaces"
 REQUIRE_QUOTA_CLUSTERS = "quota-clusters"  # every cluster, when a quota applies
 REQUIRE_DEPLOYMENTS = "model-deployments"  # every ModelDeployment, under Pack (room.py)
+REQUIRE_SERVICES = "model-services"  # a deployment's namespace's ModelServices (drain.py)
 REQUIRE_ENDPOINTS = "model-endpoints"  # a ModelService's endpoints of one entry: "model-endpoints/<i>"
 REQUIRE_FRONT_DOOR = "front-door"  # the InferenceCluster whose gateway a ModelService uses
 REQUIRE_NODES = "nodes"  # the control-plane cluster's Nodes of one pool: "nodes/<pool>"

@@ -4,7 +4,7 @@ This module is the I/O around the pure `plan()`: declare the required
 resources (InferenceClusters, every ModelReplica for the capacity ledger,
 and the ModelCache the replicas mount, if any), read the fleet from them (fleet.py), plan,
 and write desired ModelReplicas, a ModelEndpoint per serving replica (endpoints.py),
-status and conditions. It never drops an existing replica because an input is missing
+the leaving replicas that still drain (drain.py), status and conditions. It never drops an existing replica because an input is missing
 or unreadable; it keeps it and says why.
 """
 
@@ -24,6 +24,7 @@ from function.contract.api import (
     KIND_MODEL_CACHE,
     KIND_MODEL_DEPLOYMENT,
     KIND_MODEL_REPLICA,
+    KIND_MODEL_SERVICE,
     LABEL_DEPLOYMENT,
     REQUIRE_CLUSTERS,
     REQUIRE_DEPLOYMENTS,
@@ -32,6 +33,7 @@ from function.contract.api import (
     REQUIRE_QUOTA_CLUSTERS,
     REQUIRE_QUOTAS,
     REQUIRE_REPLICAS,
+    REQUIRE_SERVICES,
 )
 from function.contract.models.inferencequota import InferenceQuota
 from function.contract.quotas import Quota, parse_quota
@@ -40,7 +42,8 @@ from function.contract.enums import PlacementStrategy, ReplicaPhase
 from function.contract.validation import dig, model_errors
 from function.kit import requeue, structs
 from function.kit.request import Request, desired_ready
-from function.scheduler import autoscaling, demand, endpoints, output, parsecache, reasons, room
+from function.scheduler import (autoscaling, demand, drain, endpoints, output, parsecache,
+                                reasons, room)
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
 from function.scheduler.quotas import ledger as quota_ledger
@@ -64,6 +67,12 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
     _require(rsp, REQUIRE_CLUSTERS, KIND_INFERENCE_CLUSTER, selector or {})
     _require(rsp, REQUIRE_REPLICAS, KIND_MODEL_REPLICA, {})
     ns, name = meta.get("namespace") or "", meta.get("name") or ""
+    # The namespace's services, whose routes a leaving replica drains from (drain.py).
+    # Not waited for: Crossplane resolves it with the clusters and replicas, and
+    # without it a leaving replica goes at once, as it would with no service.
+    rsp.requirements.resources[REQUIRE_SERVICES].CopyFrom(fnv1.ResourceSelector(
+        api_version=API_VERSION, kind=KIND_MODEL_SERVICE, namespace=ns,
+        match_labels=fnv1.MatchLabels(labels={})))
     ref = cacheview.cache_ref(tspec)
     if ref is not None:
         response.require_resources(rsp, REQUIRE_MODEL_CACHE, API_VERSION, KIND_MODEL_CACHE,
@@ -113,9 +122,16 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
     for p in result.placements:
         structs.update(rsp.desired.resources[fleet.key(p.cluster, p.index)],
                        output.replica_manifest(md, p, shared), converted)
-    # Only the replicas still placed: one on its way out stops taking traffic now.
-    placed = (fleet.key(p.cluster, p.index) for p in result.placements)
-    endpoints.emit(rsp, {k: observed[k] for k in placed if k in observed})
+    # Only the replicas still placed: one on its way out stops taking traffic now,
+    # and is kept until no service routes to it (drain.py).
+    placed = {fleet.key(p.cluster, p.index) for p in result.placements}
+    endpoints.emit(rsp, {k: observed[k] for k in sorted(placed) if k in observed})
+    leaving = {k: mr for k, mr in observed.items() if k not in placed}
+    held = drain.holding(leaving, req.required(REQUIRE_SERVICES)) if leaving else {}
+    for key in held:
+        resource.update(rsp.desired.resources[key], output.echo(leaving[key]))
+        # Not counted: the deployment's readiness is its placed replicas'.
+        rsp.desired.resources[key].ready = desired_ready(True)
     kept = []
     for b in fleet.broken:
         # Skip only the bad object: keep it as it is and say so.
@@ -123,7 +139,8 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
         rsp.desired.resources[b.key].ready = desired_ready(False)
         response.warning(rsp, f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
         kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
-    write_status(rsp, md, result, observed, fleet, kept)
+    write_status(rsp, md, result, observed, fleet, kept,
+                 drain.note(leaving, held) if held else "")
     if autoscaled:
         _condition(rsp, autoscaling.capacity(want, len(result.placements)))
 
@@ -243,7 +260,7 @@ def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str,
 
 def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: Plan,
                  observed: Mapping[str, Mapping[str, Any]], fleet: Fleet,
-                 broken: Sequence[str] = ()) -> None:
+                 broken: Sequence[str] = (), draining: str = "") -> None:
     name = (md.get("metadata") or {}).get("name", "")
     want = int((md.get("spec") or {}).get("replicas", 1))
     placements, ready = [], 0
@@ -287,6 +304,8 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         cond = ("False", "KeptAsIs", "; ".join(kept + result.notes))
     else:
         cond = ("True", "AllScheduled", f"{scheduled}/{want} replicas scheduled")
+    if draining:
+        cond = (cond[0], cond[1], f"{cond[2]}; {draining}")
     response.set_conditions(rsp, resource.Condition(
         typ="ReplicasScheduled", status=cond[0], reason=cond[1], message=cond[2][:MAX_MESSAGE]))
     # Ready means every replica the spec asks for serves, however many are
@@ -294,9 +313,10 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
     rsp.desired.composite.ready = desired_ready(ready == want and not result.errors)
     if result.errors or result.unscheduled or scheduled < want or cond[1] == "KeptAsIs":
         requeue.soon(rsp)  # waiting on the fleet, which Crossplane does not watch for us
-    elif ready < scheduled:
+    elif ready < scheduled or draining:
         # Waiting on replicas to serve: Crossplane watches them, but their
         # status updates can open its watch circuit breaker (see requeue).
+        # Or on services to stop routing to a draining one: not watched at all.
         requeue.soon(rsp)
     response.set_conditions(rsp, resource.Condition(
         typ="ReplicasReady", status="True" if ready == want else "False",
