@@ -9,7 +9,9 @@ otherwise stand in the way of other scenarios' "everything is gone" waits.
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 
 import pytest
 from builders import load_one
@@ -35,9 +37,13 @@ def in_namespace(doc: dict, **spec) -> dict:
     return doc
 
 
+TOKEN = "hf_not_a_real_token"
+OBJECTS = "objects.kubernetes.m.crossplane.io"
+
+
 def secret() -> dict:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": NS},
-            "stringData": {"token": "hf_not_a_real_token"}}
+            "stringData": {"token": TOKEN}}
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +80,17 @@ def test_the_cache_is_staged_on_every_cluster_of_its_footprint(cp: ControlPlane,
     # The remote cluster got the token through provider-kubernetes, never through us.
     remote = get(cp, "secrets", "hf-token", NS, cluster=cp.cluster("eu-west-1"))
     assert remote is not None and remote.get("data", {}).get("token")
+    # And no Object shows it: provider-kubernetes runs with --sanitize-secrets, so the
+    # Secret's Object reports its data redacted, readable by whoever may read Objects.
+    objects = items(cp, OBJECTS, NS)
+    copies = [o for o in objects
+              if (o["spec"]["forProvider"]["manifest"].get("kind"), o["spec"]["forProvider"]
+                  ["manifest"].get("metadata", {}).get("name")) == ("Secret", "hf-token")]
+    assert copies, [o["metadata"]["name"] for o in objects]
+    for o in copies:
+        assert o["status"]["atProvider"]["manifest"]["data"] == {"redacted": None}, o["status"]
+    dumped = json.dumps(objects)
+    assert TOKEN not in dumped and base64.b64encode(TOKEN.encode()).decode() not in dumped
 
 
 def test_replicas_land_inside_the_footprint_and_mount_the_cache(cp: ControlPlane, staged,

@@ -12,8 +12,9 @@ Which clusters stage the cache:
 
 On each: the PersistentVolumeClaim (`contract/cacheview.claim_name`, in the
 cache's namespace), the auth Secret (remote clusters get a copy that
-provider-kubernetes fills from the control plane's Secret, so this function
-never reads the token), and the hydration Job (hydration.py). On a remote
+provider-kubernetes fills from the control plane's Secret: this function writes no
+token into what it composes, though Crossplane does send it the Secret it requires,
+data included, to learn whether it exists), and the hydration Job (hydration.py). On a remote
 cluster each is wrapped in a provider-kubernetes Object, as a replica's
 objects are (placement.py), the namespace included.
 
