@@ -49,7 +49,8 @@ from typing import Any
 
 import yaml
 
-from e2e.controlplane import addons, certs, dataplane, envoy_gateway, fleet, inventory, tools
+from e2e.controlplane import (addons, certs, dataplane, envoy_gateway, fleet, inventory,
+                              security, tools)
 from e2e.controlplane.pods import harness as pods
 from e2e.controlplane.procs import Spec, Supervisor, tail
 from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, http_get,
@@ -629,7 +630,7 @@ class _Builder:
             dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                  "kubernetes.default.svc.cluster.local"],
             ips=["127.0.0.1", "10.96.0.1"])
-        self.admin = certs.issue(self.ca, pki, "admin", "modelplane-e2e-admin",
+        self.admin = certs.issue(self.ca, pki, "admin", security.ADMIN_USER,
                                  orgs=["system:masters"], client=True)
         self.sa_key, self.sa_pub = certs.make_rsa_keypair(pki, "sa")
         self.webhook_cert = certs.issue(self.ca, pki, "webhook", "webhook", server=True,
@@ -1182,6 +1183,9 @@ class _Builder:
     def _apply_fleet(self, plan: fleet.FleetPlan) -> None:
         cp = self.cp
         assert cp is not None
+        self.say("admission policies and tenant roles (security/): only "
+                 f"{security.ADMIN_USER} writes ModelReplicas, status and cluster-wide Objects")
+        cp.apply(security.manifests())
         for name, c in plan.clusters.items():
             if not c.remote:
                 continue
