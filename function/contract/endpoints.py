@@ -1,6 +1,8 @@
 """A ModelEndpoint as the ModelService function reads it: its URL taken apart.
 
-The XRD checks the URL's shape at admission; `parse_endpoint` checks it again
+The XRD checks the URL's shape, the destinations no front door may reach
+(destinations.py), the reserved headers, `replica` and `auth` at admission;
+`parse_endpoint` checks them again
 (an object written before the rule, or through a path that skips admission,
 must not break a route) and returns why an endpoint is unusable instead of
 raising: the ModelEndpoint's own function reports that reason in its `Valid`

@@ -3,7 +3,9 @@
 A ModelService selects ModelEndpoints (in its namespace) by label, in
 weighted primary entries and fallback entries. On the front door's cluster
 (`spec.gateway.clusterName`, else the one InferenceCluster labelled
-`modelplane.ai/front-door: "true"`) it composes, as-is in its namespace on the
+`modelplane.ai/front-door: "true"`; either way one its platform team admitted for
+the namespace, and each endpoint one that front door may send to: policy.py)
+it composes, as-is in its namespace on the
 control-plane cluster or wrapped in provider-kubernetes Objects on a remote
 one (placement.py):
 
@@ -15,7 +17,9 @@ one (placement.py):
   endpoint (`weights.py`: an entry's weight is its share however many
   endpoints it selects) that sets the endpoint's request headers;
 * an `HTTPRouteFilter` rewriting the Host to the backend's hostname when an
-  endpoint is a DNS name, and a `BackendTrafficPolicy` when `spec.retry` is set.
+  endpoint is a DNS name, one injecting each `spec.auth` endpoint's credential
+  from its Secret, a `BackendTrafficPolicy` when `spec.retry` is set and a
+  `SecurityPolicy` when `spec.authentication` is set.
 
 Which entries take traffic, for the service's own entries and for each rule
 alike: the primaries while any primary entry of weight above 0 has a valid
