@@ -81,7 +81,7 @@ NEVER, PRIVATE, PUBLIC = "never", "private", "public"  # contract/destinations.p
     ("kubernetes.default.svc.cluster.local", NEVER), ("metadata.google.internal", NEVER),
     ("127.0.0.1", PRIVATE), ("127.0.0.9", PRIVATE), ("::1", PRIVATE), ("10.127.255.1", PRIVATE),
     ("172.16.0.1", PRIVATE), ("192.168.1.1", PRIVATE), ("100.64.0.1", PRIVATE),
-    ("fd12:3456::1", PRIVATE), ("::ffff:10.0.0.1", PRIVATE), ("localhost", PRIVATE),
+    ("fd12:3456::1", PRIVATE), ("::ffff:10.0.0.1", PRIVATE), ("::ffff:8.8.8.8", PUBLIC), ("localhost", PRIVATE),
     ("api.localhost", PRIVATE), ("vllm", PRIVATE), ("vllm.models.svc", PRIVATE),
     ("vllm.models.svc.cluster.local", PRIVATE), ("db.corp.internal", PRIVATE),
     ("api.openai.com", PUBLIC), ("8.8.8.8", PUBLIC), ("2606:4700::1111", PUBLIC),

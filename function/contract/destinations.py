@@ -44,7 +44,7 @@ NEVER_NETS = tuple(ipaddress.ip_network(n) for n in (
 PRIVATE_NETS = tuple(ipaddress.ip_network(n) for n in (
     "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "172.16.0.0/12", "192.0.0.0/24",
     "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
-    "::1/128", "::ffff:0:0/96", "64:ff9b::/96", "100::/64", "2001:db8::/32", "fc00::/7"))
+    "::1/128", "64:ff9b::/96", "100::/64", "2001:db8::/32", "fc00::/7"))
 # The API server's and the metadata services' names: no model provider answers there.
 NEVER_NAMES = ("kubernetes", "kubernetes.default", "metadata", "metadata.google.internal",
                "instance-data", "instance-data.ec2.internal")
@@ -87,8 +87,7 @@ def classify(host: str) -> tuple[str, str]:
     if ip is not None:
         mapped = getattr(ip, "ipv4_mapped", None)
         if mapped is not None:  # ::ffff:a.b.c.d is a.b.c.d to a dual-stack socket
-            kind, why = classify(str(mapped))
-            return (kind, why) if kind == NEVER else (PRIVATE, why)
+            return classify(str(mapped))
         for net in NEVER_NETS:
             if ip in net:
                 return NEVER, f"{host} is in {net} (link-local, metadata, unspecified or " \
