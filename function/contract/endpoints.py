@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from function.contract.api import replica_header_value
 from function.contract.destinations import NEVER, classify, reserved_header, reserved_text
 from function.contract.names import is_dns_subdomain
 from function.contract.validation import dig
@@ -59,7 +60,7 @@ class Endpoint:
     @property
     def replica_header(self) -> str:
         """HEADER_REPLICA's value for a replica's endpoint: always of its own namespace."""
-        return f"{self.namespace}/{self.replica}" if self.replica else ""
+        return replica_header_value(self.namespace, self.replica) if self.replica else ""
 
 
 class Invalid(Exception):

@@ -6,8 +6,9 @@ it is usable: `Valid` True, or False with the reason (`InvalidURL`,
 `UnsupportedScheme`, `InvalidRewritePath`, `InvalidHeaders`, `ReservedHeader`,
 `DeniedDestination`, `InvalidReplica`, `InvalidAuth`, `InvalidSpec`) and what to
 change. A private destination is valid here: whether a front door sends there
-is its InferenceCluster's to say (`caveat`). It never fails the reconcile: an unusable endpoint is
-reported, and every ModelService selecting it leaves it out and names it.
+is its InferenceCluster's to say (`caveat`). It never fails the reconcile: an
+unusable endpoint is reported, and every ModelService selecting it leaves it
+out and names it.
 The endpoint is Ready either way (there is nothing to wait on).
 """
 
