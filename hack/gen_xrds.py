@@ -24,7 +24,7 @@ VERSION = "v1alpha1"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the serving modes' table: function/contract/serving.py
 
-from function.contract import cost, serving  # noqa: E402
+from function.contract import cost, destinations, serving  # noqa: E402
 
 
 def dependency_name(package: str) -> str:
@@ -139,6 +139,12 @@ def array(items: dict, max_items: int, description: str = "", *, min_items: int 
     if rules:
         s["x-kubernetes-validations"] = [{"rule": r, "message": m} for r, m in rules]
     return s
+
+
+def with_rules(schema: dict, rules: list[tuple[str, str]]) -> dict:
+    """A schema with x-kubernetes-validations rules (for kinds whose helper takes none)."""
+    return {**schema, "x-kubernetes-validations": [{"rule": r, "message": m}
+                                                   for r, m in rules]}
 
 
 def string_map(max_properties: int, description: str, *, value_max: int = 1024,
@@ -580,6 +586,30 @@ def inference_cluster() -> dict:
                               "optionally with scheme and port (http://llm.eu.example.com).",
                               pattern=r"^(https?://)?[A-Za-z0-9.\-\[\]:]+$"),
         }, "The cluster-edge Gateway that HTTPRoutes attach to.", required=["name", "namespace"]),
+        "frontDoor": obj({
+            "enabled": {"type": "boolean", "description": "Whether ModelServices may attach "
+                        "their routes to this cluster's gateway (required: a cluster is "
+                        "no front door unless its platform team says so)."},
+            "namespaces": array(string(63, pattern=DNS_LABEL, min_length=1), 64,
+                                "The namespaces whose ModelServices may use it; default "
+                                "every namespace.", rules=[
+                ("self.all(x, self.exists_one(y, x == y))", "namespaces must be unique")]),
+            "allowedDestinations": obj({
+                "cidrs": array(with_rules(string(49, min_length=3), [
+                    ("isCIDR(self)", "a CIDR, e.g. 10.127.255.1/32")]), 32,
+                    "Private addresses (loopback, RFC 1918, CGNAT, ULA...) its Envoy may "
+                    "send to. Keep them narrow: 10.0.0.0/8 would open the cluster's API "
+                    "server's Service address too."),
+                "hostnames": array(string(253, pattern=HOSTNAME,
+                                          min_length=1), 32,
+                                   "Cluster-internal names (one label, localhost, *.svc, "
+                                   "*.cluster.local, *.internal) its Envoy may send to: "
+                                   "exact, or `*.<suffix>` for every name under it."),
+            }, "Exceptions to the default deny of private destinations for the "
+               "ModelEndpoints routed here. Link-local and metadata addresses, and the API "
+               "server's names, stay refused whatever this says."),
+        }, "Whether this cluster's gateway is a front door for ModelServices, for whom, "
+           "and where its Envoy may send requests.", required=["enabled"]),
         "taints": array(taint("A cluster taint that replicas must tolerate."), 16,
                         "Cluster taints."),
         "storage": obj({
@@ -1031,29 +1061,103 @@ MAX_RULE_MATCHES = 15
 SERVICE_ACTIVE = ("ServiceActive", ["Primary", "Fallback", "None"])
 
 
+def header_not_reserved(field: str, allow: tuple[str, ...] = ()) -> tuple[str, str]:
+    """A CEL rule on a header name field: none of destinations.RESERVED_HEADERS
+    (but `allow`) nor a name under RESERVED_PREFIXES."""
+    names = ", ".join(f"'{n}'" for n in sorted(destinations.RESERVED_HEADERS - set(allow)))
+    prefixes = " || ".join(f"{field}.lowerAscii().startsWith('{p}')"
+                           for p in destinations.RESERVED_PREFIXES)
+    return (f"!({field}.lowerAscii() in [{names}] || {prefixes})",
+            f"the header is reserved ({destinations.reserved_text()}): hop-by-hop headers "
+            "are Envoy's, a replica is reached with spec.replica and a credential comes from "
+            "a Secret (spec.auth)")
+
+
+def url_rules() -> list[tuple[str, str]]:
+    """What CEL can refuse of an endpoint URL's host whatever an admin allows
+    (destinations.NEVER), with the Kubernetes IP and CIDR libraries (in CRD rules
+    since Kubernetes 1.31). The host is cut out with indexOf, substring and find,
+    whose results the API server's cost estimate bounds by the URL's maxLength
+    (url().getHostname()'s result it does not bound, so a rule using it is refused
+    as too costly)."""
+    host = "self.substring(self.indexOf('://') + 3).find('^[^:/]*').lowerAscii()"
+    nets = " || ".join(f"cidr('{n}').containsIP({host})"
+                       for n in ("0.0.0.0/8", "169.254.0.0/16", "224.0.0.0/3"))
+    names = ", ".join(f"'{n}'" for n in destinations.NEVER_NAMES)
+    prefix = destinations.NEVER_PREFIX
+    return [
+        (f"!isIP({host}) || !({nets})",
+         "spec.url may not name a link-local (metadata service), unspecified, multicast or "
+         "reserved address"),
+        (f"isIP({host}) || !{host}.matches('(^|[.])([0-9]+|0x[0-9a-f]*)$')",
+         "a host whose last label is numeric is read as an IPv4 number: write the address as "
+         "four decimal octets"),
+        (f"!({host} in [{names}] || {host} == '{prefix}' || {host}.startsWith('{prefix}.'))",
+         "spec.url may not name the cluster's API server or a metadata service"),
+    ]
+
+
 def model_endpoint() -> dict:
     header = obj({
-        "name": string(256, "The header's name (an HTTP token).", pattern=HEADER_NAME,
-                       min_length=1),
-        "value": string(4096, "Its value. Not for secrets: it is stored in the route."),
+        "name": with_rules(string(256, "The header's name (an HTTP token); not a reserved "
+                                  "one.", pattern=HEADER_NAME, min_length=1),
+                           [header_not_reserved("self")]),
+        "value": string(4096, "Its value. Not for secrets: it is stored in the route (use "
+                        "spec.auth)."),
     }, "A header the gateway sets on requests it sends to this endpoint.",
         required=["name", "value"])
     spec = obj({
-        "url": string(2048, "Where the endpoint answers: `http://` or `https://`, a host, an "
-                      "optional port and path; no query or fragment. "
-                      "An https endpoint is reached over TLS verified against the system "
-                      "CAs, with the host as SNI.", pattern=ENDPOINT_URL, min_length=8),
+        "url": with_rules(string(
+            2048, "Where the endpoint answers: `http://` or `https://`, a host, an "
+            "optional port and path; no query or fragment. "
+            "An https endpoint is reached over TLS verified against the system "
+            "CAs, with the host as SNI. Never a link-local, metadata, unspecified or "
+            "multicast address, nor the API server's names; a private address (loopback, "
+            "RFC 1918, CGNAT, ULA) or a cluster-internal name (one label, localhost, *.svc, "
+            "*.cluster.local, *.internal) only where the front door's InferenceCluster "
+            "allows it (spec.frontDoor.allowedDestinations), or a replica's at one of the "
+            "fleet's gateways.", pattern=ENDPOINT_URL, min_length=8), url_rules()),
         "rewritePath": string(1024, "The path prefix that replaces the ModelService's own "
                               "prefix (`/<namespace>/<name>`) on requests sent here; default "
                               "the URL's path, or `/` when it has none.",
                               pattern=REWRITE_PATH),
         "requestHeaders": array(header, 8, "Headers the gateway sets on requests it sends to "
-                                "this endpoint (the scheduler sets `x-modelplane-replica`).",
+                                "this endpoint. Reserved, and refused: hop-by-hop headers, "
+                                "Host, Authorization, `Proxy-*`, `x-modelplane-*`, "
+                                "`x-envoy-*`.",
                                 map_keys=["name"], rules=[
             ("self.all(h, self.exists_one(o, o.name.lowerAscii() == h.name.lowerAscii()))",
              "requestHeaders names must be unique, whatever their case")]),
+        "replica": string(253, "The ModelReplica of this endpoint's namespace it reaches "
+                          "through its cluster's gateway (the scheduler sets it): the route "
+                          "sets `x-modelplane-replica: <namespace>/<replica>` on requests "
+                          "sent here, and the URL may be one of the fleet's gateways however "
+                          "private its address.", pattern=DNS_SUBDOMAIN, min_length=1),
+        "auth": obj({
+            "secretRef": obj({
+                "name": string(253, "A Secret of the endpoint's namespace whose key "
+                               "`credential` holds the whole header value (`Bearer sk-...`).",
+                               pattern=DNS_SUBDOMAIN, min_length=1),
+            }, "The Secret Envoy Gateway reads the credential from (the function never "
+               "reads it). On a remote front door the Secret must exist in the same "
+               "namespace there.", required=["name"]),
+            "header": with_rules(string(256, "The header the credential is set in; default "
+                                        "Authorization. It replaces any the client sent.",
+                                        pattern=HEADER_NAME, min_length=1),
+                                 [header_not_reserved("self", allow=("authorization",))]),
+        }, "The credential the gateway adds to requests it sends here, from a Secret: an "
+           "Envoy Gateway HTTPRouteFilter's credentialInjection on this endpoint's "
+           "backendRef only.", required=["secretRef"]),
     }, "One reachable, OpenAI-compatible backend: a replica's gateway or an external "
-       "provider.", required=["url"])
+       "provider.", required=["url"], rules=[
+        ("!has(self.replica) || (has(self.rewritePath) ? self.rewritePath == '/' : "
+         "(!isURL(self.url) || url(self.url).getEscapedPath() in ['', '/']))",
+         "a replica's endpoint reaches it at its cluster gateway's root: rewritePath '/'"),
+        ("!has(self.auth) || !has(self.requestHeaders) || !self.requestHeaders.exists(h, "
+         "h.name.lowerAscii() == (has(self.auth.header) ? self.auth.header : "
+         "'Authorization').lowerAscii())",
+         "the credential's header (spec.auth.header) is set from the Secret only, not in "
+         "requestHeaders")])
     status = obj({}, "Whether the endpoint is usable. " + CONDITIONS_NOTE)
     return xrd("ModelEndpoint", "modelendpoints", "Namespaced", spec, status, ["me"], [
         col("URL", "string", ".spec.url"),
@@ -1080,8 +1184,9 @@ def entries_rule(what: str) -> tuple[str, str]:
 
 def service_rule() -> dict:
     header = obj({
-        "name": string(256, "The header's name (an HTTP token), matched whatever its case.",
-                       pattern=HEADER_NAME, min_length=1),
+        "name": with_rules(string(256, "The header's name (an HTTP token), matched whatever "
+                                  "its case; not a reserved one.", pattern=HEADER_NAME,
+                                  min_length=1), [header_not_reserved("self")]),
         "type": string(0, "Exact (default) or RegularExpression (RE2, Envoy's dialect, the "
                        "whole value).", enum=RULE_HEADER_TYPE, default="Exact"),
         "value": string(1024, "The value, or the regular expression.", min_length=1),
@@ -1157,7 +1262,23 @@ def model_service() -> dict:
             "clusterName": string(253, "The InferenceCluster whose spec.gateway the route "
                                   "attaches to.", pattern=DNS_SUBDOMAIN, min_length=1),
         }, "Which gateway fronts the service; default the one InferenceCluster labelled "
-           "`modelplane.ai/front-door: \"true\"`."),
+           "`modelplane.ai/front-door: \"true\"`. Either way the cluster must be admitted as "
+           "a front door for this namespace (its spec.frontDoor)."),
+        "authentication": obj({
+            "apiKeys": obj({
+                "secretRef": obj({
+                    "name": string(253, "A Secret of the service's namespace: each key a "
+                                   "client's name, each value its API key.",
+                                   pattern=DNS_SUBDOMAIN, min_length=1),
+                }, "Where the keys are (Envoy Gateway reads them; the function never does). "
+                   "On a remote front door the Secret must exist in the same namespace "
+                   "there.", required=["name"]),
+            }, "API keys: a client sends `Authorization: Bearer <key>` (what OpenAI "
+               "clients send); a request without a known key is answered 401, and the key "
+               "is removed before the request goes on.", required=["secretRef"]),
+        }, "Who may call the service: an Envoy Gateway SecurityPolicy on its route. "
+           "Without it the service answers anyone who reaches the front door.",
+            required=["apiKeys"]),
     }, "One OpenAI-compatible URL over weighted sets of ModelEndpoints.",
         required=["endpoints"],
         rules=[("!has(self.loraAdapters) || has(self.modelName)",

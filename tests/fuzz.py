@@ -206,6 +206,7 @@ def requests(draw) -> fnv1.RunFunctionRequest:
         xr = draw(bent(SERVICES))
         if draw(st.booleans()):
             required[REQUIRE_FRONT_DOOR] = draw(st.lists(stored(FLEET), max_size=2))
+            required[REQUIRE_CLUSTERS] = draw(st.lists(stored(FLEET), max_size=4))
             for name in ("primary-0", "primary-1", "fallback-0", "rule-0-primary-0",
                          "rule-0-fallback-0", "rule-1-primary-0"):
                 required[f"{REQUIRE_ENDPOINTS}/{name}"] = draw(

@@ -27,7 +27,10 @@ DOOR = {
     "apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
     "metadata": {"name": "hub", "labels": {"modelplane.ai/front-door": "true"}},
     "spec": {"gateway": {"name": "inference-gateway", "namespace": "gateway-system",
-                         "address": "llm.example.com"}, "nodePools": []},
+                         "address": "llm.example.com"}, "nodePools": [],
+             # The endpoints below are on 10/8, private: this front door allows them.
+             "frontDoor": {"enabled": True,
+                           "allowedDestinations": {"cidrs": ["10.0.0.0/8"]}}},
 }
 REMOTE_DOOR = {**DOOR, "metadata": {"name": "edge", "labels": {}},
                "spec": {**DOOR["spec"], "providerConfigRef": {"name": "edge"}}}
@@ -42,8 +45,7 @@ def endpoint(name, url="http://10.0.0.1", labels=None, **spec):
 def replicas(deployment, n):
     return [endpoint(f"{deployment}-{i}", f"http://10.0.{i}.1",
                      {"modelplane.ai/deployment": deployment}, rewritePath="/",
-                     requestHeaders=[{"name": "x-modelplane-replica",
-                                      "value": f"{NS}/{deployment}-{i}"}])
+                     replica=f"{deployment}-{i}")
             for i in range(n)]
 
 
@@ -60,7 +62,8 @@ def service(primary=((1, {"app": "a"}),), fallback=(), **spec):
 def run(ms, primary=(), fallback=(), door=(DOOR,), observed=None, omit=(),
         required_extra=None):
     """primary/fallback: the ModelEndpoints each entry's requirement resolves to."""
-    required = {"front-door": list(door), **(required_extra or {})}
+    required = {"front-door": list(door), "inference-clusters": list(door),
+                **(required_extra or {})}
     required |= {f"model-endpoints/primary-{i}": list(eps) for i, eps in enumerate(primary)}
     required |= {f"model-endpoints/fallback-{i}": list(eps) for i, eps in enumerate(fallback)}
     for name in omit:
@@ -302,7 +305,8 @@ def test_the_example_service_routes_95_5_over_its_example_endpoints():
     entries = [e["selector"]["matchLabels"] for e in ms["spec"]["endpoints"]]
     rsp = run(ms, [selected(labels) for labels in entries],
               [selected(ms["spec"]["fallback"][0]["selector"]["matchLabels"])],
-              door=[c for c in fleet if c["metadata"]["name"] == "us-east-1"])
+              door=[c for c in fleet if c["metadata"]["name"] == "us-east-1"],
+              required_extra={"inference-clusters": fleet})
     assert composite(rsp)["status"]["address"] == \
         "https://llm.us-east-1.example.com/ml-team/llama"
     got = shares(rsp)

@@ -40,7 +40,7 @@ def endpoints_of(rsp) -> dict[str, dict]:
     return {k: to_plain(v) for k, v in desired(rsp).items() if k.startswith("endpoint-")}
 
 
-def test_a_serving_replica_gets_an_endpoint_at_its_cluster_gateway_selected_by_header():
+def test_a_serving_replica_gets_an_endpoint_at_its_cluster_gateway_naming_the_replica():
     md = deployment("llama", replicas=1, labels={"app": "llama", "tier": "prod"})
     mr = own_replica(md, "a", 0, {"vllm": "h100"}, created=stamp(1))
     mr["metadata"]["labels"].update({"app": "llama", "tier": "prod"})
@@ -54,9 +54,10 @@ def test_a_serving_replica_gets_an_endpoint_at_its_cluster_gateway_selected_by_h
     assert ep["metadata"] == {"name": name, "namespace": ns, "labels": {
         "app": "llama", "modelplane.ai/cluster": "a", "modelplane.ai/deployment": "llama",
         "modelplane.ai/replica-index": "0", "tier": "prod"}}
+    # The replica, not the header: the route sets `x-modelplane-replica: <ns>/<name>`
+    # from the endpoint's own namespace, so no endpoint can name another's.
     assert ep["spec"] == {"url": "https://gw.a.example.com", "rewritePath": "/",
-                          "requestHeaders": [{"name": "x-modelplane-replica",
-                                              "value": f"{ns}/{name}"}]}
+                          "replica": name}
     # What a ModelService accepts: the ModelEndpoint XRD's schema and its function's check.
     assert Schemas().errors(ep) == [] and check(ep) is None
     # It exists only while the replica serves: it never holds readiness back.

@@ -179,6 +179,8 @@ class Paced:
 PROVIDER_KEY = "e2e-external-provider"  # names its bridge and namespace (hashed)
 # In traffic.POD_NETWORK and beyond every cluster's pod CIDR (10.<64+i>.0.0/16).
 PROVIDER_CIDR = "10.127.255.0/24"
+# A private address: the front door's Envoy sends there only while its InferenceCluster
+# lists it in spec.frontDoor.allowedDestinations (test_services.allow_provider).
 PROVIDER_IP = "10.127.255.1"
 PROVIDER_PORT = 8000
 READY = 60  # seconds for the simulator to answer /health

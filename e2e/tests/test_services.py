@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from frontdoor import (MODEL, PROVIDER_MODEL, Paced, answered, at_most, body, engines,
+from frontdoor import (MODEL, PROVIDER_IP, PROVIDER_MODEL, Paced, answered, at_most, body, engines,
                        provider_simulator, tolerance)
 from live import (IC, MD, MR, SERVING, SETTLE, Stopwatch, accepted_and_resolved, apply_docs,
                   condition, delete_and_wait, ensure_namespace, get, items, replicas_of,
@@ -54,6 +54,15 @@ SERVICE = "chat"
 # 75/25 rather than a 95/5 canary: a 5 % share would need thousands of requests to be
 # told apart from 0 % or 10 % (REQUESTS below tells 25 % within about 6 points).
 WEIGHTS = {"stable": 75, "canary": 25}
+
+
+def allow_provider(cp: ControlPlane, allow: bool) -> None:
+    """The front door's platform team allows (or no longer allows) its Envoy to reach the
+    provider's private address: a ModelEndpoint at a private address is left out of every
+    route unless the front door's InferenceCluster lists it (docs/security.md)."""
+    allowed = {"cidrs": [f"{PROVIDER_IP}/32"]} if allow else None
+    cp.kubectl("patch", IC, FRONT_DOOR, "--type=merge", "-p", json.dumps(
+        {"spec": {"frontDoor": {"enabled": True, "allowedDestinations": allowed}}}))
 
 
 def external(url: str) -> dict[str, Any]:
@@ -402,21 +411,21 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
         cp: ControlPlane, timings, tmp_path):
     ensure_namespace(cp, NS)
     with provider_simulator(cp.tools["INFERENCE_SIM"], tmp_path) as provider:
+        allow_provider(cp, True)
         apply_docs(cp, [single_gpu("stable", NS, 2), single_gpu("canary", NS, 1),
                         external(provider.url), SERVICE_DOC])
         try:
             for name, want in (("stable", 2), ("canary", 1)):
                 wait_condition(cp, MD, name, NS, "Ready", SERVING)
                 wait_endpoints(cp, name, want)
-            # A replica's endpoint names its cluster gateway and the header its route
-            # matches.
+            # A replica's endpoint names its cluster gateway and the replica, whose
+            # header (of the endpoint's own namespace) the route sets and its route matches.
             for ep in serving_endpoints(cp, "stable"):
                 name = ep["metadata"]["name"]  # the replica's
                 mr = get(cp, MR, name, NS)
                 assert mr is not None and mr["status"]["phase"] == "Serving"
                 assert mr["status"]["endpoint"] == f"{ep['spec']['url']}/{NS}/{name}"
-                assert ep["spec"]["requestHeaders"] == [
-                    {"name": HEADER_REPLICA, "value": f"{NS}/{name}"}]
+                assert ep["spec"]["replica"] == name and "requestHeaders" not in ep["spec"]
 
             r = routed_to(cp, {"stable": 2, "canary": 1})
             assert share(r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
@@ -453,6 +462,7 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
             cp.kubectl("delete", MS, SERVICE, "-n", NS, "--ignore-not-found", "--wait=false")
             cp.kubectl("delete", ME, "provider", "-n", NS, "--ignore-not-found",
                        "--wait=false")
+            allow_provider(cp, False)
             # Both at once: the wait for one looks at every pod of the namespace.
             cp.kubectl("delete", MD, "stable", "canary", "-n", NS, "--ignore-not-found",
                        "--wait=false")

@@ -72,6 +72,7 @@ SECRET = Kind("v1", "Secret", Role.SUPPORT)
 BACKEND = Kind("gateway.envoyproxy.io/v1alpha1", "Backend", Role.ROUTE)
 BACKENDTRAFFICPOLICY = Kind("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", Role.ROUTE)
 HTTPROUTEFILTER = Kind("gateway.envoyproxy.io/v1alpha1", "HTTPRouteFilter", Role.ROUTE)
+SECURITYPOLICY = Kind("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", Role.ROUTE)
 # provider-kubernetes' wrapper for a remote cluster: its role is its manifest's.
 OBJECT = Kind("kubernetes.m.crossplane.io/v1alpha1", "Object", Role.SUPPORT,
               lambda obj: readiness.provider_object(obj, judge))
@@ -79,7 +80,7 @@ OBJECT = Kind("kubernetes.m.crossplane.io/v1alpha1", "Object", Role.SUPPORT,
 KINDS: dict[tuple[str, str], Kind] = {k.key: k for k in (
     DEPLOYMENT, LEADERWORKERSET, RESOURCECLAIMTEMPLATE, NAMESPACE, SERVICE, HTTPROUTE,
     INFERENCEPOOL, CONFIGMAP, SERVICEACCOUNT, RBAC_ROLE, ROLEBINDING, JOB, PERSISTENTVOLUMECLAIM,
-    SECRET, BACKEND, BACKENDTRAFFICPOLICY, HTTPROUTEFILTER, OBJECT)}
+    SECRET, BACKEND, BACKENDTRAFFICPOLICY, HTTPROUTEFILTER, SECURITYPOLICY, OBJECT)}
 
 
 def kind_of(obj: Mapping[str, Any]) -> Kind | None:

@@ -1,6 +1,8 @@
 """A ModelEndpoint as the ModelService function reads it: its URL taken apart.
 
-The XRD checks the URL's shape at admission; `parse_endpoint` checks it again
+The XRD checks the URL's shape, the destinations no front door may reach
+(destinations.py), the reserved headers, `replica` and `auth` at admission;
+`parse_endpoint` checks them again
 (an object written before the rule, or through a path that skips admission,
 must not break a route) and returns why an endpoint is unusable instead of
 raising: the ModelEndpoint's own function reports that reason in its `Valid`
@@ -15,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from function.contract.api import replica_header_value
+from function.contract.destinations import NEVER, classify, reserved_header, reserved_text
+from function.contract.names import is_dns_subdomain
 from function.contract.validation import dig
 
 MAX_URL = 2048
@@ -25,6 +30,7 @@ DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z
 URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>[^/:?#]*)(:(?P<port>[^/?#]*))?"
                  r"(?P<path>/[^?#]*)?(?P<rest>[?#].*)?$")
 DEFAULT_PORTS = {"http": 80, "https": 443}
+AUTH_HEADER = "Authorization"
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,10 @@ class Endpoint:
     rewrite_path: str                   # what replaces the service's prefix
     headers: tuple[tuple[str, str], ...]  # set on requests sent here, by name
     labels: Mapping[str, str]
+    namespace: str = ""
+    replica: str = ""       # the ModelReplica of `namespace` it reaches (spec.replica)
+    auth_secret: str = ""   # a Secret of `namespace` whose key `credential` is injected
+    auth_header: str = AUTH_HEADER
 
     @property
     def is_ip(self) -> bool:
@@ -46,6 +56,11 @@ class Endpoint:
     @property
     def tls(self) -> bool:
         return self.scheme == "https"
+
+    @property
+    def replica_header(self) -> str:
+        """HEADER_REPLICA's value for a replica's endpoint: always of its own namespace."""
+        return replica_header_value(self.namespace, self.replica) if self.replica else ""
 
 
 class Invalid(Exception):
@@ -98,6 +113,9 @@ def parse_endpoint(obj: Mapping[str, Any]) -> Endpoint:
     """A ModelEndpoint object as an Endpoint, or Invalid."""
     meta, spec = dig(obj, "metadata"), dig(obj, "spec")
     scheme, host, port, path = parse_url(spec.get("url"))
+    kind, why = classify(host)
+    if kind == NEVER:
+        raise Invalid("DeniedDestination", f"spec.url: {why}: no front door sends there")
     rewrite = spec.get("rewritePath")
     if rewrite is None:
         rewrite = path or "/"
@@ -120,8 +138,41 @@ def parse_endpoint(obj: Mapping[str, Any]) -> Endpoint:
                           "HTTP token) and a string value")
         if name.lower() in seen:
             raise Invalid("InvalidHeaders", f"spec.requestHeaders names {name!r} twice")
+        if reserved_header(name):
+            raise Invalid("ReservedHeader", f"spec.requestHeaders names {name!r}, which is "
+                          f"reserved ({reserved_text()}): a replica is reached with "
+                          "spec.replica, a credential with spec.auth")
         seen[name.lower()] = (name, value)
+    replica = spec.get("replica")
+    if replica is not None:
+        if not isinstance(replica, str) or not is_dns_subdomain(replica):
+            raise Invalid("InvalidReplica", f"spec.replica {replica!r} must name a "
+                          "ModelReplica (a DNS subdomain)")
+        if rewrite != "/":
+            raise Invalid("InvalidReplica", "a replica's endpoint reaches it at its cluster "
+                          f"gateway's root: spec.rewritePath must be '/', not {rewrite!r}")
+    auth_secret, auth_header = _auth(spec.get("auth"), seen)
     labels = dig(meta, "labels")
     return Endpoint(name=str(meta.get("name") or ""), scheme=scheme, host=host, port=port,
                     rewrite_path=rewrite, headers=tuple(v for _, v in sorted(seen.items())),
-                    labels=dict(labels))
+                    labels=dict(labels), namespace=str(meta.get("namespace") or ""),
+                    replica=replica or "", auth_secret=auth_secret, auth_header=auth_header)
+
+
+def _auth(auth: Any, headers: Mapping[str, Any]) -> tuple[str, str]:
+    """(Secret name, header) of spec.auth, ("", default) without it."""
+    if auth is None:
+        return "", AUTH_HEADER
+    name = dig(auth, "secretRef").get("name")
+    header = auth.get("header", AUTH_HEADER) if isinstance(auth, Mapping) else None
+    if not isinstance(name, str) or not is_dns_subdomain(name):
+        raise Invalid("InvalidAuth", f"spec.auth.secretRef.name {name!r} must name a Secret "
+                      "of the endpoint's namespace")
+    if not isinstance(header, str) or not HEADER_NAME.match(header) or (
+            reserved_header(header) and header.lower() != AUTH_HEADER.lower()):
+        raise Invalid("InvalidAuth", f"spec.auth.header {header!r} must be an HTTP header "
+                      f"name, Authorization or one not reserved ({reserved_text()})")
+    if header.lower() in headers:
+        raise Invalid("InvalidAuth", f"spec.auth.header {header!r} is also in "
+                      "spec.requestHeaders: the credential is set from the Secret only")
+    return name, header

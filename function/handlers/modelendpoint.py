@@ -13,7 +13,7 @@ from __future__ import annotations
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.composer.modelservice.endpoint import check
+from function.composer.modelservice.endpoint import caveat, check
 from function.kit.request import Request, desired_ready
 
 VALID = "Valid"
@@ -26,7 +26,8 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
     if bad is None:
         response.set_conditions(rsp, resource.Condition(
             typ=VALID, status="True", reason="Valid",
-            message="ModelServices selecting this endpoint route to it"))
+            message=("ModelServices selecting this endpoint route to it"
+                     + caveat(req.composite))[:MAX_MESSAGE]))
         return
     response.set_conditions(rsp, resource.Condition(
         typ=VALID, status="False", reason=bad.reason,

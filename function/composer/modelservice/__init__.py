@@ -3,7 +3,9 @@
 A ModelService selects ModelEndpoints (in its namespace) by label, in
 weighted primary entries and fallback entries. On the front door's cluster
 (`spec.gateway.clusterName`, else the one InferenceCluster labelled
-`modelplane.ai/front-door: "true"`) it composes, as-is in its namespace on the
+`modelplane.ai/front-door: "true"`; either way one its platform team admitted for
+the namespace, and each endpoint one that front door may send to: policy.py)
+it composes, as-is in its namespace on the
 control-plane cluster or wrapped in provider-kubernetes Objects on a remote
 one (placement.py):
 
@@ -15,7 +17,9 @@ one (placement.py):
   endpoint (`weights.py`: an entry's weight is its share however many
   endpoints it selects) that sets the endpoint's request headers;
 * an `HTTPRouteFilter` rewriting the Host to the backend's hostname when an
-  endpoint is a DNS name, and a `BackendTrafficPolicy` when `spec.retry` is set.
+  endpoint is a DNS name, one injecting each `spec.auth` endpoint's credential
+  from its Secret, a `BackendTrafficPolicy` when `spec.retry` is set and a
+  `SecurityPolicy` when `spec.authentication` is set.
 
 Which entries take traffic, for the service's own entries and for each rule
 alike: the primaries while any primary entry of weight above 0 has a valid
@@ -46,7 +50,7 @@ from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer import keep, kinds, placement
-from function.composer.modelservice import objects, rules, weights
+from function.composer.modelservice import objects, policy, rules, weights
 from function.composer.modelservice.endpoint import check
 from function.composer.modelservice.rules import Match
 from function.contract.api import (
@@ -54,9 +58,11 @@ from function.contract.api import (
     KIND_INFERENCE_CLUSTER,
     KIND_MODEL_ENDPOINT,
     LABEL_FRONT_DOOR,
+    REQUIRE_CLUSTERS,
     REQUIRE_ENDPOINTS,
     REQUIRE_FRONT_DOOR,
 )
+from function.contract.destinations import FrontDoor
 from function.contract.endpoints import Endpoint, parse_endpoint
 from function.contract.records import Cluster, parse_clusters, selects
 from function.contract.validation import dig
@@ -159,18 +165,27 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
     else:
         response.require_resources(rsp, REQUIRE_FRONT_DOOR, API_VERSION, KIND_INFERENCE_CLUSTER,
                                    match_labels={LABEL_FRONT_DOOR: "true"})
-    wanted = [REQUIRE_FRONT_DOOR] + [requirement(e.role, e.index, e.rule) for e in entries]
+    # Every cluster, for the fleet's gateways a replica's endpoint may name (policy.py).
+    response.require_resources(rsp, REQUIRE_CLUSTERS, API_VERSION, KIND_INFERENCE_CLUSTER,
+                               match_labels={})
+    wanted = [REQUIRE_FRONT_DOOR, REQUIRE_CLUSTERS] + [requirement(e.role, e.index, e.rule)
+                                                       for e in entries]
     if not all(req.resolved(w) for w in wanted):
-        hold(rsp, observed, "Resolving", "waiting for the ModelEndpoints and the front door's "
-             "InferenceCluster", status="Unknown")
+        hold(rsp, observed, "Resolving", "waiting for the ModelEndpoints and the "
+             "InferenceClusters", status="Unknown")
         return
 
     cluster, why = front_door(req.required(REQUIRE_FRONT_DOOR), door)
     if cluster is None:
         hold(rsp, observed, "NoGateway", why)
         return
+    admission, why = policy.admitted(req.required(REQUIRE_FRONT_DOOR), cluster, ns)
+    if why:
+        hold(rsp, observed, "NoGateway", why)
+        return
+    fleet = policy.gateways(req.required(REQUIRE_CLUSTERS))
     for e in entries:
-        resolve(e, req.required(requirement(e.role, e.index, e.rule)))
+        resolve(e, req.required(requirement(e.role, e.index, e.rule)), admission, fleet)
     own = parts[-1]
     address = service_address(cluster, ns, name)
     status: dict[str, Any] = {"entries": [e.status() for e in own.entries], "active": own.active}
@@ -258,16 +273,20 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
     return errors + rules.rule_errors(spec)
 
 
-def resolve(entry: Entry, objs: list[dict[str, Any]]) -> None:
-    """The entry's valid endpoints, by name, and the invalid ones with why."""
+def resolve(entry: Entry, objs: list[dict[str, Any]], door: FrontDoor,
+            fleet: frozenset[tuple[str, int]]) -> None:
+    """The entry's valid endpoints the front door may send to, by name, and the
+    others with why."""
     for obj in sorted(objs, key=lambda o: str(dig(o, "metadata").get("name"))):
         if not selects(entry.selector, dig(obj, "metadata", "labels")):
             continue
         bad = check(obj)
-        if bad is None:
-            entry.endpoints.append(parse_endpoint(obj))
+        ep = parse_endpoint(obj) if bad is None else None
+        denied = policy.check(ep, door, fleet) if ep is not None else ""
+        if ep is not None and not denied:
+            entry.endpoints.append(ep)
         else:
-            entry.invalid.append(f"{dig(obj, 'metadata').get('name')} ({bad})")
+            entry.invalid.append(f"{dig(obj, 'metadata').get('name')} ({bad or denied})")
 
 
 def front_door(objs: list[dict[str, Any]], named: str | None) -> tuple[Cluster | None, str]:

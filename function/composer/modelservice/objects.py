@@ -23,6 +23,18 @@ ModelReplica's objects in the same namespace (their tags differ).
 * `BackendTrafficPolicy` (Envoy Gateway) targeting the route, when
   `spec.retry` is set: `numRetries` = attempts, `perRetry.backOff.baseInterval`
   = interval.
+* Each backendRef's `RequestHeaderModifier`: a replica's endpoint
+  (`spec.replica`) sets `x-modelplane-replica: <namespace>/<replica>`, every
+  other endpoint removes it, so a client's own never reaches a cluster gateway;
+  then the endpoint's own headers.
+* `HTTPRouteFilter` (Envoy Gateway) `credentialInjection` per endpoint with
+  `spec.auth`, referenced by that endpoint's backendRef only: Envoy Gateway
+  reads the Secret (key `credential`) and sets the header, replacing any the
+  client sent; the function never reads the Secret.
+* `SecurityPolicy` (Envoy Gateway) targeting the route, when
+  `spec.authentication.apiKeys` is set: `apiKeyAuth` from the Secret, the key
+  read from `Authorization` (Envoy drops a `Bearer ` prefix) and removed
+  before the request goes on (`sanitize`).
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ from typing import Any
 from function.composer import kinds, placement
 from function.composer.composed import Composed, Role
 from function.composer.modelservice.rules import Match
-from function.contract.api import GROUP
+from function.contract.api import GROUP, HEADER_REPLICA
 from function.contract.endpoints import Endpoint
 from function.contract.names import tagged_label
 from function.contract.records import Cluster
@@ -42,6 +54,7 @@ from function.contract.records import Cluster
 GATEWAY_API = "gateway.networking.k8s.io"
 ENVOY_GATEWAY = "gateway.envoyproxy.io"
 LABEL_SERVICE = f"{GROUP}/model-service"
+AUTHORIZATION = "Authorization"
 LOCAL = "control-plane"  # the key prefix of every InferenceCluster without providerConfigRef
 
 
@@ -88,6 +101,27 @@ def compose(ns: str, name: str, spec: Mapping[str, Any], cluster: Cluster,
         out.append(Composed(key(cluster, "route-host-rewrite"), {
             **kinds.HTTPROUTEFILTER.header(), "metadata": meta(ns, name, host_filter),
             "spec": {"urlRewrite": {"hostname": {"type": "Backend"}}}}, Role.ROUTE))
+    for ep_name, ep in sorted(endpoints.items()):
+        if ep.auth_secret:
+            out.append(Composed(key(cluster, f"credential-{ep_name}"), {
+                **kinds.HTTPROUTEFILTER.header(),
+                "metadata": meta(ns, name, credential_name(ns, name, ep_name)),
+                "spec": {"credentialInjection": {
+                    "header": ep.auth_header, "overwrite": True,
+                    "credential": {"valueRef": {"group": "", "kind": "Secret",
+                                                "name": ep.auth_secret}}}}}, Role.ROUTE))
+    keys = ((spec.get("authentication") or {}).get("apiKeys") or {}).get("secretRef")
+    if keys:
+        out.append(Composed(key(cluster, "route-authentication"), {
+            **kinds.SECURITYPOLICY.header(),
+            "metadata": meta(ns, name, name_of(ns, name, tag="auth")),
+            "spec": {"targetRefs": [{"group": GATEWAY_API, "kind": "HTTPRoute",
+                                     "name": route_name}],
+                     "apiKeyAuth": {
+                         "credentialRefs": [{"group": "", "kind": "Secret",
+                                             "name": keys["name"]}],
+                         "extractFrom": [{"headers": [AUTHORIZATION]}],
+                         "sanitize": True}}}, Role.ROUTE))
     retry = spec.get("retry")
     if retry:
         policy: dict[str, Any] = {"numRetries": retry["attempts"]}
@@ -119,6 +153,31 @@ def backend_name(ns: str, name: str, endpoint: str) -> str:
     return name_of(ns, name, endpoint, tag="be")
 
 
+def credential_name(ns: str, name: str, endpoint: str) -> str:
+    return name_of(ns, name, endpoint, tag="cred")
+
+
+def backend_filters(ns: str, name: str, ep: Endpoint) -> list[dict[str, Any]]:
+    """The endpoint's header changes: the replica header set (a replica's endpoint)
+    or removed (any other), its own headers; its credential filter."""
+    modifier: dict[str, Any] = {}
+    headers = list(ep.headers)
+    if ep.replica:
+        headers = sorted([(HEADER_REPLICA, ep.replica_header), *headers],
+                         key=lambda h: h[0].lower())
+    else:
+        modifier["remove"] = [HEADER_REPLICA]
+    if headers:
+        modifier["set"] = [{"name": n, "value": v} for n, v in headers]
+    out: list[dict[str, Any]] = [{"type": "RequestHeaderModifier",
+                                  "requestHeaderModifier": modifier}]
+    if ep.auth_secret:
+        out.append({"type": "ExtensionRef", "extensionRef": {
+            "group": ENVOY_GATEWAY, "kind": "HTTPRouteFilter",
+            "name": credential_name(ns, name, ep.name)}})
+    return out
+
+
 def http_route(ns: str, name: str, route_name: str, spec: Mapping[str, Any], cluster: Cluster,
                host_filter: str | None, targets: Sequence[Target]) -> dict[str, Any]:
     gateway = cluster.gateway
@@ -147,9 +206,7 @@ def http_rule(ns: str, name: str, spec: Mapping[str, Any], match: Match, target:
     for ep, weight in target.backends:
         ref: dict[str, Any] = {"group": ENVOY_GATEWAY, "kind": "Backend",
                                "name": backend_name(ns, name, ep.name), "weight": weight}
-        if ep.headers:
-            ref["filters"] = [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
-                "set": [{"name": n, "value": v} for n, v in ep.headers]}}]
+        ref["filters"] = backend_filters(ns, name, ep)
         refs.append(ref)
     if refs:
         rule["backendRefs"] = refs

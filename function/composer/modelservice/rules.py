@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from function.contract.destinations import reserved_header, reserved_text
 from function.contract.models.modelservice import RuleHeaderType, RulePathType
 
 MODEL_HEADER = "X-Gateway-Model-Name"  # set by the Inference Extension's body-based router
@@ -139,6 +140,9 @@ def rule_errors(spec: Mapping[str, Any]) -> list[str]:
             if len(set(names)) != len(names):
                 errors.append(f"{where}: a match names each header once, whatever its case")
             for h in m.get("headers") or []:
+                if reserved_header(h["name"]):
+                    errors.append(f"{where}: header {h['name']!r} is reserved "
+                                  f"({reserved_text()})")
                 if models and h["name"].lower() == MODEL_HEADER.lower() and not (
                         h.get("type", RuleHeaderType.EXACT) == RuleHeaderType.EXACT and h["value"] in models):
                     errors.append(f"{where}: a rule matching {MODEL_HEADER} names modelName "

@@ -10,6 +10,67 @@ from pydantic import BaseModel, Field, RootModel, StrictBool, StrictInt, StrictS
 from typing_extensions import TypeAliasType
 
 
+class Cidr(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=49, min_length=3)]
+
+
+class Hostname(RootModel[StrictStr]):
+    root: Annotated[
+        StrictStr,
+        Field(
+            max_length=253,
+            min_length=1,
+            pattern="^(\\*\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ]
+
+
+class AllowedDestinations(BaseModel):
+    cidrs: Annotated[
+        list[Cidr] | None,
+        Field(
+            description="Private addresses (loopback, RFC 1918, CGNAT, ULA...) its Envoy may send to. Keep them narrow: 10.0.0.0/8 would open the cluster's API server's Service address too.",
+            max_length=32,
+        ),
+    ] = None
+    hostnames: Annotated[
+        list[Hostname] | None,
+        Field(
+            description="Cluster-internal names (one label, localhost, *.svc, *.cluster.local, *.internal) its Envoy may send to: exact, or `*.<suffix>` for every name under it.",
+            max_length=32,
+        ),
+    ] = None
+
+
+class Namespace(RootModel[StrictStr]):
+    root: Annotated[
+        StrictStr,
+        Field(max_length=63, min_length=1, pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+    ]
+
+
+class FrontDoor(BaseModel):
+    allowedDestinations: Annotated[
+        AllowedDestinations | None,
+        Field(
+            description="Exceptions to the default deny of private destinations for the ModelEndpoints routed here. Link-local and metadata addresses, and the API server's names, stay refused whatever this says."
+        ),
+    ] = None
+    enabled: Annotated[
+        StrictBool,
+        Field(
+            description="Whether ModelServices may attach their routes to this cluster's gateway (required: a cluster is no front door unless its platform team says so)."
+        ),
+    ]
+    namespaces: Annotated[
+        list[Namespace] | None,
+        Field(
+            description="The namespaces whose ModelServices may use it; default every namespace.",
+            max_length=64,
+        ),
+    ] = None
+
+
 class Gateway(BaseModel):
     address: Annotated[
         StrictStr | None,
@@ -281,6 +342,12 @@ class Taint1(Taint):
 
 
 class Spec(BaseModel):
+    frontDoor: Annotated[
+        FrontDoor | None,
+        Field(
+            description="Whether this cluster's gateway is a front door for ModelServices, for whom, and where its Envoy may send requests."
+        ),
+    ] = None
     gateway: Annotated[
         Gateway | None,
         Field(description="The cluster-edge Gateway that HTTPRoutes attach to."),

@@ -8,11 +8,41 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, StrictStr
 
 
+class SecretRef(BaseModel):
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="A Secret of the endpoint's namespace whose key `credential` holds the whole header value (`Bearer sk-...`).",
+            max_length=253,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ]
+
+
+class Auth(BaseModel):
+    header: Annotated[
+        StrictStr | None,
+        Field(
+            description="The header the credential is set in; default Authorization. It replaces any the client sent.",
+            max_length=256,
+            min_length=1,
+            pattern="^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$",
+        ),
+    ] = None
+    secretRef: Annotated[
+        SecretRef,
+        Field(
+            description="The Secret Envoy Gateway reads the credential from (the function never reads it). On a remote front door the Secret must exist in the same namespace there."
+        ),
+    ]
+
+
 class RequestHeader(BaseModel):
     name: Annotated[
         StrictStr,
         Field(
-            description="The header's name (an HTTP token).",
+            description="The header's name (an HTTP token); not a reserved one.",
             max_length=256,
             min_length=1,
             pattern="^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$",
@@ -21,17 +51,32 @@ class RequestHeader(BaseModel):
     value: Annotated[
         StrictStr,
         Field(
-            description="Its value. Not for secrets: it is stored in the route.",
+            description="Its value. Not for secrets: it is stored in the route (use spec.auth).",
             max_length=4096,
         ),
     ]
 
 
 class Spec(BaseModel):
+    auth: Annotated[
+        Auth | None,
+        Field(
+            description="The credential the gateway adds to requests it sends here, from a Secret: an Envoy Gateway HTTPRouteFilter's credentialInjection on this endpoint's backendRef only."
+        ),
+    ] = None
+    replica: Annotated[
+        StrictStr | None,
+        Field(
+            description="The ModelReplica of this endpoint's namespace it reaches through its cluster's gateway (the scheduler sets it): the route sets `x-modelplane-replica: <namespace>/<replica>` on requests sent here, and the URL may be one of the fleet's gateways however private its address.",
+            max_length=253,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ] = None
     requestHeaders: Annotated[
         list[RequestHeader] | None,
         Field(
-            description="Headers the gateway sets on requests it sends to this endpoint (the scheduler sets `x-modelplane-replica`).",
+            description="Headers the gateway sets on requests it sends to this endpoint. Reserved, and refused: hop-by-hop headers, Host, Authorization, `Proxy-*`, `x-modelplane-*`, `x-envoy-*`.",
             max_length=8,
         ),
     ] = None
@@ -46,7 +91,7 @@ class Spec(BaseModel):
     url: Annotated[
         StrictStr,
         Field(
-            description="Where the endpoint answers: `http://` or `https://`, a host, an optional port and path; no query or fragment. An https endpoint is reached over TLS verified against the system CAs, with the host as SNI.",
+            description="Where the endpoint answers: `http://` or `https://`, a host, an optional port and path; no query or fragment. An https endpoint is reached over TLS verified against the system CAs, with the host as SNI. Never a link-local, metadata, unspecified or multicast address, nor the API server's names; a private address (loopback, RFC 1918, CGNAT, ULA) or a cluster-internal name (one label, localhost, *.svc, *.cluster.local, *.internal) only where the front door's InferenceCluster allows it (spec.frontDoor.allowedDestinations), or a replica's at one of the fleet's gateways.",
             max_length=2048,
             min_length=8,
             pattern="^https?://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[^?#\\s]*)?$",

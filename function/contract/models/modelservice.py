@@ -9,6 +9,37 @@ from typing import Annotated
 from pydantic import BaseModel, Field, RootModel, StrictInt, StrictStr
 from typing_extensions import TypeAliasType
 
+
+class SecretRef(BaseModel):
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="A Secret of the service's namespace: each key a client's name, each value its API key.",
+            max_length=253,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ]
+
+
+class ApiKeys(BaseModel):
+    secretRef: Annotated[
+        SecretRef,
+        Field(
+            description="Where the keys are (Envoy Gateway reads them; the function never does). On a remote front door the Secret must exist in the same namespace there."
+        ),
+    ]
+
+
+class Authentication(BaseModel):
+    apiKeys: Annotated[
+        ApiKeys,
+        Field(
+            description="API keys: a client sends `Authorization: Bearer <key>` (what OpenAI clients send); a request without a known key is answered 401, and the key is removed before the request goes on."
+        ),
+    ]
+
+
 MatchLabelsAdditionalProperty = TypeAliasType(
     "MatchLabelsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
 )
@@ -145,7 +176,7 @@ class Header(BaseModel):
     name: Annotated[
         StrictStr,
         Field(
-            description="The header's name (an HTTP token), matched whatever its case.",
+            description="The header's name (an HTTP token), matched whatever its case; not a reserved one.",
             max_length=256,
             min_length=1,
             pattern="^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$",
@@ -237,6 +268,12 @@ class Rule(BaseModel):
 
 
 class Spec(BaseModel):
+    authentication: Annotated[
+        Authentication | None,
+        Field(
+            description="Who may call the service: an Envoy Gateway SecurityPolicy on its route. Without it the service answers anyone who reaches the front door."
+        ),
+    ] = None
     endpoints: Annotated[
         list[ServiceEntry],
         Field(
@@ -255,7 +292,7 @@ class Spec(BaseModel):
     gateway: Annotated[
         Gateway | None,
         Field(
-            description='Which gateway fronts the service; default the one InferenceCluster labelled `modelplane.ai/front-door: "true"`.'
+            description='Which gateway fronts the service; default the one InferenceCluster labelled `modelplane.ai/front-door: "true"`. Either way the cluster must be admitted as a front door for this namespace (its spec.frontDoor).'
         ),
     ] = None
     loraAdapters: Annotated[
