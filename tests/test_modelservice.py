@@ -18,6 +18,7 @@ from schemas import Schemas
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer.modelservice import weights
+from function.kit import requeue
 from function.runtime import fn
 
 NS = "ml-team"
@@ -224,6 +225,17 @@ def test_endpoints_needing_different_rewrite_paths_conflict_and_nothing_new_is_c
     assert (routed(rsp).status, routed(rsp).reason) == (FALSE, "RewriteConflict")
     assert "/: a1; /openai: a2" in routed(rsp).message
     assert desired(rsp) == desired(first)
+
+
+def test_a_service_asks_to_be_called_again_soon_to_follow_its_endpoints():
+    """Crossplane requires ModelEndpoints, it does not watch them: without asking, a
+    replica withdrawn would stay in the route until Crossplane's poll, a minute later
+    (and a draining replica is held that long, scheduler/drain.py)."""
+    ms = service(((1, {"app": "a"}),))
+    first = run(ms, [[endpoint("a")]])
+    assert first.meta.ttl.ToTimedelta() == requeue.FOLLOW
+    unresolved = run(ms, [[]], observed=observed_of(first), omit=["front-door"])
+    assert unresolved.meta.ttl.ToTimedelta() == requeue.FOLLOW
 
 
 def test_unresolved_requirements_keep_everything():

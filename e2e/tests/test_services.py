@@ -42,6 +42,7 @@ from traffic import ROUTED, call, delta, first_answer, served
 from e2e.controlplane.core import ControlPlane
 from e2e.controlplane.waits import scale as timeout_scale
 from function.contract.api import HEADER_REPLICA, LABEL_DEPLOYMENT
+from function.kit import requeue
 
 NS = "fleet-route"
 ME = "modelendpoints.modelplane.ai"
@@ -241,10 +242,11 @@ RATE = 4            # requests a second while the cluster is lost
 # How long the front door may take to leave a lost cluster, in seconds: provider-kubernetes
 # polls every remote Object each minute (--poll=1m), and says Synced=False once the API
 # server is gone, which makes the replica Failed and its ModelEndpoint withdrawn at once;
-# Crossplane looks at a ModelService's required ModelEndpoints again within its poll
-# interval (a minute); then 30 s for the reconciles in between and Envoy Gateway's
-# translation and xDS push. Measured: 51-62 s over six runs.
-CONVERGE = 60 + 60 + 30
+# the ModelService looks at its required ModelEndpoints again within requeue.FOLLOW
+# (15 s); then 30 s for the reconciles in between and Envoy Gateway's translation and
+# xDS push. Measured: 51-62 s over six runs while services waited on Crossplane's
+# one-minute poll (a budget of 150 s then). MEASURE_LOSS
+CONVERGE = 60 + int(requeue.FOLLOW.total_seconds()) + 30
 TAIL = 40           # answers in a row after which the front door has converged
 DRAIN_FAILURES = 0  # requests that may fail while a replica drains and goes
 
@@ -330,8 +332,8 @@ def scale_down_under_load(cp: ControlPlane, url: str, timings) -> dict:
     The scheduler withdraws the leaving replica's ModelEndpoint at once and keeps the
     replica serving while the service's status says its route still sends to it
     (function/scheduler/drain.py); the route leaves it when Crossplane next reconciles
-    the service (it requires its ModelEndpoints, it does not watch them: within a
-    minute), and the replica goes on the deployment's next reconcile (within
+    the service (it requires its ModelEndpoints, it does not watch them: within
+    requeue.FOLLOW), and the replica goes on the deployment's next reconcile (within
     requeue.WAITING), with its Deployment, Service and HTTPRoute on its cluster. So no
     request should find it gone: the failures counted while it drained and went must
     stay within DRAIN_FAILURES (MEASURE_DRAIN). Without the drain, every request the

@@ -4,7 +4,8 @@ A replica the plan no longer places (scaled down, moved, making room) would be
 deleted at once, and its ModelEndpoint with it. But a ModelService reaches
 replicas through a route it composes from those endpoints, and Crossplane
 looks at a service's endpoints again only when it next reconciles it (it
-requires them, it does not watch them: within a minute). Until then the route
+requires them, it does not watch them: the service asks to be called again
+every requeue.FOLLOW, 15 s). Until then the route
 still sends that replica its share of the requests, and every one of them fails
 on a gateway whose route for the replica is gone (measured on `make cluster`:
 e2e/tests/test_services.py, docs/front-door.md).

@@ -53,6 +53,7 @@ from function.composer import keep, kinds, placement
 from function.composer.modelservice import objects, policy, rules, weights
 from function.composer.modelservice.endpoint import check
 from function.composer.modelservice.rules import Match
+from function.kit import requeue
 from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
@@ -143,6 +144,7 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
     meta = ms["metadata"]
     observed = req.observed()
     spec, ns, name = ms["spec"], meta["namespace"], meta["name"]
+    requeue.follow(rsp)  # its endpoints are required, not watched
     prefix = f"/{ns}/{name}"
     spec_rules = spec.get("rules") or []
     per_rule = rules.rule_matches(spec, prefix)
