@@ -74,6 +74,20 @@ def replica(*engines: dict[str, Any], name: str = "llama-us-east-1-0", namespace
     return mr
 
 
+def as_composed(mr: Mapping[str, Any]) -> dict[str, Any]:
+    """A ModelReplica the scheduler emitted, as Crossplane creates it: controlled by its
+    ModelDeployment and labelled with it as the root composite (composer/trust.py)."""
+    mr = copy.deepcopy(dict(mr))
+    meta = mr.setdefault("metadata", {})
+    deployment = meta["labels"]["modelplane.ai/deployment"]
+    meta["labels"].setdefault("crossplane.io/composite", deployment)
+    meta.setdefault("ownerReferences", [{
+        "apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment", "name": deployment,
+        "uid": "0988e834-fbfa-5f95-9542-fb20c3c6422d", "controller": True,
+        "blockOwnerDeletion": True}])
+    return mr
+
+
 def standalone(name: str = "vllm", copies: int = 1, pool: str = "l4", **kw: Any) -> dict:
     return {"name": name, "copies": copies, "members": [member("Standalone", pool, **kw)]}
 

@@ -112,3 +112,74 @@ def test_a_replica_crossplane_rendered_from_a_deployment_passes():
     docs = yaml.safe_load_all((ROOT / "tests" / "golden" / "single-gpu.yaml").read_text())
     mr = next(d for d in docs if d and d.get("kind") == "ModelReplica")
     assert trust.untrusted(mr) == []
+
+
+# The scheduler's side ---------------------------------------------------------
+
+from fleetgen import (  # noqa: E402
+    World,
+    cluster,
+    deployment,
+    device,
+    engine,
+    foreign_replica,
+    key,
+    messages,
+    own_replica,
+    placements,
+    pool,
+    product_is,
+    req,
+    stamp,
+)
+from fleetgen import standalone as standalone_member  # noqa: E402
+
+H100 = device("gpu", "H100", count=8)
+
+
+def one_gpu(name: str = "llama", replicas: int = 1) -> dict:
+    return deployment(name, engine("vllm", standalone_member(req("gpu", 1, product_is("H100")))),
+                      replicas=replicas)
+
+
+def across_two_pools(mr: dict) -> dict:
+    """`mr` with its first engine's one member copied onto pool p2 as a one-node
+    Worker: an engine on two pools, which nothing the scheduler makes looks like."""
+    mr = copy.deepcopy(mr)
+    members = mr["spec"]["engines"][0]["members"]
+    members.append({**copy.deepcopy(members[0]), "role": "Worker", "nodePoolName": "p2",
+                    "worker": {"nodes": 1}})
+    return mr
+
+
+def two_pool_cluster() -> list[dict]:
+    return [cluster("a", pool("p1", 1, H100), pool("p2", 1, H100)),
+            cluster("b", pool("h100", 1, H100))]
+
+
+def test_another_deployments_replica_on_two_pools_holds_both_and_nothing_lands_there():
+    held = across_two_pools(foreign_replica("gang-0", "a", {"p1": 1}, created=stamp(1)))
+    rsp = World(one_gpu(), two_pool_cluster(), [held]).run()
+    # Before, it was left out of the ledger and replica 0 went onto its nodes on a.
+    assert placements(rsp) == {0: ("b", {"vllm": "h100"})}
+    assert any("ModelReplica other-team/gang-0 is malformed and counted by the most it "
+               "can hold" in m for m in messages(rsp))
+
+
+def test_our_own_replica_on_two_pools_is_kept_and_holds_both():
+    md = one_gpu(replicas=2)
+    broken = across_two_pools(own_replica(md, "a", 0, {"vllm": "p1"}, created=stamp(1)))
+    rsp = World(md, two_pool_cluster(), observed={key("a", 0): broken}).run()
+    assert key("a", 0) in {k for k, v in rsp.desired.resources.items()}  # kept as it is
+    # Index 0 stays the broken replica's; the new ones find a full, b takes one.
+    assert {i: c for i, (c, _) in placements(rsp).items() if i != 0} == {1: "b"}
+
+
+def test_a_replica_labelled_ours_that_we_did_not_compose_still_holds_its_nodes():
+    # Written by hand with our deployment's labels (or on its way out): not among
+    # our composed resources, so only the ledger can count it.
+    md = one_gpu()
+    stray = own_replica(md, "a", 5, {"vllm": "p1"}, created=stamp(1), name="llama-stray")
+    clusters = [cluster("a", pool("p1", 1, H100)), cluster("b", pool("h100", 1, H100))]
+    rsp = World(md, clusters, [stray]).run()
+    assert placements(rsp) == {0: ("b", {"vllm": "h100"})}
