@@ -170,6 +170,20 @@ def test_deployments_placed_from_one_snapshot_both_pass_and_the_next_reconcile_r
         status(waiting)["unscheduled"][0]["reason"]
 
 
+def test_a_replica_being_deleted_is_no_reason_to_remove_ours():
+    # The other deployment scaled down: its older replica is on its way out. It still
+    # holds its devices (nothing new is placed for them) but nothing leaves for it.
+    clusters = [cluster("a", pool("h100", 4, H100))]
+    md = eight_gpu(replicas=2)
+    leaving = own_replica(eight_gpu("other"), "a", 0, {"vllm": "h100"}, created=stamp(0))
+    leaving["metadata"]["deletionTimestamp"] = stamp(50)
+    observed = {key("a", 0): own_replica(md, "a", 0, {"vllm": "h100"}, created=stamp(1))}
+    rsp = run(World(md, clusters, others=[leaving], observed=observed), [quota(devices=8)])
+    assert placements(rsp) == {0: ("a", {"vllm": "h100"})}
+    assert "no room under quota team-a-gpus/h100 (16 of 8 devices in use, needs 8)" in \
+        status(rsp)["unscheduled"][0]["reason"]
+
+
 def test_a_namespace_within_its_quota_is_left_alone():
     clusters = [cluster("a", pool("h100", 4, H100))]
     md = eight_gpu(replicas=2)

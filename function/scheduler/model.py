@@ -38,6 +38,9 @@ class Replica:
     # deployment's own replicas (fleet.py), "" for the ledger's.
     key: str = field(default="", compare=False)
     claims: tuple[Claim, ...] = field(default=(), compare=False)  # devices held, for quotas
+    # Deleted and on its way out (metadata.deletionTimestamp): it still holds its nodes and
+    # devices, but a repair must not count it, or another replica would leave for it.
+    deleting: bool = field(default=False, compare=False)
 
     @property
     def age_key(self) -> tuple[str, str, str]:
@@ -133,7 +136,7 @@ def assemble(meta: Any, spec: Any, engines_of: Callable[[], Engines],
                    deployment=labels.get(LABEL_DEPLOYMENT, ""), index=number,
                    cluster=cluster, pools=pools, usage=usage,
                    created=str(meta.get("creationTimestamp") or ""), manifest=manifest,
-                   claims=claimed)
+                   claims=claimed, deleting=bool(meta.get("deletionTimestamp")))
 
 
 def worst_case(obj: Any) -> Replica | None:
@@ -183,7 +186,7 @@ def worst_case(obj: Any) -> Replica | None:
                    deployment=deployment if isinstance(deployment, str) else "", index=None,
                    cluster=cluster, pools={}, usage=usage,
                    created=str(meta.get("creationTimestamp") or ""), manifest={},
-                   claims=claimed)
+                   claims=claimed, deleting=bool(meta.get("deletionTimestamp")))
 
 
 def _count(value: Any) -> int:

@@ -321,13 +321,15 @@ def _repair_quota(candidates: list[_Candidate], own: Sequence[Replica], quota: Q
     beyond the limit leave, even without a new place: holders oldest first, every
     deployment ordering them alike, so each repairs only its own and the oldest stay.
 
-    What a limit counts is what the quota ledger read now, less our replicas that
-    scale-down already removed (a removal must not be repaired twice)."""
+    What a limit counts is what the quota ledger read now, less the replicas already
+    leaving: ours that scale-down removes and any being deleted (they still hold their
+    devices, and new placements count them, but repairing for them would remove a
+    replica for an overrun that is ending by itself)."""
     ours = {(c.replica.namespace, c.replica.name): c for c in candidates}
     gone = {(r.namespace, r.name) for r in own} - set(ours)
     for quota_name, limit in quota.limits:
         held = [(h, usage(limit, h.held)) for h in quota.holders.get(quota_name, ())
-                if h.ident not in gone]
+                if h.ident not in gone and not h.deleting]
         total = sum(n for _, n in held)
         if total <= limit.devices:
             continue

@@ -43,6 +43,7 @@ class Holder:
     age_key: tuple[str, str, str]        # model.Replica.age_key: oldest first
     ident: tuple[str, str]               # (namespace, name)
     held: tuple[tuple[Device, int], ...]
+    deleting: bool = False               # on its way out: never a reason for a repair
 
 
 @dataclass
@@ -100,7 +101,7 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
         held = tuple(devices(r.claims, cluster)) if cluster is not None else ()
         if held:
             by_ns.setdefault(r.namespace, []).append(
-                Holder(r.age_key, (r.namespace, r.name), held))
+                Holder(r.age_key, (r.namespace, r.name), held, r.deleting))
     for q in applying:
         holders = sorted((h for ns, hs in by_ns.items()
                           if q.applies(ns, namespace_labels.get(ns, {})) for h in hs),
