@@ -4,8 +4,8 @@ This module is the I/O around the pure `plan()`: declare the required
 resources (InferenceClusters, every ModelReplica for the capacity ledger,
 and the ModelCache the replicas mount, if any), read the fleet from them (fleet.py), plan,
 and write desired ModelReplicas, a ModelEndpoint per serving replica (endpoints.py),
-the leaving replicas that still drain (drain.py), status and conditions. It never drops an existing replica because an input is missing
-or unreadable; it keeps it and says why.
+the leaving replicas that still drain (drain.py), status and conditions. It never drops
+an existing replica because an input is missing or unreadable; it keeps it and says why.
 """
 
 from __future__ import annotations
