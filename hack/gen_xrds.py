@@ -858,7 +858,8 @@ def model_replica() -> dict:
         col("Cluster", "string", ".spec.clusterName"),
         col("Phase", "string", ".status.phase"),
         col("Endpoint", "string", ".status.endpoint"),
-    ], description="One replica of a ModelDeployment, placed on one cluster.")
+    ], description="One replica of a ModelDeployment, placed on one cluster by the scheduler; "
+                   "one written by hand composes nothing (docs/security.md).")
 
 
 HF_REPO = r"^[A-Za-z0-9][-A-Za-z0-9_.]*(/[A-Za-z0-9][-A-Za-z0-9_.]*)?$"
