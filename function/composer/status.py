@@ -13,7 +13,8 @@ Conditions (never type Ready, which Crossplane derives from the composed
 resources' readiness): `WorkloadsReady` over workloads and their claims (and
 the remote namespace), `Routed` over the routing layer's objects (False with
 the layer's own reason when it composed no route, see `NotRouted`), and
-`ClusterResolved` (written by the caller) about the InferenceCluster.
+`ClusterResolved` (written by the caller) about the InferenceCluster, and
+`Scheduled` (trust.py) about who made the replica.
 """
 
 from __future__ import annotations
