@@ -387,6 +387,12 @@ ROLLOUT = obj({
    "LeaderWorkerSet's rollingUpdateConfiguration.")
 
 
+# The scheduler places each engine on one pool and counts its nodes there; a
+# replica whose members named two would run where nothing counted it.
+ONE_POOL = ("self.members.all(m, m.nodePoolName == self.members[0].nodePoolName)",
+            "every member of an engine runs on one node pool (the scheduler places each engine on one pool)")
+
+
 def engine(resolved: bool) -> dict:
     return obj({
         "name": string(63, "The engine's name, a DNS label unique in the deployment.",
@@ -421,6 +427,7 @@ def engine(resolved: bool) -> dict:
         ("!has(self.rollout) || !has(self.rollout.partition) || "
          "self.members.exists(m, has(m.role) && m.role == 'Leader')",
          "rollout.partition applies to gang engines only: a Deployment has no partition"),
+        *([ONE_POOL] if resolved else []),
     ])
 
 
@@ -881,7 +888,8 @@ def model_replica() -> dict:
         col("Cluster", "string", ".spec.clusterName"),
         col("Phase", "string", ".status.phase"),
         col("Endpoint", "string", ".status.endpoint"),
-    ], description="One replica of a ModelDeployment, placed on one cluster.")
+    ], description="One replica of a ModelDeployment, placed on one cluster by the scheduler; "
+                   "one written by hand composes nothing (docs/security.md).")
 
 
 HF_REPO = r"^[A-Za-z0-9][-A-Za-z0-9_.]*(/[A-Za-z0-9][-A-Za-z0-9_.]*)?$"

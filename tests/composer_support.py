@@ -55,15 +55,36 @@ def replica(*engines: dict[str, Any], name: str = "llama-us-east-1-0", namespace
             status: dict | None = None) -> dict[str, Any]:
     mr: dict[str, Any] = {
         "apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelReplica",
+        # What Crossplane and the scheduler put on a replica a ModelDeployment
+        # composes (composer/trust.py): the composer composes no other.
         "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"modelplane.ai/deployment": deployment,
+                     "labels": {"crossplane.io/composite": deployment,
+                                "modelplane.ai/deployment": deployment,
                                 "modelplane.ai/cluster": cluster,
-                                "modelplane.ai/replica-index": "0"}},
+                                "modelplane.ai/replica-index": "0"},
+                     "ownerReferences": [{"apiVersion": "modelplane.ai/v1alpha1",
+                                          "kind": "ModelDeployment", "name": deployment,
+                                          "uid": "0988e834-fbfa-5f95-9542-fb20c3c6422d",
+                                          "controller": True, "blockOwnerDeletion": True}]},
         "spec": {"clusterName": cluster, "serving": {"mode": mode},
                  "engines": list(engines) or [standalone()]},
     }
     if status:
         mr["status"] = status
+    return mr
+
+
+def as_composed(mr: Mapping[str, Any]) -> dict[str, Any]:
+    """A ModelReplica the scheduler emitted, as Crossplane creates it: controlled by its
+    ModelDeployment and labelled with it as the root composite (composer/trust.py)."""
+    mr = copy.deepcopy(dict(mr))
+    meta = mr.setdefault("metadata", {})
+    deployment = meta["labels"]["modelplane.ai/deployment"]
+    meta["labels"].setdefault("crossplane.io/composite", deployment)
+    meta.setdefault("ownerReferences", [{
+        "apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment", "name": deployment,
+        "uid": "0988e834-fbfa-5f95-9542-fb20c3c6422d", "controller": True,
+        "blockOwnerDeletion": True}])
     return mr
 
 

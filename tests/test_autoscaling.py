@@ -15,7 +15,7 @@ import pytest
 import yaml
 from builders import EXAMPLES, ROOT, desired, load, load_one
 import composer_support
-from composer_support import compose, inner, pod_templates
+from composer_support import as_composed, compose, inner, pod_templates
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetgen import World, condition, fatal, placements
 from schemas import Schemas
@@ -138,7 +138,7 @@ def test_every_engine_pod_of_a_placed_replica_carries_the_labels_the_queries_sel
     modelplane_ai_deployment, which is what the triggers select on."""
     rsp = run(example())
     (mr,) = [d for k, d in desired(rsp).items() if k.startswith("replica-")]
-    workloads = [inner(d) for d in compose(mr).desired.values()
+    workloads = [inner(d) for d in compose(as_composed(mr)).desired.values()
                  if inner(d).get("kind") in ("Deployment", "LeaderWorkerSet")]
     assert workloads
     selector = autoscaling.selector("ml-team", "qwen3-8b")

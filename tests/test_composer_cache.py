@@ -57,7 +57,9 @@ def test_a_changed_spec_label_or_cluster_is_composed_again():
     mr = REPLICAS["llama-3-1-8b-0"]
     base = compose(mr).desired
     relabelled = copy.deepcopy(mr)
+    # Another deployment's replica (its controller and labels say so together).
     relabelled["metadata"]["labels"]["modelplane.ai/deployment"] = "another"
+    relabelled["metadata"]["ownerReferences"][0]["name"] = "another"
     assert compose(relabelled).desired != base
     rescaled = copy.deepcopy(mr)
     rescaled["spec"]["engines"][0]["copies"] = 3

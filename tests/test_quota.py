@@ -61,11 +61,12 @@ def test_a_namespace_selector_selects_through_the_namespaces_labels():
         "org": "research"}
 
 
-def test_over_a_limit_is_reported_and_nothing_is_evicted():
+def test_over_a_limit_is_reported_and_says_the_schedulers_repair_it():
     rsp = run(quota(devices=4), [held("x", "a", "h100")])
     c = conditions(rsp)["WithinLimits"]
     assert (c.status, c.reason) == (fnv1.STATUS_CONDITION_FALSE, "OverQuota")
-    assert c.message == "h100: 8 of 4 devices; placed replicas stay, new ones wait for room"
+    assert c.message == ("h100: 8 of 4 devices; the youngest replicas beyond a limit wait, "
+                         "removed by their deployments' next reconcile; the oldest stay")
 
 
 def test_an_invalid_selector_is_a_false_condition_not_an_exception():

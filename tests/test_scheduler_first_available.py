@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from builders import EXAMPLES, composite, desired, load, load_one, request
-from composer_support import compose
+from composer_support import as_composed, compose
 
 from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_REPLICAS
 from function.runtime.fn import run_function
@@ -63,7 +63,7 @@ def test_the_claim_template_asks_for_exactly_the_chosen_alternative():
     rsp, _ = schedule(FUNGIBLE)
     mr = next(mr for mr in desired(rsp).values()
               if mr["metadata"]["labels"]["modelplane.ai/replica-index"] == "2")
-    rct = compose(mr).one("ResourceClaimTemplate")
+    rct = compose(as_composed(mr)).one("ResourceClaimTemplate")
     (req,) = rct["spec"]["spec"]["devices"]["requests"]
     assert req["exactly"]["count"] == 8
     assert [s["cel"]["expression"] for s in req["exactly"]["selectors"]] == [

@@ -1,6 +1,8 @@
 """InferenceQuotas cap the devices a namespace's replicas hold across the fleet:
 a placement past a limit is refused with a reason, a fungible alternative the
-limit does not count is taken instead, placed replicas are never evicted."""
+limit does not count is taken instead, and where the namespace holds more than
+a limit (placed from one snapshot, or a lowered limit) the youngest replicas
+beyond it wait while the oldest stay."""
 
 from __future__ import annotations
 
@@ -117,12 +119,77 @@ def test_a_fungible_alternative_the_limit_does_not_count_is_taken_before_giving_
     assert placements(rsp) == {0: ("b", {"vllm": "a100"})}
 
 
-def test_placed_replicas_stay_when_the_quota_is_lowered_below_them():
+def test_a_lowered_quota_makes_the_youngest_replica_wait_and_keeps_the_oldest():
     clusters = [cluster("a", pool("h100", 4, H100))]
     md = eight_gpu(replicas=2)
     observed = {key("a", i): own_replica(md, "a", i, {"vllm": "h100"}, created=stamp(i))
                 for i in range(2)}
     rsp = run(World(md, clusters, observed=observed), [quota(devices=8)])
+    assert placements(rsp) == {0: ("a", {"vllm": "h100"})}
+    [entry] = status(rsp)["unscheduled"]
+    assert entry["index"] == 1
+    assert entry["reason"].startswith(
+        "removed from a: quota team-a-gpus/h100 is over its limit (16 of 8 devices in use) "
+        "and it is among the youngest; 0/1 clusters fit replica 1: 1 has no room under quota "
+        "team-a-gpus/h100 (8 of 8 devices in use, needs 8)")
+    assert condition(rsp, "ReplicasScheduled")[:2] == ("False", "Unschedulable")
+
+
+def test_deployments_placed_from_one_snapshot_both_pass_and_the_next_reconcile_repairs_it():
+    clusters = [cluster("a", pool("h100", 4, H100))]
+    q = quota(devices=8)
+    llama, mistral = World(eight_gpu("llama"), clusters), World(eight_gpu("mistral"), clusters)
+    # Both reconciled from the same snapshot (nothing placed): each sees 0 of 8 in use.
+    first = {w: run(w, [q]) for w in (llama, mistral)}
+    for w, rsp in first.items():
+        assert placements(rsp) == {0: ("a", {"vllm": "h100"})}
+        w.apply(rsp)
+    # llama's replica was created first.
+    for mr in llama.observed.values():
+        mr["metadata"]["creationTimestamp"] = stamp(1)
+    for mr in mistral.observed.values():
+        mr["metadata"]["creationTimestamp"] = stamp(2)
+    llama.others, mistral.others = list(mistral.observed.values()), list(llama.observed.values())
+
+    # 16 of 8 devices in use: the next reconcile of each repairs it, the oldest stays.
+    kept = run(llama, [q])
+    assert placements(kept) == {0: ("a", {"vllm": "h100"})}
+    assert condition(kept, "ReplicasScheduled")[:2] == ("True", "AllScheduled")
+    repaired = run(mistral, [q])
+    assert placements(repaired) == {}
+    [entry] = status(repaired)["unscheduled"]
+    assert "quota team-a-gpus/h100 is over its limit (16 of 8 devices in use)" in entry["reason"]
+    mistral.apply(repaired)
+    llama.others = list(mistral.observed.values())
+
+    # Within the limit again, and it stays so: mistral waits for room.
+    assert placements(run(llama, [q])) == {0: ("a", {"vllm": "h100"})}
+    waiting = run(mistral, [q])
+    assert placements(waiting) == {}
+    assert "no room under quota team-a-gpus/h100 (8 of 8 devices in use, needs 8)" in \
+        status(waiting)["unscheduled"][0]["reason"]
+
+
+def test_a_replica_being_deleted_is_no_reason_to_remove_ours():
+    # The other deployment scaled down: its older replica is on its way out. It still
+    # holds its devices (nothing new is placed for them) but nothing leaves for it.
+    clusters = [cluster("a", pool("h100", 4, H100))]
+    md = eight_gpu(replicas=2)
+    leaving = own_replica(eight_gpu("other"), "a", 0, {"vllm": "h100"}, created=stamp(0))
+    leaving["metadata"]["deletionTimestamp"] = stamp(50)
+    observed = {key("a", 0): own_replica(md, "a", 0, {"vllm": "h100"}, created=stamp(1))}
+    rsp = run(World(md, clusters, others=[leaving], observed=observed), [quota(devices=8)])
+    assert placements(rsp) == {0: ("a", {"vllm": "h100"})}
+    assert "no room under quota team-a-gpus/h100 (16 of 8 devices in use, needs 8)" in \
+        status(rsp)["unscheduled"][0]["reason"]
+
+
+def test_a_namespace_within_its_quota_is_left_alone():
+    clusters = [cluster("a", pool("h100", 4, H100))]
+    md = eight_gpu(replicas=2)
+    observed = {key("a", i): own_replica(md, "a", i, {"vllm": "h100"}, created=stamp(i))
+                for i in range(2)}
+    rsp = run(World(md, clusters, observed=observed), [quota(devices=16)])
     assert sorted(placements(rsp)) == [0, 1]
     assert condition(rsp, "ReplicasScheduled")[:2] == ("True", "AllScheduled")
 
@@ -178,7 +245,8 @@ def test_placing_never_takes_a_namespace_past_a_limit(world, limit, scale):
         before = held_h100(world.observed.values(), world.clusters)
         rsp = run(world, [q])
         after = held_h100([mr for mr in desired(rsp).values()], world.clusters)
-        # New placements stay within the limit; what was there already may exceed it.
+        # New placements stay within the limit; what was there already may exceed
+        # it (another deployment's replicas), but ours never add to an overrun.
         assert after <= max(limit, before), (after, limit, before)
         world.apply(rsp)
         world.md["spec"]["replicas"] = world.md["spec"]["replicas"] * scale

@@ -23,6 +23,7 @@ from fleetgen import (
     product_is,
     req,
     stamp,
+    status,
     worker,
 )
 
@@ -210,5 +211,8 @@ def test_a_move_under_a_quota_the_replicas_fill_exactly_still_happens():
     world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[gang(4)])
     rsp = run(world, quotas=[quota(devices=2)])
     assert placements(rsp) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
-    tighter = run(world, quotas=[quota(devices=1)])  # already over: no new place is admitted
-    assert placements(tighter) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
+    # Already over: the youngest waits (quota repair) and nothing moves for the other.
+    tighter = run(world, quotas=[quota(devices=1)])
+    assert placements(tighter) == {0: ("a", ON_H100)}
+    assert "quota team-a-gpus/h100 is over its limit (2 of 1 devices in use)" in \
+        status(tighter)["unscheduled"][0]["reason"]

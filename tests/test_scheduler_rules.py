@@ -1173,33 +1173,39 @@ def test_a_model_replica_without_its_index_label_is_kept_and_its_nodes_counted()
     assert condition(rsp, "ReplicasScheduled")[1] == "KeptAsIs"
 
 
-def test_a_malformed_replica_of_another_deployment_is_left_out_of_the_ledger():
+def test_a_malformed_replica_of_another_deployment_is_counted_by_the_most_it_can_hold():
+    # Left out of the ledger, its node would look free (#33): an unreadable
+    # count is read as one copy, the least it can be.
     bad = foreign_replica("other-0", "a", {"h100": 1}, created=stamp(0))
     bad["spec"]["engines"][0]["copies"] = "lots"
     rsp = World(deployment("llama"), [cluster("a", pool("h100", 1, H100))], [bad]).run()
-    assert placements(rsp) == {0: ("a", {"vllm": "h100"})}
-    assert any("other-team/other-0 is malformed and left out of the capacity ledger" in m
-               for m in messages(rsp, fnv1.SEVERITY_WARNING))
+    assert placements(rsp) == {}
+    assert any("other-team/other-0 is malformed and counted by the most it can hold on a "
+               "(1 node of pool h100)" in m for m in messages(rsp, fnv1.SEVERITY_WARNING))
 
 
-@pytest.mark.parametrize("breakage", [
-    lambda mr: mr.update(metadata="other-0"),
-    lambda mr: mr["metadata"].update(name=["other-0"]),
-    lambda mr: mr["spec"].update(clusterName=None),
-    lambda mr: mr["spec"].update(clusterName=7),
-    lambda mr: mr["spec"]["engines"][0]["members"][0].update(nodePoolName=3),
-    lambda mr: mr["spec"].update(engines="all of them"),
+@pytest.mark.parametrize("breakage,counted,says", [
+    (lambda mr: mr.update(metadata="other-0"), True, "counted by the most it can hold"),
+    (lambda mr: mr["metadata"].update(name=["other-0"]), True,
+     "counted by the most it can hold"),
+    (lambda mr: mr["spec"].update(clusterName=None), False, "names no cluster"),
+    (lambda mr: mr["spec"].update(clusterName=7), False, "names no cluster"),
+    # A member on no readable pool, or no readable engines: nowhere to charge.
+    (lambda mr: mr["spec"]["engines"][0]["members"][0].update(nodePoolName=3), True,
+     "(no nodes)"),
+    (lambda mr: mr["spec"].update(engines="all of them"), True, "(no nodes)"),
 ], ids=["metadata-not-a-map", "name-not-a-string", "no-cluster", "cluster-not-a-string",
         "pool-not-a-string", "engines-not-a-list"])
-def test_every_kind_of_malformed_foreign_replica_is_skipped_without_raising(breakage):
+def test_every_kind_of_malformed_foreign_replica_is_read_without_raising(breakage, counted, says):
     bad = foreign_replica("other-0", "a", {"h100": 1}, created=stamp(0))
     breakage(bad)
     good = foreign_replica("other-1", "a", {"h100": 1}, created=stamp(0))
     rsp = World(deployment("llama", replicas=2),
                 [cluster("a", pool("h100", 2, H100))], [bad, good]).run()
     assert not fatal(rsp)
-    assert placements(rsp) == {0: ("a", {"vllm": "h100"})}
-    assert any("malformed and left out of the capacity ledger" in m
+    holds = counted and says != "(no nodes)"
+    assert placements(rsp) == ({} if holds else {0: ("a", {"vllm": "h100"})})
+    assert any("is malformed and" in m and says in m
                for m in messages(rsp, fnv1.SEVERITY_WARNING))
 
 

@@ -2,6 +2,8 @@
 
 The I/O around small builders, in the order they run:
 
+0. `trust`: only a replica a ModelDeployment composed is composed; any other
+   (written by hand) composes nothing new and keeps what exists.
 1. `model`: the validated ModelReplica and its InferenceCluster (required by
    name, `spec.clusterName`) as records: pools' node taints, the gateway,
    `providerConfigRef`. `cache` remembers the cluster record and everything
@@ -26,14 +28,14 @@ keeps everything too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.composer import keep, kinds, memo, naming, placement, status
+from function.composer import keep, kinds, memo, naming, placement, status, trust
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed, Role
 from function.composer.modelcache import mounts
@@ -56,13 +58,21 @@ from function.kit.request import Request, desired_ready
 def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, Any]) -> None:
     """Compose a valid ModelReplica onto its cluster (handlers/modelreplica.py)."""
     replica = parse_replica(mr)
+    observed = req.observed()
+    # The composite as Crossplane sent it: the schema's pruning keeps no ownerReferences.
+    problems = trust.untrusted(req.composite)
+    if problems:
+        not_scheduled(rsp, req.composite, mr, observed, problems)
+        return
+    response.set_conditions(rsp, resource.Condition(
+        typ=trust.SCHEDULED, status="True", reason="Scheduled",
+        message=f"placed by ModelDeployment {replica.deployment}"))
     # Declared on every call, so the requirement stays stable across calls.
     response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, KIND_INFERENCE_CLUSTER,
                                match_name=replica.cluster)
     if replica.cache is not None:
         response.require_resources(rsp, REQUIRE_MODEL_CACHE, API_VERSION, KIND_MODEL_CACHE,
                                    match_name=replica.cache.name, namespace=replica.namespace)
-    observed = req.observed()
 
     bad = selector_errors(replica)
     if bad:
@@ -165,6 +175,23 @@ def cache_wait(req: Request, replica: Replica) -> Unusable | None:
         cacheview.missing(replica.cache.name, replica.namespace)
     why = mounts.waiting(cache_, replica)
     return Unusable(*why) if why else None
+
+
+def not_scheduled(rsp: fnv1.RunFunctionResponse, composite: Mapping[str, Any],
+                  mr: dict[str, Any], observed: dict[str, dict[str, Any]],
+                  problems: list[str]) -> None:
+    """A replica the scheduler did not make (trust.py): nothing new is composed and
+    what it composed while it passed is kept, with a False Scheduled condition."""
+    meta = composite.get("metadata") or {}
+    why = Unusable("NotScheduled", status.cap(
+        f"ModelReplica {meta.get('namespace')}/{meta.get('name')} was not placed by the "
+        f"scheduler: {'; '.join(problems)}. Only the ModelReplicas a ModelDeployment "
+        "composes are composed: apply a ModelDeployment instead"))
+    keep_everything(rsp, mr, observed, why, condition=trust.SCHEDULED)
+    response.warning(rsp, why.message)
+    if not observed:
+        # Derived from nothing composed, Crossplane's Ready would be True.
+        rsp.desired.composite.ready = desired_ready(False)
 
 
 def keep_everything(rsp: fnv1.RunFunctionResponse, mr: dict[str, Any],

@@ -13,7 +13,8 @@ Conditions (never type Ready, which Crossplane derives from the composed
 resources' readiness): `WorkloadsReady` over workloads and their claims (and
 the remote namespace), `Routed` over the routing layer's objects (False with
 the layer's own reason when it composed no route, see `NotRouted`), and
-`ClusterResolved` (written by the caller) about the InferenceCluster.
+`ClusterResolved` (written by the caller) about the InferenceCluster, and
+`Scheduled` (trust.py) about who made the replica.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def summarize(items: Sequence[Observed], *, not_routed: NotRouted | None = None)
                            what="workloads")
     if not_routed is not None:
         routed = resource.Condition(typ=ROUTED, status="False", reason=not_routed.reason,
-                                    message=_cap(not_routed.message))
+                                    message=cap(not_routed.message))
     else:
         routed = _condition(ROUTED, routes, ready_reason="Accepted", what="routing objects")
 
@@ -82,19 +83,19 @@ def _condition(typ: str, items: Sequence[Observed], *, ready_reason: str,
     failed = [i for i in items if i.state.failure]
     if failed:
         return resource.Condition(typ=typ, status="False", reason="Failed",
-                                  message=_cap(_list(failed)))
+                                  message=cap(_list(failed)))
     if not items:
         return resource.Condition(typ=typ, status="False", reason="Pending",
                                   message=f"no {what} composed")
     if not any(i.state.exists for i in items):
         return resource.Condition(typ=typ, status="False", reason="Pending",
-                                  message=_cap(f"not created yet: "
+                                  message=cap(f"not created yet: "
                                                f"{', '.join(i.key for i in items)}"))
     waiting = [i for i in items if not i.state.ready]
     if waiting:
         return resource.Condition(typ=typ, status="False",
                                   reason="Loading" if typ == WORKLOADS_READY else "NotReady",
-                                  message=_cap(_list(waiting)))
+                                  message=cap(_list(waiting)))
     return resource.Condition(typ=typ, status="True", reason=ready_reason,
                               message=f"{len(items)}/{len(items)} {what} ready")
 
@@ -103,5 +104,5 @@ def _list(items: Sequence[Observed]) -> str:
     return "; ".join(f"{i.key}: {i.state.describe()}" for i in items)
 
 
-def _cap(message: str) -> str:
+def cap(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."

@@ -124,6 +124,8 @@ def _engine(engine: Mapping[str, Any]) -> list[str]:
             if claimed and not r.get("deviceClassName"):
                 errors.append(f"device request {r.get('name')!r}: a DRA device request needs "
                               "a deviceClassName")
+    if len({m.get("nodePoolName") for m in members}) > 1:
+        errors.append("every member of an engine runs on one node pool (the scheduler places each engine on one pool)")
     if not any(((m.get("nodeSelector") or {}).get("devices")) for m in members):
         errors.append("at least one member of every engine must request devices in "
                       "nodeSelector.devices")

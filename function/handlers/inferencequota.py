@@ -5,9 +5,11 @@ replica (scheduler/quotas.py). This function reports, per limit, the devices
 held now by every ModelReplica of the namespaces the quota selects (by name,
 and by namespace labels through the Namespaces it requires), so platform
 teams read use with `kubectl get iq`. A namespace over a limit (the quota was
-lowered, or replicas were placed before it existed) is reported, never
-evicted. A selector that does not compile makes `LimitsValid` False: the
-scheduler then places nothing new in the quota's namespaces until it is fixed.
+lowered, deployments were placed from one snapshot, or replicas were placed
+before it existed) is reported here; the schedulers repair it, each making its
+youngest replicas beyond the limit wait (scheduler/plan.py). A selector
+that does not compile makes `LimitsValid` False: the scheduler then places
+nothing new in the quota's namespaces until it is fixed.
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None
             typ="WithinLimits", status="False", reason="OverQuota",
             message=("; ".join(f"{e['name']}: {e['used']} of {e['devices']} devices"
                                for e in over)
-                     + "; placed replicas stay, new ones wait for room")[:MAX_MESSAGE]))
+                     + "; the youngest replicas beyond a limit wait, removed by their "
+                       "deployments' next reconcile; the oldest stay")[:MAX_MESSAGE]))
     else:
         response.set_conditions(rsp, resource.Condition(
             typ="WithinLimits", status="True", reason="WithinLimits",

@@ -229,8 +229,7 @@ def _quota_ledger(req: Request, quotas: list[Quota], ns: str, fleet: Fleet):
             clusters[c.name] = c
         except Malformed:
             continue  # reported by the InferenceCluster itself
-    replicas = [(r.namespace, r.claims, r.cluster) for r in [*fleet.own, *fleet.others]]
-    return quota_ledger(quotas, ns, labels, replicas, clusters)
+    return quota_ledger(quotas, ns, labels, [*fleet.own, *fleet.others], clusters)
 
 
 def _cache(req: Request, ref: cacheview.CacheRef | None, ns: str) -> cacheview.Cache | None:

@@ -3,9 +3,9 @@
 The required InferenceClusters and ModelReplicas come through the parse
 caches (parsecache.py); this deployment's own replicas come from the observed
 composed resources, each with the composed-resource key it lives under. A
-malformed object never fails the read: a cluster is skipped, another
-deployment's replica is left out of the ledger, one of ours is kept as it is
-(`broken`), each with a warning saying why.
+malformed object never fails the read: a cluster is skipped; a replica is
+counted in the ledger by the most it can hold (model.worst_case), and one of
+ours is besides kept as it is (`broken`); each with a warning saying why.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from function.contract.api import (
-    LABEL_DEPLOYMENT,
     LABEL_REPLICA_INDEX,
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
@@ -26,7 +25,8 @@ from function.contract.records import Cluster, Malformed
 from function.contract.names import replica_resource_key
 from function.kit.request import Request
 from function.scheduler import parsecache
-from function.scheduler.model import Replica, parse_replica
+from function.kit import structs, wire
+from function.scheduler.model import Replica, parse_replica, worst_case
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,10 @@ def read(req: Request, observed: Mapping[str, Mapping[str, Any]],
             r = dataclasses.replace(parse_replica(mr), key=key)
         except Malformed as exc:
             fleet.broken.append(Broken(key, mr, str(exc)))
+            # Kept as it is, so it holds what it holds: counted by the most it can.
+            held = worst_case(mr)
+            if held is not None:
+                fleet.others.append(held)
             continue
         if r.index is None:
             # Without its index it cannot be retained, moved or scaled down:
@@ -97,17 +101,32 @@ def read(req: Request, observed: Mapping[str, Mapping[str, Any]],
         try:
             r = parsecache.REPLICAS.get(item)
         except Malformed as exc:
-            mr_ns, mr_name, labels = parsecache.identity(item)
-            if (mr_ns, mr_name) not in own_names and not (
-                    mr_ns == namespace and labels.get(LABEL_DEPLOYMENT) == deployment):
-                fleet.warnings.append(f"ModelReplica {mr_ns}/{mr_name} is malformed and "
-                                      f"left out of the capacity ledger: {exc}")
+            mr_ns, mr_name, _ = parsecache.identity(item)
+            if (mr_ns, mr_name) in own_names:
+                continue  # ours, counted above
+            # Left out, its nodes would look free to every scheduler: count it
+            # by the most it can hold (model.worst_case).
+            held = worst_case(structs.to_dict(wire.resource(item).resource))
+            if held is None:
+                fleet.warnings.append(f"ModelReplica {mr_ns}/{mr_name} is malformed and names "
+                                      f"no cluster, so holds nothing anywhere: {exc}")
+                continue
+            fleet.others.append(held)
+            fleet.warnings.append(f"ModelReplica {mr_ns}/{mr_name} is malformed and counted by "
+                                  f"the most it can hold on {held.cluster} "
+                                  f"({_nodes(held.usage)}): {exc}")
             continue
-        if (r.namespace, r.name) in own_names or (
-                r.namespace == namespace and r.deployment == deployment):
+        if (r.namespace, r.name) in own_names:
             continue  # ours: counted through `own` (observed as composed)
+        # Any other, even one labelled as this deployment's (written by hand, or on
+        # its way out and no longer among our composed resources): it holds its nodes.
         fleet.others.append(r)
     return fleet
+
+
+def _nodes(usage: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} node{'s' if n != 1 else ''} of pool {p}"
+                     for p, n in sorted(usage.items())) or "no nodes"
 
 
 def _identity(mr: Mapping[str, Any]) -> tuple[str, str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from function.contract.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
 from function.contract.capacity import replica_usage
+from function.contract.enums import MemberRole
 from function.contract.quotas import Claim, claims
 from function.contract.names import is_dns_label
 from function.contract.records import Malformed, attempt, expect, malformed_on_error, outcome
@@ -37,6 +38,9 @@ class Replica:
     # deployment's own replicas (fleet.py), "" for the ledger's.
     key: str = field(default="", compare=False)
     claims: tuple[Claim, ...] = field(default=(), compare=False)  # devices held, for quotas
+    # Deleted and on its way out (metadata.deletionTimestamp): it still holds its nodes and
+    # devices, but a repair must not count it, or another replica would leave for it.
+    deleting: bool = field(default=False, compare=False)
 
     @property
     def age_key(self) -> tuple[str, str, str]:
@@ -132,4 +136,62 @@ def assemble(meta: Any, spec: Any, engines_of: Callable[[], Engines],
                    deployment=labels.get(LABEL_DEPLOYMENT, ""), index=number,
                    cluster=cluster, pools=pools, usage=usage,
                    created=str(meta.get("creationTimestamp") or ""), manifest=manifest,
-                   claims=claimed)
+                   claims=claimed, deleting=bool(meta.get("deletionTimestamp")))
+
+
+def worst_case(obj: Any) -> Replica | None:
+    """A ModelReplica parse_replica refused, charged by the most it can hold.
+
+    The composer runs each member on the pool it names, so that is where its
+    nodes are: every member of every readable engine is charged `pods x
+    copies` nodes on its pool, as if it claimed devices (one that claims none
+    costs nothing when well formed), and its resolved device requests, where
+    they read, count against quotas. An engine on two pools is charged on
+    both. A part that does not read at all (not an object, a count that is
+    not a number) is charged as its smallest readable reading (one copy, one
+    pod): such a replica fails the composer's schema, which composes nothing
+    new for it. None when even its cluster does not read: nothing can be
+    charged anywhere, and the caller says so.
+    """
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    spec = spec if isinstance(spec, Mapping) else {}
+    cluster = spec.get("clusterName")
+    if not isinstance(cluster, str) or not cluster:
+        return None
+    engines = spec.get("engines")
+    usage: dict[str, int] = {}
+    for engine in engines if isinstance(engines, list) else ():
+        if not isinstance(engine, Mapping):
+            continue
+        copies = _count(engine.get("copies"))
+        members = engine.get("members")
+        for m in members if isinstance(members, list) else ():
+            pool = m.get("nodePoolName") if isinstance(m, Mapping) else None
+            if not isinstance(pool, str) or not pool:
+                continue
+            worker = m.get("worker")
+            pods = _count(worker.get("nodes")) if m.get("role") == MemberRole.WORKER \
+                and isinstance(worker, Mapping) else 1
+            usage[pool] = usage.get(pool, 0) + pods * copies
+    try:
+        claimed = claims(spec)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        claimed = ()
+    labels = meta.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    deployment = labels.get(LABEL_DEPLOYMENT)
+    return Replica(namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+                   deployment=deployment if isinstance(deployment, str) else "", index=None,
+                   cluster=cluster, pools={}, usage=usage,
+                   created=str(meta.get("creationTimestamp") or ""), manifest={},
+                   claims=claimed, deleting=bool(meta.get("deletionTimestamp")))
+
+
+def _count(value: Any) -> int:
+    """A positive whole count (a Struct's numbers are floats), or 1 when it does not read
+    as one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 1
+    return int(value) if value >= 1 and float(value).is_integer() else 1

@@ -218,6 +218,7 @@ def fast_replica(item: bytes, top: Mapping[str, Any] | None = None) -> Replica:
         return plain_replica(item)
     name, cluster = _string(meta, "name"), _string(spec, "clusterName")
     namespace, created = _string(meta, "namespace", ""), _string(meta, "creationTimestamp", "")
+    deleted = _string(meta, "deletionTimestamp", "")
     engines = _list(spec, "engines")
     labels = meta.get("labels")
     deployment: str | None
@@ -233,12 +234,13 @@ def fast_replica(item: bytes, top: Mapping[str, Any] | None = None) -> Replica:
     # Tested one by one rather than `None in (...)`: as fast (faster, in fact), and mypy
     # narrows each.
     if name is None or cluster is None or namespace is None or created is None \
-            or deployment is None or index is None or engines is None or not index.isascii():
+            or deleted is None or deployment is None or index is None or engines is None \
+            or not index.isascii():
         return plain_replica(item)
     found = _raw_engines(engines)
     pools, holdings = outcome(found.pools), outcome(found.holdings)
     return _replica(namespace, name, deployment, int(index) if index.isdigit() else None,
-                    cluster, pools, holdings[0], created, holdings[1])
+                    cluster, pools, holdings[0], created, holdings[1], bool(deleted))
 
 
 # Reading a decoded Value: a oneof member that is not empty is the one set, so
@@ -281,14 +283,14 @@ _new = object.__new__
 
 def _replica(namespace: str, name: str, deployment: str, index: int | None, cluster: str,
              pools: Mapping[str, str], usage: Mapping[str, int], created: str,
-             claims: tuple) -> Replica:
+             claims: tuple, deleting: bool) -> Replica:
     """Replica(...) as the ledger keeps it (no manifest, no key), without the
     frozen dataclass's checked __init__: a third of its cost, 5000 times over
     in a fresh process. The fields are exactly the ones __init__ would set."""
     r = _new(Replica)
     r.__dict__.update(namespace=namespace, name=name, deployment=deployment, index=index,
                       cluster=cluster, pools=pools, usage=usage, created=created,
-                      manifest={}, key="", claims=claims)
+                      manifest={}, key="", claims=claims, deleting=deleting)
     return r
 
 

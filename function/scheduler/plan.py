@@ -11,8 +11,12 @@ policy:
 2. scale down - surplus replicas go first from drained or lost clusters, then
               from the cluster hosting most of this deployment, highest index
               first.
-3. repair   - where a pool's live usage exceeds its nodes, the youngest
-              replicas on it are re-placed; the oldest keep their place.
+3. repair   - where the namespace's replicas hold more than a quota limit
+              allows (deployments placed from one snapshot, a lowered
+              limit), the youngest beyond it leave and wait, listed
+              unscheduled with the quota named (`_repair_quota`); then,
+              where a pool's live usage exceeds its nodes, the youngest
+              replicas on it are re-placed. The oldest keep their place.
 4. place    - displaced replicas (same index) and then new ones (lowest free
               index) go one at a time, through the cycle (cycle.py), to the
               best-ranked cluster (the scores of scores.py) that every filter
@@ -24,7 +28,8 @@ policy:
               each to a place elsewhere (room.py).
 
 Never destructive: a displaced replica is removed only once it has a new
-place, except a NoExecute drain, which the platform team asked for.
+place, except a NoExecute drain and a quota overrun, the two limits the
+platform team set: there, staying is what must not happen.
 
 The plan knows the steps' kinds (framework.py), never a step by name: what a
 score reads, it prepares itself; what a budget counts, it counts itself.
@@ -37,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from function.contract.enums import PlacementStrategy
+from function.contract.quotas import usage
 from function.contract.records import Cluster
 from function.scheduler import filters, reasons, room
 from function.scheduler.cycle import Cycle, Found
@@ -97,7 +103,8 @@ class _Candidate:
     replica: Replica
     engines: dict[str, EnginePlacement] | None = None
     displaced: str = ""     # why it must move ("" when it stays)
-    drained: bool = False   # NoExecute: leave even without a new place
+    drained: bool = False   # NoExecute, over quota: leave even without a new place
+    removal: str = ""       # why it left without one, when not a drain
     unknown: str = ""       # its cluster is unreadable: keep as is
 
 
@@ -124,6 +131,8 @@ def plan(inp: Inputs) -> Plan:
         ledger.reserve(r.cluster, r.usage)
     for c in candidates:
         ledger.reserve(c.replica.cluster, _usage(c))
+    if inp.quota is not None:
+        _repair_quota(candidates, inp.own, inp.quota, ledger)
     _repair_overcommit(candidates, inp.others, clusters, ledger)
 
     # A replica that has to move holds its nodes until it has a new place (it
@@ -164,7 +173,7 @@ def plan(inp: Inputs) -> Plan:
                                 f"{c.displaced}")
         elif c.drained:
             result.unscheduled[c.index] = dataclasses.replace(
-                outcome, prefix=f"drained from {r.cluster} ({c.displaced})")
+                outcome, prefix=c.removal or f"drained from {r.cluster} ({c.displaced})")
         else:
             cycle.land(held)  # it stays: it keeps holding it
             result.placements.append(Placement(c.index, r.cluster, None, r, c.displaced))
@@ -303,4 +312,37 @@ def _repair_overcommit(candidates: list[_Candidate], others: Sequence[Replica],
                 c.displaced = (f"pool {pool_name} on {cluster_name} is overcommitted "
                                f"({used} nodes used of {pool.nodes}) and it is among the youngest")
                 ledger.release(cluster_name, _usage(c))
+                c.engines = None
+
+
+def _repair_quota(candidates: list[_Candidate], own: Sequence[Replica], quota: QuotaLedger,
+                  ledger: Ledger) -> None:
+    """Where a quota's namespaces hold more than a limit allows, our youngest replicas
+    beyond the limit leave, even without a new place: holders oldest first, every
+    deployment ordering them alike, so each repairs only its own and the oldest stay.
+
+    What a limit counts is what the quota ledger read now, less the replicas already
+    leaving: ours that scale-down removes and any being deleted (they still hold their
+    devices, and new placements count them, but repairing for them would remove a
+    replica for an overrun that is ending by itself)."""
+    ours = {(c.replica.namespace, c.replica.name): c for c in candidates}
+    gone = {(r.namespace, r.name) for r in own} - set(ours)
+    for quota_name, limit in quota.limits:
+        held = [(h, usage(limit, h.held)) for h in quota.holders.get(quota_name, ())
+                if h.ident not in gone and not h.deleting]
+        total = sum(n for _, n in held)
+        if total <= limit.devices:
+            continue
+        filled = 0
+        for holder, n in held:
+            filled += n
+            c = ours.get(holder.ident)
+            # One on an unreadable cluster is kept as is: what it holds is unknown.
+            if n and filled > limit.devices and c is not None and not c.drained \
+                    and not c.unknown:
+                why = (f"quota {quota_name}/{limit.name} is over its limit ({total} of "
+                       f"{limit.devices} devices in use) and it is among the youngest")
+                c.displaced, c.drained = why, True
+                c.removal = f"removed from {c.replica.cluster}: {why}"
+                ledger.release(c.replica.cluster, _usage(c))
                 c.engines = None

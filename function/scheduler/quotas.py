@@ -9,10 +9,18 @@ next firstAvailable level. The quota budget step (budgets.py) keeps it per
 cycle and asks it per candidate, after capacity, since what a replica would
 hold depends on the pool and alternative it got.
 
-Replicas already placed are never judged: a lowered quota leaves them where
-they are (the quota's status says the namespace is over). A quota whose limit
-does not compile blocks every new placement in its namespaces, saying why:
-failing closed is the only safe reading of a cap nobody can evaluate.
+A limit is judged per placement on what the scheduler reads now, so
+deployments reconciled from one snapshot can each take the last devices, and
+a lowered limit leaves the namespaces over it. The ledger therefore also
+keeps who holds what (`holders`, with their ages): when the replicas of a
+quota's namespaces hold more than a limit allows, the plan makes the
+youngest of them beyond the limit wait (plan.py, `_repair_quota`), as it
+makes the youngest beyond a pool's nodes move. Each deployment repairs only
+its own replicas, and every deployment orders the holders alike (oldest
+first, by creationTimestamp, namespace and name), so the oldest are never
+touched. A quota whose limit does not compile blocks every new placement in
+its namespaces, saying why: failing closed is the only safe reading of a cap
+nobody can evaluate; nothing is repaired under it.
 """
 
 from __future__ import annotations
@@ -24,8 +32,18 @@ from typing import Any
 from function.contract import devicecel
 from function.contract.capacity import member_pods
 from function.contract.enums import DeviceClaim
-from function.contract.quotas import Claim, Limit, Quota, devices, usage
+from function.contract.quotas import Limit, Quota, devices, usage
 from function.contract.records import Cluster, Device
+
+
+@dataclass(frozen=True)
+class Holder:
+    """One replica of a quota's namespaces and the devices it holds."""
+
+    age_key: tuple[str, str, str]        # model.Replica.age_key: oldest first
+    ident: tuple[str, str]               # (namespace, name)
+    held: tuple[tuple[Device, int], ...]
+    deleting: bool = False               # on its way out: never a reason for a repair
 
 
 @dataclass
@@ -33,6 +51,8 @@ class QuotaLedger:
     limits: list[tuple[str, Limit]]                  # (quota, limit) that apply
     used: dict[tuple[str, str], int] = field(default_factory=dict)
     invalid: str = ""                                # why every placement is refused
+    # quota name -> every replica of its namespaces holding a device, as read now.
+    holders: dict[str, list[Holder]] = field(default_factory=dict)
 
     def admit(self, held: Sequence[tuple[Device, int]]) -> str | None:
         """Why a placement holding `held` would break a limit (a reason phrase), or None."""
@@ -58,12 +78,12 @@ class QuotaLedger:
 
 
 def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[str, Mapping[str, str]],
-           replicas: Iterable[tuple[str, tuple[Claim, ...], str]],
-           clusters: Mapping[str, Cluster]) -> QuotaLedger | None:
+           replicas: Iterable[Any], clusters: Mapping[str, Cluster]) -> QuotaLedger | None:
     """The ledger of the quotas that apply to `namespace`, or None when none does.
 
     `namespace_labels` maps every namespace to its labels (for namespaceSelector);
-    `replicas` are (namespace, claims, cluster name) of every ModelReplica now.
+    `replicas` are every ModelReplica now (model.Replica: namespace, name, claims,
+    cluster, age_key).
     """
     applying = [q for q in quotas if q.applies(namespace, namespace_labels.get(namespace, {}))]
     if not applying:
@@ -75,16 +95,20 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
         out.invalid = (f"{{is}} closed to namespace {namespace}: quota limit {bad[0]} has an "
                        "invalid CEL selector")
         return out
-    held_by_ns: dict[str, list[tuple[Device, int]]] = {}
-    for ns, claimed, cluster_name in replicas:
-        cluster = clusters.get(cluster_name)
-        if cluster is not None:
-            held_by_ns.setdefault(ns, []).extend(devices(claimed, cluster))
+    by_ns: dict[str, list[Holder]] = {}
+    for r in replicas:
+        cluster = clusters.get(r.cluster)
+        held = tuple(devices(r.claims, cluster)) if cluster is not None else ()
+        if held:
+            by_ns.setdefault(r.namespace, []).append(
+                Holder(r.age_key, (r.namespace, r.name), held, r.deleting))
     for q in applying:
-        held = [h for ns, hs in held_by_ns.items()
-                if q.applies(ns, namespace_labels.get(ns, {})) for h in hs]
+        holders = sorted((h for ns, hs in by_ns.items()
+                          if q.applies(ns, namespace_labels.get(ns, {})) for h in hs),
+                         key=lambda h: (h.age_key, h.ident))
+        out.holders[q.name] = holders
         for limit in q.limits:
-            out.used[(q.name, limit.name)] = usage(limit, held)
+            out.used[(q.name, limit.name)] = usage(limit, [d for h in holders for d in h.held])
     return out
 
 
