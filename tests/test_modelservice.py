@@ -238,6 +238,16 @@ def test_a_service_asks_to_be_called_again_soon_to_follow_its_endpoints():
     assert unresolved.meta.ttl.ToTimedelta() == requeue.FOLLOW
 
 
+def test_an_endpoint_being_deleted_takes_no_traffic():
+    ms = service(((1, {"app": "a"}),))
+    staying = endpoint("a1", labels={"app": "a"})
+    leaving = endpoint("a2", labels={"app": "a"})
+    both = shares(run(ms, [[staying, leaving]]))
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    one = shares(run(ms, [[staying, leaving]]))
+    assert len(both) == 2 and len(one) == 1 and set(one) < set(both)
+
+
 def test_unresolved_requirements_keep_everything():
     ms = service(((1, {"app": "a"}),), ((1, {"app": "b"}),))
     first = run(ms, [[endpoint("a")]], [[endpoint("b", labels={"app": "b"})]])

@@ -282,6 +282,10 @@ def resolve(entry: Entry, objs: list[dict[str, Any]], door: FrontDoor,
     for obj in sorted(objs, key=lambda o: str(dig(o, "metadata").get("name"))):
         if not selects(entry.selector, dig(obj, "metadata", "labels")):
             continue
+        if dig(obj, "metadata").get("deletionTimestamp"):
+            # Withdrawn (its replica leaves: scheduler/drain.py) or deleted: Crossplane
+            # lists it until its finalizer is gone, which takes a reconcile of its own.
+            continue
         bad = check(obj)
         ep = parse_endpoint(obj) if bad is None else None
         denied = policy.check(ep, door, fleet) if ep is not None else ""
