@@ -25,6 +25,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the serving modes' table: function/contract/serving.py
 
 from function.contract import cost, destinations, serving  # noqa: E402
+from function.contract.rules import (  # noqa: E402
+    COMPUTE_RESOURCES,
+    HUGEPAGES_PREFIX,
+    RESOURCES_MESSAGE,
+)
 
 
 def dependency_name(package: str) -> str:
@@ -293,13 +298,20 @@ ENV_VAR = obj({
 QUANTITY = {"anyOf": [{"type": "integer"}, {"type": "string"}],
             "x-kubernetes-int-or-string": True, "maxLength": 64}
 
+def resource_list(what: str) -> dict:
+    names = ", ".join(f"'{n}'" for n in COMPUTE_RESOURCES)
+    return {"type": "object", "maxProperties": 8, "additionalProperties": QUANTITY,
+            "description": f"{what}: cpu, memory, ephemeral-storage and hugepages-<size> only.",
+            "x-kubernetes-validations": [{
+                "rule": f"self.all(k, k in [{names}] || k.startsWith('{HUGEPAGES_PREFIX}'))",
+                "message": RESOURCES_MESSAGE}]}
+
+
 RESOURCES = obj({
-    "requests": {"type": "object", "maxProperties": 8, "additionalProperties": QUANTITY,
-                 "description": "cpu, memory, ephemeral-storage and the like."},
-    "limits": {"type": "object", "maxProperties": 8, "additionalProperties": QUANTITY,
-               "description": "cpu, memory, ephemeral-storage and the like."},
-}, "Compute resources of the engine container. Accelerators are claimed through DRA "
-   "device requests, not here.")
+    "requests": resource_list("Requests"),
+    "limits": resource_list("Limits"),
+}, "Compute resources of the engine container. Accelerators and every other device are "
+   "claimed through DRA device requests, never here: an extended resource is refused.")
 
 ENGINE_CONTAINER = obj({
     "name": string(0, "Always `engine`.", enum=("EngineContainerName", ["engine"])),

@@ -24,6 +24,17 @@ from function.contract.enums import (
 )
 
 RESERVED_PREFIX = "modelplane.ai/"
+# The resources an engine template may name: what a node gives every pod and the
+# namespace's own ResourceQuota can cap. Anything else is an extended resource
+# (nvidia.com/gpu, rdma/hca_shared_devices_a): a device that no placement ledger
+# or InferenceQuota sees, so 40 replicas of 8 such devices could land on a pool
+# the ledger counts as two nodes. hugepages-<size> are memory reserved at boot,
+# not devices, and quota-capped like memory: allowed.
+COMPUTE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+HUGEPAGES_PREFIX = "hugepages-"
+RESOURCES_MESSAGE = ("only cpu, memory, ephemeral-storage and hugepages-<size> may be named: "
+                     "devices (nvidia.com/gpu and other extended resources) are claimed "
+                     "through DRA device requests, which placement and InferenceQuotas count")
 # Kubernetes qualified names (label keys): an optional DNS prefix and '/', then a name.
 QUALIFIED_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -101,6 +112,20 @@ def _env(env: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def extended_resources(resources: Mapping[str, Any]) -> list[str]:
+    """The names in requests and limits that are not compute resources, as `limits.<name>`."""
+    return [f"{part}.{name}" for part in ("requests", "limits")
+            for name in sorted(resources.get(part) or {})
+            if name not in COMPUTE_RESOURCES and not str(name).startswith(HUGEPAGES_PREFIX)]
+
+
+def _resources(resources: Mapping[str, Any]) -> list[str]:
+    bad = extended_resources(resources)
+    if not bad:
+        return []
+    return [f"the engine container's resources name {', '.join(bad)}: {RESOURCES_MESSAGE}"]
+
+
 def _engine(engine: Mapping[str, Any]) -> list[str]:
     errors = []
     members = engine.get("members") or []
@@ -119,6 +144,7 @@ def _engine(engine: Mapping[str, Any]) -> list[str]:
         for c in containers:
             for env in c.get("env") or []:
                 errors += [f"env {env.get('name')!r}: {e}" for e in _env(env)]
+            errors += _resources(c.get("resources") or {})
         for r in m.get("deviceRequests") or []:
             claimed = (r.get("claim") or DeviceClaim.DRA) == DeviceClaim.DRA
             if claimed and not r.get("deviceClassName"):

@@ -454,11 +454,17 @@ class Requests1(RootModel[StrictStr]):
 class Resources(BaseModel):
     limits: Annotated[
         dict[str, Limits1 | StrictInt] | None,
-        Field(description="cpu, memory, ephemeral-storage and the like.", max_length=8),
+        Field(
+            description="Limits: cpu, memory, ephemeral-storage and hugepages-<size> only.",
+            max_length=8,
+        ),
     ] = None
     requests: Annotated[
         dict[str, Requests1 | StrictInt] | None,
-        Field(description="cpu, memory, ephemeral-storage and the like.", max_length=8),
+        Field(
+            description="Requests: cpu, memory, ephemeral-storage and hugepages-<size> only.",
+            max_length=8,
+        ),
     ] = None
 
 
@@ -493,7 +499,7 @@ class Container(BaseModel):
     resources: Annotated[
         Resources | None,
         Field(
-            description="Compute resources of the engine container. Accelerators are claimed through DRA device requests, not here."
+            description="Compute resources of the engine container. Accelerators and every other device are claimed through DRA device requests, never here: an extended resource is refused."
         ),
     ] = None
 
