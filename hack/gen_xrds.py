@@ -1035,12 +1035,22 @@ def inference_quota() -> dict:
         "namespaceSelector": obj({
             "matchLabels": string_map(16, "Namespace labels that must all match.", value_max=63),
         }, "The namespaces this quota caps, by their labels."),
-        "limits": array(limit, 16, "The caps; each applies on its own.", min_items=1,
+        "limits": array(limit, 16, "The device caps; each applies on its own.", min_items=1,
                         map_keys=["name"]),
-    }, "Devices the selected namespaces may hold across the fleet. Every quota that "
-       "selects a namespace applies to it.", required=["limits"], rules=[
+        "maxReplicas": integer(0, 1000000, "At most this many ModelReplicas in the selected "
+                               "namespaces together, across the fleet, whatever devices they "
+                               "claim (none, Synthetic or DRA)."),
+        "maxPods": integer(0, 10000000, "At most this many engine pods in the selected "
+                           "namespaces together, across the fleet: per replica, every engine's "
+                           "copies times its pods per copy (1, or 1 + worker.nodes for a "
+                           "gang). The routing pods a replica adds (the endpoint picker) are "
+                           "not counted."),
+    }, "What the selected namespaces may hold across the fleet: devices per limit, "
+       "replicas and pods. Every quota that selects a namespace applies to it.", rules=[
         ("has(self.namespaces) || has(self.namespaceSelector)",
          "a quota selects namespaces: set namespaces, namespaceSelector or both"),
+        ("has(self.limits) || has(self.maxReplicas) || has(self.maxPods)",
+         "a quota caps something: set limits, maxReplicas or maxPods"),
     ])
     status = obj({
         "limits": array(obj({
@@ -1048,12 +1058,17 @@ def inference_quota() -> dict:
             "used": integer(0, 100000000, "Devices the selected namespaces hold now."),
             "devices": integer(0, 1000000, "The limit."),
         }, "One limit's use."), 16, "Use per limit."),
-        "summary": string(256, "`<limit>: <used>/<devices>`, comma separated."),
-    }, "Use per limit. " + CONDITIONS_NOTE)
+        "replicas": integer(0, 100000000, "ModelReplicas the selected namespaces hold now "
+                            "(reported when spec.maxReplicas is set)."),
+        "pods": integer(0, 100000000, "Engine pods of those replicas (reported when "
+                        "spec.maxPods is set)."),
+        "summary": string(256, "`<limit>: <used>/<devices>`, then `replicas: <used>/<max>` "
+                          "and `pods: <used>/<max>`, comma separated."),
+    }, "Use per limit, replicas and pods. " + CONDITIONS_NOTE)
     return xrd("InferenceQuota", "inferencequotas", "Cluster", spec, status, ["iq"], [
         col("Limits", "string", ".status.summary"),
-    ], description="Devices a set of namespaces may hold across the fleet, written by the "
-                   "platform team.")
+    ], description="Devices, replicas and pods a set of namespaces may hold across the "
+                   "fleet, written by the platform team.")
 
 
 # --- ModelEndpoint and ModelService: one URL for a model across the fleet ----

@@ -7,6 +7,12 @@ resolved request got on its pool. The device is the pool's device kind the
 request was resolved to (same DeviceClass, satisfying the request's
 selectors), so a limit reads the same attributes and capacity the
 placement read. Synthetic devices are never claimed and never counted.
+
+`maxReplicas` and `maxPods` cap what no device limit sees: the ModelReplicas
+of those namespaces and their pods (`copies x pods per copy`, every engine),
+wherever they run, whatever they claim. A replica of claimless or Synthetic
+devices costs nodes and pods but no device, so without them a namespace with
+a zero device limit could still fill pools.
 """
 
 from __future__ import annotations
@@ -29,12 +35,25 @@ class Limit:
     selectors: tuple[str, ...]  # CEL expressions, ANDed
 
 
+# The names the count caps go by in reasons and the ledger: spec field names,
+# which no limit (a DNS label, lowercase) can share.
+MAX_REPLICAS, MAX_PODS = "maxReplicas", "maxPods"
+
+
 @dataclass(frozen=True)
 class Quota:
     name: str
     namespaces: frozenset[str]
     match_labels: Mapping[str, str] | None  # None: no namespaceSelector
     limits: tuple[Limit, ...]
+    max_replicas: int | None = None  # None: replicas are not capped
+    max_pods: int | None = None      # None: pods are not capped
+
+    def counts(self) -> tuple[tuple[str, int], ...]:
+        """(MAX_REPLICAS or MAX_PODS, cap) of the count caps the quota sets."""
+        return tuple((what, cap) for what, cap in ((MAX_REPLICAS, self.max_replicas),
+                                                   (MAX_PODS, self.max_pods))
+                     if cap is not None)
 
     def applies(self, namespace: str, labels: Mapping[str, str]) -> bool:
         if namespace in self.namespaces:
@@ -53,7 +72,24 @@ def parse_quota(obj: Mapping[str, Any]) -> Quota:
         else None,
         limits=tuple(Limit(lim["name"], int(lim["devices"]),
                            tuple(s["cel"] for s in lim.get("selectors") or ()))
-                     for lim in spec.get("limits") or ()))
+                     for lim in spec.get("limits") or ()),
+        max_replicas=_count(spec.get(MAX_REPLICAS)), max_pods=_count(spec.get(MAX_PODS)))
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def engine_pods(engines: Iterable[Mapping[str, Any]] | None) -> int:
+    """The pods of a ModelReplica's (or a template's) engines: every member's pods
+    per copy, times the engine's copies."""
+    return sum(member_pods(m) * int(e.get("copies") or 1)
+               for e in engines or () for m in e.get("members") or ())
+
+
+def count_usage(what: str, replicas: int, pods: int) -> int:
+    """What `replicas` replicas holding `pods` pods use of a count cap."""
+    return replicas if what == MAX_REPLICAS else pods
 
 
 # (expression, device key) -> verdict, across reconciles; bounded. Remembered

@@ -221,6 +221,8 @@ def quota_errors(spec: Mapping[str, Any]) -> list[str]:
     errors = []
     if "namespaces" not in spec and "namespaceSelector" not in spec:
         errors.append("a quota selects namespaces: set namespaces, namespaceSelector or both")
+    if not any(k in spec for k in ("limits", "maxReplicas", "maxPods")):
+        errors.append("a quota caps something: set limits, maxReplicas or maxPods")
     names = [lim.get("name") for lim in spec.get("limits") or []]
     if len(set(names)) != len(names):
         errors.append("limit names must be unique")

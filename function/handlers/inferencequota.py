@@ -4,7 +4,9 @@ The quota composes nothing; the scheduler enforces it when it places a
 replica (scheduler/quotas.py). This function reports, per limit, the devices
 held now by every ModelReplica of the namespaces the quota selects (by name,
 and by namespace labels through the Namespaces it requires), so platform
-teams read use with `kubectl get iq`. A namespace over a limit (the quota was
+teams read use with `kubectl get iq`; with `maxReplicas` or `maxPods`, the
+replicas of those namespaces and their engine pods too, wherever they run.
+A namespace over a limit or a cap (the quota was
 lowered, deployments were placed from one snapshot, or replicas were placed
 before it existed) is reported here; the schedulers repair it, each making its
 youngest replicas beyond the limit wait (scheduler/plan.py). A selector
@@ -29,7 +31,16 @@ from function.contract.api import (
     REQUIRE_REPLICAS,
 )
 from function.contract.models.inferencequota import InferenceQuota
-from function.contract.quotas import claims, devices, parse_quota, usage
+from function.contract.quotas import (
+    MAX_PODS,
+    MAX_REPLICAS,
+    claims,
+    count_usage,
+    devices,
+    engine_pods,
+    parse_quota,
+    usage,
+)
 from function.contract.records import parse_clusters
 from function.contract.validation import dig
 from function.handlers import prologue
@@ -67,14 +78,19 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None
     # A malformed cluster's replicas cannot be told apart: the cluster says why itself.
     clusters, _ = parse_clusters(req.required(REQUIRE_CLUSTERS))
     held = []
+    replicas = pods = 0
     for mr in req.required(REQUIRE_REPLICAS):
         spec, meta = dig(mr, "spec"), dig(mr, "metadata")
+        if meta.get("namespace") not in namespaces:
+            continue
         cname = spec.get("clusterName")  # a stored object of another schema may hold anything
         cluster = clusters.get(cname) if isinstance(cname, str) else None
-        if meta.get("namespace") not in namespaces or cluster is None:
-            continue
         try:
-            held += list(devices(claims(spec), cluster))
+            # Replicas and pods count wherever they run, as the scheduler counts them.
+            n = engine_pods(spec.get("engines"))
+            if cluster is not None:
+                held += list(devices(claims(spec), cluster))
+            replicas, pods = replicas + 1, pods + n
         except (TypeError, ValueError, AttributeError, KeyError, devicecel.CelError) as exc:
             # Skip only the bad object, and say so: its devices go uncounted.
             response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
@@ -84,11 +100,17 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None
     for limit in quota.limits:
         used = 0 if any(f"limit {limit.name!r}" in b for b in bad) else usage(limit, held)
         entries.append({"name": limit.name, "used": used, "devices": limit.devices})
-    resource.update(rsp.desired.composite, {"status": {
-        "limits": entries,
-        "summary": ", ".join(f"{e['name']}: {e['used']}/{e['devices']}" for e in entries)[:256],
-    }})
-    over = [e for e in entries if e["used"] > e["devices"]]
+    counted = [(what, count_usage(what, replicas, pods), cap) for what, cap in quota.counts()]
+    status: dict[str, Any] = {"limits": entries}
+    for what, used, _ in counted:
+        status["replicas" if what == MAX_REPLICAS else "pods"] = used
+    said = [f"{e['name']}: {e['used']}/{e['devices']}" for e in entries] + [
+        f"{_noun(what)}: {used}/{cap}" for what, used, cap in counted]
+    status["summary"] = ", ".join(said)[:256]
+    resource.update(rsp.desired.composite, {"status": status})
+    over = [f"{e['name']}: {e['used']} of {e['devices']} devices" for e in entries
+            if e["used"] > e["devices"]] + [
+        f"{what}: {used} of {cap} {_noun(what)}" for what, used, cap in counted if used > cap]
     if bad:
         response.set_conditions(rsp, resource.Condition(
             typ="LimitsValid", status="False", reason="InvalidSelector",
@@ -100,11 +122,14 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None
     if over:
         response.set_conditions(rsp, resource.Condition(
             typ="WithinLimits", status="False", reason="OverQuota",
-            message=("; ".join(f"{e['name']}: {e['used']} of {e['devices']} devices"
-                               for e in over)
+            message=("; ".join(over)
                      + "; the youngest replicas beyond a limit wait, removed by their "
                        "deployments' next reconcile; the oldest stay")[:MAX_MESSAGE]))
     else:
         response.set_conditions(rsp, resource.Condition(
             typ="WithinLimits", status="True", reason="WithinLimits",
             message=f"{len(namespaces)} namespaces, {len(entries)} limits"))
+
+
+def _noun(what: str) -> str:
+    return "pods" if what == MAX_PODS else "replicas"

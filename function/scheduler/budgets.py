@@ -18,7 +18,13 @@ import dataclasses
 from function.scheduler import filters
 from function.scheduler.framework import Attempt, Budget, CycleState, Held
 from function.scheduler.matching import levels
-from function.scheduler.quotas import QuotaLedger, fit_devices, held_by
+from function.scheduler.quotas import (
+    QuotaLedger,
+    fit_devices,
+    held_by,
+    replica_pods,
+    template_pods,
+)
 
 
 class CapacityTally:
@@ -70,8 +76,8 @@ class CapacityTally:
 
 
 class QuotaTally:
-    """Devices: the namespace's InferenceQuotas (quotas.py), on a copy of their
-    ledger so the plan stays a pure function of its inputs."""
+    """Devices, replicas and pods: the namespace's InferenceQuotas (quotas.py), on a
+    copy of their ledger so the plan stays a pure function of its inputs."""
 
     def __init__(self, state: CycleState, quota: QuotaLedger) -> None:
         self._state = state
@@ -79,13 +85,14 @@ class QuotaTally:
 
     def admit(self, attempt: Attempt) -> str | None:
         assert attempt.engines is not None, "capacity, which places the engines, runs first"
-        return self._ledger.admit(fit_devices(self._state.deployment.engines, attempt.engines))
+        engines = self._state.deployment.engines
+        return self._ledger.admit(fit_devices(engines, attempt.engines), template_pods(engines))
 
     def reserve(self, held: Held) -> None:
-        self._ledger.reserve(self._devices(held))
+        self._ledger.reserve(self._devices(held), self._pods(held))
 
     def release(self, held: Held) -> None:
-        self._ledger.release(self._devices(held))
+        self._ledger.release(self._devices(held), self._pods(held))
 
     def snapshot(self) -> object:
         return dict(self._ledger.used)
@@ -93,6 +100,11 @@ class QuotaTally:
     def restore(self, saved: object) -> None:
         self._ledger.used.clear()
         self._ledger.used.update(saved)  # type: ignore[call-overload]
+
+    def _pods(self, held: Held) -> int:
+        if held.replica is not None:
+            return replica_pods(held.replica)
+        return template_pods(self._state.deployment.engines)
 
     def _devices(self, held: Held):
         if held.replica is not None:

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from function.contract.enums import PlacementStrategy
-from function.contract.quotas import usage
+from function.contract.quotas import count_usage, usage
 from function.contract.records import Cluster
 from function.scheduler import filters, reasons, room
 from function.scheduler.cycle import Cycle, Found
@@ -57,7 +57,8 @@ from function.scheduler.framework import CycleState, Held
 from function.scheduler.ledger import Ledger
 from function.scheduler.matching import Matcher
 from function.scheduler.model import Replica
-from function.scheduler.quotas import QuotaLedger
+from function.scheduler import quotas
+from function.scheduler.quotas import Holder, QuotaLedger
 
 
 @dataclass(frozen=True)
@@ -324,25 +325,33 @@ def _repair_quota(candidates: list[_Candidate], own: Sequence[Replica], quota: Q
     What a limit counts is what the quota ledger read now, less the replicas already
     leaving: ours that scale-down removes and any being deleted (they still hold their
     devices, and new placements count them, but repairing for them would remove a
-    replica for an overrun that is ending by itself)."""
+    replica for an overrun that is ending by itself). `maxReplicas` and `maxPods` are
+    repaired alike, each replica counting one replica and its pods."""
     ours = {(c.replica.namespace, c.replica.name): c for c in candidates}
     gone = {(r.namespace, r.name) for r in own} - set(ours)
-    for quota_name, limit in quota.limits:
-        held = [(h, usage(limit, h.held)) for h in quota.holders.get(quota_name, ())
-                if h.ident not in gone and not h.deleting]
+
+    def repair(quota_name: str, cap_name: str, cap: int, noun: str,
+               counted: list[tuple[Holder, int]]) -> None:
+        held = [(h, n) for h, n in counted if h.ident not in gone and not h.deleting]
         total = sum(n for _, n in held)
-        if total <= limit.devices:
-            continue
+        if total <= cap:
+            return
         filled = 0
         for holder, n in held:
             filled += n
             c = ours.get(holder.ident)
             # One on an unreadable cluster is kept as is: what it holds is unknown.
-            if n and filled > limit.devices and c is not None and not c.drained \
-                    and not c.unknown:
-                why = (f"quota {quota_name}/{limit.name} is over its limit ({total} of "
-                       f"{limit.devices} devices in use) and it is among the youngest")
+            if n and filled > cap and c is not None and not c.drained and not c.unknown:
+                why = (f"quota {quota_name}/{cap_name} is over its limit ({total} of "
+                       f"{cap} {noun} in use) and it is among the youngest")
                 c.displaced, c.drained = why, True
                 c.removal = f"removed from {c.replica.cluster}: {why}"
                 ledger.release(c.replica.cluster, _usage(c))
                 c.engines = None
+
+    for quota_name, what, cap in quota.counts:
+        repair(quota_name, what, cap, quotas.noun(what),
+               [(h, count_usage(what, 1, h.pods)) for h in quota.holders.get(quota_name, ())])
+    for quota_name, limit in quota.limits:
+        repair(quota_name, limit.name, limit.devices, "devices",
+               [(h, usage(limit, h.held)) for h in quota.holders.get(quota_name, ())])

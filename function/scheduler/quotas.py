@@ -18,7 +18,12 @@ youngest of them beyond the limit wait (plan.py, `_repair_quota`), as it
 makes the youngest beyond a pool's nodes move. Each deployment repairs only
 its own replicas, and every deployment orders the holders alike (oldest
 first, by creationTimestamp, namespace and name), so the oldest are never
-touched. A quota whose limit does not compile blocks every new placement in
+touched. The quotas' `maxReplicas` and `maxPods` are counted beside the limits,
+in the same `used` map under those names (which no limit, a DNS label, can
+have): a new replica adds one replica and its template's pods whatever devices
+it claims, every replica of the namespaces is a holder of one replica and its
+pods, and an overrun is repaired alike. A quota whose limit does not compile
+blocks every new placement in
 its namespaces, saying why: failing closed is the only safe reading of a cap
 nobody can evaluate; nothing is repaired under it.
 """
@@ -32,18 +37,27 @@ from typing import Any
 from function.contract import devicecel
 from function.contract.capacity import member_pods
 from function.contract.enums import DeviceClaim
-from function.contract.quotas import Limit, Quota, devices, usage
+from function.contract.quotas import (
+    MAX_REPLICAS,
+    Limit,
+    Quota,
+    count_usage,
+    devices,
+    engine_pods,
+    usage,
+)
 from function.contract.records import Cluster, Device
 
 
 @dataclass(frozen=True)
 class Holder:
-    """One replica of a quota's namespaces and the devices it holds."""
+    """One replica of a quota's namespaces: the devices it holds and its pods."""
 
     age_key: tuple[str, str, str]        # model.Replica.age_key: oldest first
     ident: tuple[str, str]               # (namespace, name)
     held: tuple[tuple[Device, int], ...]
     deleting: bool = False               # on its way out: never a reason for a repair
+    pods: int = 0                        # its engine pods (maxPods)
 
 
 @dataclass
@@ -51,13 +65,22 @@ class QuotaLedger:
     limits: list[tuple[str, Limit]]                  # (quota, limit) that apply
     used: dict[tuple[str, str], int] = field(default_factory=dict)
     invalid: str = ""                                # why every placement is refused
-    # quota name -> every replica of its namespaces holding a device, as read now.
+    # quota name -> every replica of its namespaces, as read now.
     holders: dict[str, list[Holder]] = field(default_factory=dict)
+    # (quota, MAX_REPLICAS or MAX_PODS, cap) that apply; counted in `used` too.
+    counts: list[tuple[str, str, int]] = field(default_factory=list)
 
-    def admit(self, held: Sequence[tuple[Device, int]]) -> str | None:
-        """Why a placement holding `held` would break a limit (a reason phrase), or None."""
+    def admit(self, held: Sequence[tuple[Device, int]], pods: int) -> str | None:
+        """Why a placement of one replica of `pods` pods holding `held` would break a
+        limit or a count cap (a reason phrase), or None."""
         if self.invalid:
             return self.invalid
+        for quota, what, cap in self.counts:
+            add = count_usage(what, 1, pods)
+            used = self.used.get((quota, what), 0)
+            if used + add > cap:
+                return (f"{{has}} no room under quota {quota}/{what} ({used} of {cap} "
+                        f"{noun(what)} in use, needs {add})")
         for quota, limit in self.limits:
             add = usage(limit, held)
             used = self.used.get((quota, limit.name), 0)
@@ -66,15 +89,22 @@ class QuotaLedger:
                         f"{limit.devices} devices in use, needs {add})")
         return None
 
-    def reserve(self, held: Iterable[tuple[Device, int]], sign: int = 1) -> None:
+    def reserve(self, held: Iterable[tuple[Device, int]], pods: int, sign: int = 1) -> None:
         held = list(held)
+        for quota, what, _ in self.counts:
+            self.used[(quota, what)] = (self.used.get((quota, what), 0)
+                                        + sign * count_usage(what, 1, pods))
         for quota, limit in self.limits:
             add = usage(limit, held)
             if add:
                 self.used[(quota, limit.name)] = self.used.get((quota, limit.name), 0) + sign * add
 
-    def release(self, held: Iterable[tuple[Device, int]]) -> None:
-        self.reserve(held, sign=-1)
+    def release(self, held: Iterable[tuple[Device, int]], pods: int) -> None:
+        self.reserve(held, pods, sign=-1)
+
+
+def noun(what: str) -> str:
+    return "replicas" if what == MAX_REPLICAS else "pods"
 
 
 def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[str, Mapping[str, str]],
@@ -83,25 +113,29 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
 
     `namespace_labels` maps every namespace to its labels (for namespaceSelector);
     `replicas` are every ModelReplica now (model.Replica: namespace, name, claims,
-    cluster, age_key).
+    cluster, age_key, manifest).
     """
     applying = [q for q in quotas if q.applies(namespace, namespace_labels.get(namespace, {}))]
     if not applying:
         return None
-    out = QuotaLedger([(q.name, limit) for q in applying for limit in q.limits])
+    out = QuotaLedger([(q.name, limit) for q in applying for limit in q.limits],
+                      counts=[(q.name, what, cap) for q in applying for what, cap in q.counts()])
     bad = [f"{q.name}/{limit.name}" for q in applying for limit in q.limits
            if not _compiles(limit)]
     if bad:
         out.invalid = (f"{{is}} closed to namespace {namespace}: quota limit {bad[0]} has an "
                        "invalid CEL selector")
         return out
+    counting = any(q.counts() for q in applying)
     by_ns: dict[str, list[Holder]] = {}
     for r in replicas:
         cluster = clusters.get(r.cluster)
         held = tuple(devices(r.claims, cluster)) if cluster is not None else ()
-        if held:
+        # Replicas and pods count wherever they run: a replica on a cluster that is
+        # gone or unreadable still exists, and its pods may still run.
+        if held or counting:
             by_ns.setdefault(r.namespace, []).append(
-                Holder(r.age_key, (r.namespace, r.name), held, r.deleting))
+                Holder(r.age_key, (r.namespace, r.name), held, r.deleting, replica_pods(r)))
     for q in applying:
         holders = sorted((h for ns, hs in by_ns.items()
                           if q.applies(ns, namespace_labels.get(ns, {})) for h in hs),
@@ -109,6 +143,9 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
         out.holders[q.name] = holders
         for limit in q.limits:
             out.used[(q.name, limit.name)] = usage(limit, [d for h in holders for d in h.held])
+        for what, _ in q.counts():
+            out.used[(q.name, what)] = count_usage(what, len(holders),
+                                                   sum(h.pods for h in holders))
     return out
 
 
@@ -133,6 +170,16 @@ def fit_devices(engines: Sequence[Mapping[str, Any]], fit: Mapping[str, Any]) ->
                 if choice.device.claim == DeviceClaim.DRA:
                     out.append((choice.device, choice.count * pods))
     return out
+
+
+def template_pods(engines: Sequence[Mapping[str, Any]]) -> int:
+    """The pods one new replica of a deployment's engines runs."""
+    return engine_pods(engines)
+
+
+def replica_pods(replica: Any) -> int:
+    """The pods a placed replica (scheduler/model.Replica) runs, from its spec."""
+    return engine_pods(((replica.manifest or {}).get("spec") or {}).get("engines"))
 
 
 def held_by(replica: Any, clusters: Mapping[str, Cluster]) -> list[tuple[Device, int]]:

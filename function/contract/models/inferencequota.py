@@ -67,13 +67,29 @@ class Namespace(RootModel[StrictStr]):
 
 class Spec(BaseModel):
     limits: Annotated[
-        list[Limit],
+        list[Limit] | None,
         Field(
-            description="The caps; each applies on its own.",
+            description="The device caps; each applies on its own.",
             max_length=16,
             min_length=1,
         ),
-    ]
+    ] = None
+    maxPods: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this many engine pods in the selected namespaces together, across the fleet: per replica, every engine's copies times its pods per copy (1, or 1 + worker.nodes for a gang). The routing pods a replica adds (the endpoint picker) are not counted.",
+            ge=0,
+            le=10000000,
+        ),
+    ] = None
+    maxReplicas: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this many ModelReplicas in the selected namespaces together, across the fleet, whatever devices they claim (none, Synthetic or DRA).",
+            ge=0,
+            le=1000000,
+        ),
+    ] = None
     namespaceSelector: Annotated[
         NamespaceSelector | None,
         Field(description="The namespaces this quota caps, by their labels."),
@@ -103,10 +119,27 @@ class Status(BaseModel):
     limits: Annotated[
         list[Limit1] | None, Field(description="Use per limit.", max_length=16)
     ] = None
+    pods: Annotated[
+        StrictInt | None,
+        Field(
+            description="Engine pods of those replicas (reported when spec.maxPods is set).",
+            ge=0,
+            le=100000000,
+        ),
+    ] = None
+    replicas: Annotated[
+        StrictInt | None,
+        Field(
+            description="ModelReplicas the selected namespaces hold now (reported when spec.maxReplicas is set).",
+            ge=0,
+            le=100000000,
+        ),
+    ] = None
     summary: Annotated[
         StrictStr | None,
         Field(
-            description="`<limit>: <used>/<devices>`, comma separated.", max_length=256
+            description="`<limit>: <used>/<devices>`, then `replicas: <used>/<max>` and `pods: <used>/<max>`, comma separated.",
+            max_length=256,
         ),
     ] = None
 
@@ -115,12 +148,12 @@ class InferenceQuota(BaseModel):
     spec: Annotated[
         Spec,
         Field(
-            description="Devices the selected namespaces may hold across the fleet. Every quota that selects a namespace applies to it."
+            description="What the selected namespaces may hold across the fleet: devices per limit, replicas and pods. Every quota that selects a namespace applies to it."
         ),
     ]
     status: Annotated[
         Status | None,
         Field(
-            description="Use per limit. Crossplane adds conditions; the function sets them with reasons."
+            description="Use per limit, replicas and pods. Crossplane adds conditions; the function sets them with reasons."
         ),
     ] = None
