@@ -190,6 +190,8 @@ KV_CONNECTOR = ("KvConnector", list(serving.KV_CONNECTORS))
 MODEL_SOURCE = ("ModelSource", ["HuggingFace", "URI"])
 HYDRATION = ("Hydration", ["Eager", "OnDemand"])
 CACHE_PHASE = ("CachePhase", ["Pending", "Hydrating", "Ready", "Failed"])
+# Pod Security Admission's level names, spelled as its namespace label spells them.
+POD_SECURITY_LEVEL = ("PodSecurityLevel", ["restricted", "baseline", "privileged"])
 
 # --- shared API fragments -----------------------------------------------------
 
@@ -329,14 +331,19 @@ POD_TEMPLATE = obj({
     "metadata": obj({
         "labels": string_map(32, "Labels on the pods.", value_max=63, reserved=True),
         "annotations": string_map(32, "Annotations on the pods.", value_max=4096, reserved=True),
-    }, "Pod labels and annotations; keys under modelplane.ai/ are reserved."),
+    }, "Pod labels and annotations; keys under modelplane.ai/ are reserved. Keys that ask "
+       "the cluster for more than the platform grants are dropped with a warning: AppArmor "
+       "and seccomp profiles, Multus networks, Istio and Linkerd settings, Vault agent "
+       "injection, CDI devices, CRI-O runtime settings (docs/security.md)."),
     "spec": obj({
         "containers": array(ENGINE_CONTAINER, 1, "Exactly one container, named `engine`.",
                             min_items=1),
         "imagePullSecrets": array(obj({"name": string(253, "A Secret's name.",
                                                       pattern=DNS_SUBDOMAIN)},
                                       required=["name"]), 8, "Secrets for pulling the image."),
-    }, "The curated pod spec: privileged settings, host access and volumes are not expressible.",
+    }, "The curated pod spec: privileged settings, host access, volumes and securityContext "
+       "are not expressible; the pods' security settings are the InferenceCluster's "
+       "spec.podSecurity level.",
         required=["containers"]),
 }, "A curated pod template.", required=["spec"])
 
@@ -652,6 +659,24 @@ def inference_cluster() -> dict:
         }, "Where the nodes the scheduler counts come from. The control-plane cluster is "
            "read directly; a remote cluster runs the inventory reporter (composed onto it "
            "through the providerConfigRef), whose report is read back."),
+        "podSecurity": obj({
+            "enforce": string(0, "The Pod Security Standards level (kubernetes.io/docs/concepts/"
+                              "security/pod-security-standards) every pod composed on this "
+                              "cluster meets, and the `pod-security.kubernetes.io/enforce` label "
+                              "of the namespaces composed on a remote cluster. restricted "
+                              "(default): runAsNonRoot, seccomp RuntimeDefault, no privilege "
+                              "escalation, every capability dropped; an engine image must run "
+                              "as a numeric non-root USER (the upstream vllm/vllm-openai image "
+                              "runs as root and is refused by the kubelet). baseline: the same "
+                              "but runAsNonRoot and the capability drop, for engine images that "
+                              "run as root. privileged: nothing set on engine and cache pods, "
+                              "for clusters whose injected sidecars need more than baseline "
+                              "(a service mesh's init container). Changing it rolls every "
+                              "engine on the cluster. Tenants cannot weaken it: the pod "
+                              "template has no securityContext.",
+                              enum=POD_SECURITY_LEVEL, default="restricted"),
+        }, "Pod security on this cluster: owned by the platform team that writes the "
+           "InferenceCluster."),
         "monitoring": obj({
             "podMonitor": obj({
                 "labels": string_map(16, "Labels on the PodMonitor: what the Prometheus that "

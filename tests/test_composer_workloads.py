@@ -327,7 +327,9 @@ def test_the_container_is_always_the_curated_engine_container():
     extra["securityContext"] = {"privileged": True}  # not in the schema: never copied
     out = compose(replica(standalone(template={"spec": {"containers": [extra]}})))
     c = engine_container(out.one("Deployment")["spec"]["template"])
-    assert "securityContext" not in c
+    # The cluster's level alone writes it (podsecurity.py), never the template.
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]}}
 
 
 def test_each_engine_is_pinned_to_its_own_pool():

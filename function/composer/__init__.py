@@ -12,7 +12,8 @@ The I/O around small builders, in the order they run:
    ResourceClaimTemplate per device-claiming member (`pods`, `claims`).
 3. `routing`: the routing layer of the replica's serving mode and router
    (`function/contract/serving.py`) decorates the backends' output (Unified's default:
-   a Service and an HTTPRoute).
+   a Service and an HTTPRoute); then every engine pod gets the cluster's pod
+   security level (`podsecurity`).
 4. `placement`: on a remote cluster, every object wrapped in a
    provider-kubernetes Object.
 5. `kinds`, `readiness` and `status`: each composed resource's readiness
@@ -35,7 +36,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.composer import keep, kinds, memo, naming, placement, status, trust
+from function.composer import keep, kinds, memo, naming, placement, podsecurity, status, trust
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed, Role
 from function.composer.modelcache import mounts
@@ -158,6 +159,9 @@ def compose(replica: Replica, cluster: Cluster) -> Placed:
         mounts.mount(backends, replica)
     # Validation admits only the (mode, router) pairs that have a layer (the table's).
     routing = LAYERS[(replica.mode, replica.router)].route(replica, cluster, backends)
+    # Last, so the containers every layer added (the routing sidecar) are covered.
+    for pod in backends.pod_templates:
+        podsecurity.harden(pod.template["spec"], cluster.pod_security)
     objects = placement.place(kinds.recorded(backends.objects + routing.objects),
                               naming.owner(replica), cluster)
     return Placed(objects, routing, backends.notes)

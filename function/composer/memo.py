@@ -89,10 +89,10 @@ def replica_key(req: Request) -> tuple:
 
 
 def cluster_key(c: Cluster, replica: Replica) -> tuple:
-    """What composing reads of the cluster: how to reach it, its gateway and the
-    node taints of the replica's pools (not capacity or readiness, which change
+    """What composing reads of the cluster: how to reach it, its gateway, its pod
+    security level and the node taints of the replica's pools (not capacity or readiness, which change
     with every placement and condition)."""
-    return (c.name, c.provider_config, c.gateway,
+    return (c.name, c.provider_config, c.gateway, c.pod_security,
             tuple((p, cluster_pool(c, p).taints) for p in replica.pools))
 
 

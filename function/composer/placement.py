@@ -15,7 +15,8 @@ provider's `--enable-watches` (docs/install.md) a remote rollout reaches the
 replica's status as it happens instead of a poll interval later; without the
 flag the provider ignores the field and polls.
 
-The remote namespace is composed too, by every replica that lands there,
+The remote namespace is composed too, labelled `pod-security.kubernetes.io/enforce`
+with the cluster's pod security level (podsecurity.py), by every replica that lands there,
 each through its own Object whose management policies leave out Delete:
 deleting one replica (or moving it away) never deletes a namespace other
 replicas share, and the namespace outlives its last replica (remove it by
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from function.composer import kinds
+from function.composer import kinds, podsecurity
 from function.composer.composed import Composed
 from function.contract.records import Cluster
 
@@ -52,7 +53,8 @@ def place(composed: list[Composed], owner: Owner, cluster: Cluster,
           namespace_key: str = NAMESPACE_KEY) -> list[Composed]:
     if not cluster.remote:
         return composed
-    namespace = {**kinds.NAMESPACE.header(), "metadata": {"name": owner.namespace}}
+    namespace = {**kinds.NAMESPACE.header(), "metadata": {
+        "name": owner.namespace, "labels": podsecurity.namespace_labels(cluster.pod_security)}}
     out = [Composed(namespace_key, wrap(namespace, owner.namespace_object, owner, cluster,
                                         policies=SHARED_POLICIES))]
     for c in composed:

@@ -2,8 +2,11 @@
 
 What passes through untouched: the engine container's image, pull policy,
 command, args, env (values and secret/configMap/field refs), resources, the
-pod's imagePullSecrets, labels and annotations. Engine flags are the user's:
-nothing is ever added to, removed from or rewritten in `command` or `args`.
+pod's imagePullSecrets, labels and annotations (but those under
+`podsecurity.DENIED_PREFIXES`, dropped with a warning). Engine flags are the
+user's: nothing is ever added to, removed from or rewritten in `command` or
+`args`. The pod's security settings are the cluster's level, written once
+every layer has added its containers (`podsecurity.harden`, from the composer).
 
 What the composer adds, and why:
 
@@ -32,7 +35,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from function.composer import naming
+from function.composer import naming, podsecurity
 from function.composer.model import Engine, Member, Replica
 from function.contract.api import LABEL_POOL, LABEL_SERVING, SERVING_PORT_NAME
 from function.contract.enums import EngineContainerName, TolerationOperator
@@ -113,7 +116,9 @@ def pod_template(replica: Replica, engine: Engine, member: Member, *, workload: 
             "timeoutSeconds": 5,
         }
 
-    labels = dict(sorted((tmeta.get("labels") or {}).items()))
+    who = f"engine {engine.name!r} {member.role.lower()}: pod"
+    labels = dict(sorted(podsecurity.allowed_keys(tmeta.get("labels") or {}, f"{who} labels",
+                                                  notes).items()))
     labels.update(naming.object_labels(replica))
     labels.update({
         naming.LABEL_ENGINE: engine.name,
@@ -123,8 +128,10 @@ def pod_template(replica: Replica, engine: Engine, member: Member, *, workload: 
     if member.serves:
         labels[LABEL_SERVING] = naming.replica_label(replica)
     metadata: dict[str, Any] = {"labels": dict(sorted(labels.items()))}
-    if tmeta.get("annotations"):
-        metadata["annotations"] = dict(sorted(tmeta["annotations"].items()))
+    annotations = podsecurity.allowed_keys(tmeta.get("annotations") or {},
+                                           f"{who} annotations", notes)
+    if annotations:
+        metadata["annotations"] = dict(sorted(annotations.items()))
 
     spec: dict[str, Any] = {
         "containers": [container],

@@ -18,6 +18,7 @@ from __future__ import annotations
 from function.contract.models.inferencecluster import (
     DeviceClaim,
     InventorySource,
+    PodSecurityLevel,
     ProviderConfigKind,
     TaintEffect,
 )
@@ -43,6 +44,6 @@ from function.contract.models.modelreplica import (
 __all__ = [
     "CachePhase", "DeviceClaim", "EngineMetric", "Hydration", "InventorySource", "ModelSource",
     "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector", "MemberRole",
-    "PlacementStrategy", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
+    "PlacementStrategy", "PodSecurityLevel", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
     "SelectPolicy", "ServingMode", "TaintEffect", "TolerationOperator",
 ]

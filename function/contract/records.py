@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from function.contract import cost
-from function.contract.enums import DeviceClaim, ProviderConfigKind
+from function.contract.enums import DeviceClaim, PodSecurityLevel, ProviderConfigKind
 from function.contract.names import is_dns_label, is_dns_subdomain
 from function.contract.validation import dig
 
@@ -145,6 +145,8 @@ class Cluster:
     provider_config: ProviderConfig | None = None  # None: the control-plane cluster itself
     gateway: Gateway | None = None                 # None: spec.gateway names none
     storage_class: str = ""                        # "": cannot host a ModelCache
+    # spec.podSecurity.enforce: the Pod Security level composed pods meet (composer/podsecurity.py)
+    pod_security: str = PodSecurityLevel.RESTRICTED.value
 
     def pool(self, name: str) -> Pool | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -301,7 +303,8 @@ def parse_cluster(obj: Mapping[str, Any],
                    taints=_taints(spec.get("taints")), ready=_ready(obj), pools=pools,
                    provider_config=_provider_config(spec.get("providerConfigRef")),
                    gateway=_gateway(spec.get("gateway")),
-                   storage_class=_text(spec.get("storage"), "storageClassName"))
+                   storage_class=_text(spec.get("storage"), "storageClassName"),
+                   pod_security=_pod_security(spec.get("podSecurity")))
 
 
 def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:
@@ -349,6 +352,15 @@ def _condition(obj: Mapping[str, Any], typ: str) -> Mapping[str, Any] | None:
         if c.get("type") == typ:
             return c
     return None
+
+
+def _pod_security(obj: Any) -> str:
+    """The level, the schema's default when unset; a value outside the enum (which
+    admission refuses) is malformed: guessing a weaker level would fail open."""
+    level = _text(obj, "enforce") or PodSecurityLevel.RESTRICTED.value
+    if level not in {v.value for v in PodSecurityLevel}:
+        raise Malformed(f"spec.podSecurity.enforce {level[:40]!r} is not a Pod Security level")
+    return level
 
 
 def _text(obj: Any, name: str) -> str:

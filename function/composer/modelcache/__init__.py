@@ -117,7 +117,6 @@ def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any
     secret_missing = bool(secret) and not req.required(REQUIRE_SECRET)
 
     steps = hydration.steps(spec)
-    digest = hydration.digest(steps, secret)
     claim = claim_name(ns, name)
     composed_keys: set[str] = set()
     entries = []
@@ -127,6 +126,8 @@ def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any
         # plane itself: the first one's objects serve them all. (`local` is None
         # only when every staging cluster is remote.)
         owner = cname if cluster.remote or local is None else local
+        # The owner's pod security level shapes its Job's pod, so its name too.
+        digest = hydration.digest(steps, secret, staging[owner].pod_security)
         objects = per_cluster(mc, cluster, owner, steps, digest, secret, secret_missing, observed)
         if owner == cname:
             for c in objects:
@@ -196,7 +197,8 @@ def per_cluster(mc: Mapping[str, Any], cluster: Cluster, owner: str, steps, dige
     job_name = tagged_label(name, digest, tag="hydrate", identity=(ns, name, digest))
     if not secret_missing:
         objects.append(Composed(k["job"], hydration.job(job_name, ns, claim, labels, steps,
-                                                         secret), Role.WORKLOAD))
+                                                         secret, cluster.pod_security),
+                                Role.WORKLOAD))
     elif k["job"] in observed:
         # The Secret went missing after the Job started: keep the Job as it is.
         objects.append(Composed(k["job"], keep.as_desired(observed[k["job"]]), Role.WORKLOAD))

@@ -16,6 +16,13 @@ cannot change), which resumes into the same volume.
 The downloader image is pinned here, in one place; the function process may
 override it with MODELPLANE_CACHE_DOWNLOADER_IMAGE (set on the function's
 Deployment), as routing/serving_config.py's images are.
+
+The pod meets its cluster's pod security level (podsecurity.py) and mounts no
+ServiceAccount token. At `restricted` it runs as uid 1000, the downloader
+image's own user (KServe's storage initializer), which also lets an `oci://`
+model image (often built to run as root) pass runAsNonRoot: its step only
+reads /models, world-readable in such images, and writes into the volume.
+The level is part of the Job's digest: a Job's pod template cannot change.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function.composer import kinds
+from function.composer import kinds, podsecurity
 from function.composer.modelcache import hf_download
 from function.contract.cacheview import DEFAULT_MOUNT_PATH, VOLUME
 from function.contract.enums import ModelSource
@@ -38,6 +45,7 @@ DOWNLOADER_IMAGE = "kserve/storage-initializer:v0.15.2"
 DOWNLOADER_ENV = "MODELPLANE_CACHE_DOWNLOADER_IMAGE"
 HF_TOKEN = "HF_TOKEN"
 BACKOFF_LIMIT = 6  # a retried pod resumes, so retries are cheap
+DOWNLOADER_UID = 1000  # the storage initializer image's USER
 _HF_SCRIPT = (pathlib.Path(__file__).parent / "hf_download.py").read_text()
 # hf_download.py's exit codes that fail the Job at once (podFailurePolicy), and
 # what the cache says for each. Every other failure is retried.
@@ -104,16 +112,18 @@ def _step(name: str, source: Mapping[str, Any], dest: str) -> Step:
     return Step(name, downloader_image(), (), (url, dest))
 
 
-def digest(job_steps: Sequence[Step], secret: tuple[str, str] | None) -> str:
+def digest(job_steps: Sequence[Step], secret: tuple[str, str] | None, level: str) -> str:
     """What the Job's pod template depends on, shortened: part of its name."""
-    text = json.dumps([[s.name, s.image, s.command, s.args] for s in job_steps] + [secret])
+    text = json.dumps([[s.name, s.image, s.command, s.args] for s in job_steps]
+                      + [secret, level])
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def job(name: str, namespace: str, claim: str, labels: Mapping[str, str],
-        job_steps: Sequence[Step], secret: tuple[str, str] | None) -> dict[str, Any]:
+        job_steps: Sequence[Step], secret: tuple[str, str] | None, level: str) -> dict[str, Any]:
     """The Job; `secret` is (Secret name, key for HF_TOKEN), or (name, "") to pass
-    every key of the Secret as environment (a URI source), or None."""
+    every key of the Secret as environment (a URI source), or None; `level` the
+    cluster's pod security level."""
     containers = [_container(s, secret) for s in job_steps]
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -122,6 +132,7 @@ def job(name: str, namespace: str, claim: str, labels: Mapping[str, str],
     }
     if len(containers) > 1:
         pod["initContainers"] = containers[:-1]
+    podsecurity.harden(pod, level, run_as_user=DOWNLOADER_UID)
     return {
         **kinds.JOB.header(),
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},

@@ -302,6 +302,22 @@ class NodePool(BaseModel):
     ] = None
 
 
+class PodSecurityLevel(StrEnum):
+    RESTRICTED = "restricted"
+    BASELINE = "baseline"
+    PRIVILEGED = "privileged"
+
+
+class PodSecurity(BaseModel):
+    enforce: Annotated[
+        PodSecurityLevel | None,
+        Field(
+            description="The Pod Security Standards level (kubernetes.io/docs/concepts/security/pod-security-standards) every pod composed on this cluster meets, and the `pod-security.kubernetes.io/enforce` label of the namespaces composed on a remote cluster. restricted (default): runAsNonRoot, seccomp RuntimeDefault, no privilege escalation, every capability dropped; an engine image must run as a numeric non-root USER (the upstream vllm/vllm-openai image runs as root and is refused by the kubelet). baseline: the same but runAsNonRoot and the capability drop, for engine images that run as root. privileged: nothing set on engine and cache pods, for clusters whose injected sidecars need more than baseline (a service mesh's init container). Changing it rolls every engine on the cluster. Tenants cannot weaken it: the pod template has no securityContext.",
+            title="PodSecurityLevel",
+        ),
+    ] = "restricted"
+
+
 class ProviderConfigKind(StrEnum):
     CLUSTER_PROVIDER_CONFIG = "ClusterProviderConfig"
     PROVIDER_CONFIG = "ProviderConfig"
@@ -364,6 +380,12 @@ class Spec(BaseModel):
     nodePools: Annotated[
         list[NodePool] | None,
         Field(description="Node pools, keyed by name.", max_length=32),
+    ] = None
+    podSecurity: Annotated[
+        PodSecurity | None,
+        Field(
+            description="Pod security on this cluster: owned by the platform team that writes the InferenceCluster."
+        ),
     ] = None
     providerConfigRef: Annotated[
         ProviderConfigRef | None,

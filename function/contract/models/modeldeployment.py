@@ -534,13 +534,13 @@ class Template1(BaseModel):
     metadata: Annotated[
         Metadata1 | None,
         Field(
-            description="Pod labels and annotations; keys under modelplane.ai/ are reserved."
+            description="Pod labels and annotations; keys under modelplane.ai/ are reserved. Keys that ask the cluster for more than the platform grants are dropped with a warning: AppArmor and seccomp profiles, Multus networks, Istio and Linkerd settings, Vault agent injection, CDI devices, CRI-O runtime settings (docs/security.md)."
         ),
     ] = None
     spec: Annotated[
         Spec2,
         Field(
-            description="The curated pod spec: privileged settings, host access and volumes are not expressible."
+            description="The curated pod spec: privileged settings, host access, volumes and securityContext are not expressible; the pods' security settings are the InferenceCluster's spec.podSecurity level."
         ),
     ]
 
