@@ -142,6 +142,14 @@ def test_only_the_endpoint_picker_keeps_a_service_account_token():
             assert spec["automountServiceAccountToken"] is False, where
 
 
+def test_the_inventory_reporter_composed_on_a_remote_cluster_meets_the_restricted_standard():
+    from function.cluster import reporter
+    from function.contract.records import parse_cluster
+    objects = [inner(o) for o in reporter.objects(parse_cluster(FLEET["eu-west-1"])).values()]
+    (pod,) = [p for _, p in pods(objects)]
+    assert violations(pod, "restricted") == []
+
+
 def test_the_level_never_touches_engine_flags():
     for path in DEPLOYMENTS:
         md = load_one(path)

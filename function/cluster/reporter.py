@@ -114,7 +114,10 @@ def _deployment(meta: Mapping[str, Any]) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": dict(_APP)},
                 "spec": {
-                    "serviceAccountName": NAME,
+                    "serviceAccountName": NAME,  # its token: it lists Nodes, ResourceSlices
+                    # Pod Security "restricted" (docs/security.md): with the container's
+                    # settings below, the whole profile.
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "tolerations": [{"operator": "Exists"}],
                     "containers": [{
                         "name": "reporter",
