@@ -14,7 +14,16 @@ import copy
 
 import pytest
 from builders import EXAMPLES, load, load_one, request
-from composer_support import FLEET, cluster, compose, inner, replica, standalone, template
+from composer_support import (
+    FLEET,
+    as_composed,
+    cluster,
+    compose,
+    inner,
+    replica,
+    standalone,
+    template,
+)
 from pod_security_standards import pods_of, violations
 
 from function.composer.modelcache import REQUIRE_SECRET
@@ -46,7 +55,9 @@ def placed(path) -> list[dict]:
     md = load_one(path)
     rsp = fn.run_function(request(md, required={
         REQUIRE_CLUSTERS: ALL_FLEET, REQUIRE_REPLICAS: [], REQUIRE_MODEL_CACHE: [ready_cache()]}))
-    mrs = [structs.to_dict(r.resource) for k, r in sorted(rsp.desired.resources.items())
+    # As Crossplane creates them (owned and labelled), so the composer trusts them.
+    mrs = [as_composed(structs.to_dict(r.resource))
+           for k, r in sorted(rsp.desired.resources.items())
            if structs.to_dict(r.resource).get("kind") == "ModelReplica"]
     assert mrs, f"{path.name} places no replica on the example fleet"
     return mrs
