@@ -46,6 +46,9 @@ Known differences (the ``divergence`` cases of tests/cel/corpus.yaml):
   library.py answers from the value.
 * ``asApproximateFloat`` is correctly rounded here; Kubernetes' result can
   differ in the last bit.
+* CEL-C++ stops an evaluation after 10,000 comprehension iterations in all
+  (its iteration budget, not settable from Python): a selector that iterates
+  more fails at run time here, where Kubernetes runs it within its cost limit.
 * Cost: Kubernetes meters an evaluation's actual cost and stops it at the
   limit; CEL-C++ cannot meter, so the bound is checked before evaluating,
   from the estimate with the device's own sizes. A selector whose estimate

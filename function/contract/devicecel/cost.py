@@ -200,9 +200,10 @@ _UNIT = frozenset({"sign", "asInteger", "isInteger", "asApproximateFloat", "isGr
                    "_-_", "_*_", "_/_", "_%_", "-_", "!_", "@not_strictly_false", "int", "uint",
                    "double", "bool", "bytes", "type", "duration", "timestamp", "dyn",
                    "optional.none", "hasValue"})
-# Functions whose result is as large as their (first) argument or their target.
-_SAME_SIZE = frozenset({"lowerAscii", "upperAscii", "trim", "substring", "optional.of",
-                        "optional.ofNonZeroValue", "value", "dyn"})
+# String functions that traverse their target once and give a string as long.
+_TRAVERSE = frozenset({"lowerAscii", "upperAscii", "trim", "substring"})
+# O(1) functions whose result is their (first) argument or their target.
+_SAME_SIZE = frozenset({"optional.of", "optional.ofNonZeroValue", "value", "dyn"})
 
 
 def _kind(e: Any) -> str:
@@ -328,14 +329,14 @@ class _Estimator:
         call = e.call_expr
         args = list(call.args)
         operands = ([call.target] if call.HasField("target") else []) + args
-        cost = sum(self.cost(x) for x in operands)
+        costs = [self.cost(x) for x in operands]  # once each: nesting stays linear
         shapes = [self.shape(x) for x in operands]
         ref = self.refs.get(e.id)
         overloads = tuple(ref.overload_id) if ref is not None else ()
         fn, shape = self._function(call.function, overloads, shapes)
-        if call.function == "_?_:_" and len(operands) == 3:  # only one branch runs
-            cost = self.cost(operands[0]) + max(self.cost(operands[1]), self.cost(operands[2]))
-        return _sat(cost + fn), shape
+        if call.function == "_?_:_" and len(costs) == 3:  # only one branch runs
+            return _sat(costs[0] + max(costs[1], costs[2]) + fn), shape
+        return _sat(sum(costs) + fn), shape
 
     def _function(self, name: str, overloads: tuple[str, ...],
                   args: list[_Shape]) -> tuple[int, _Shape]:
@@ -373,9 +374,10 @@ class _Estimator:
             return _sat(_tenth(a[0].hi + 1) * -(-a[1].hi // 4)), _SCALAR
         if name in ("indexOf", "lastIndexOf"):
             return _tenth(a[0].hi), _SCALAR
+        if name in _TRAVERSE:  # one pass over the string, a result as long
+            return _tenth(a[0].hi), a[0]
         if name in _SAME_SIZE:
-            return _tenth(a[0].hi) if name in ("lowerAscii", "upperAscii", "trim", "substring") \
-                else 1, a[0]
+            return 1, a[0]
         if name == "charAt":
             return 1, _Shape(0, 1)
         if name == "replace":

@@ -171,7 +171,11 @@ def compile_selector(expression: str) -> CompiledSelector:
             f"invalid device selector {expression!r}: must evaluate to bool, "
             f"not {CompiledSelector._type_name(program.return_type())}")
     # What the API server checks before it admits a DRA selector.
-    estimate = cost.estimate(program.serialize())
+    try:
+        estimate = cost.estimate(program.serialize())
+    except Exception as e:  # fail closed: a selector we cannot bound does not run
+        raise CelCostError(f"device selector {_short(expression)}: its cost cannot be "
+                           f"estimated: {type(e).__name__}: {e}") from None
     if estimate > cost.MAX_COST:
         raise CelCostError(
             f"device selector {_short(expression)} is too complex: its estimated worst-case "
