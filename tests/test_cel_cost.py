@@ -12,6 +12,7 @@ ordinary request at once, over gRPC) is in test_cel_cost_server.py.
 
 from __future__ import annotations
 
+import copy
 import json
 import pathlib
 import subprocess
@@ -19,6 +20,7 @@ import sys
 
 import pytest
 import yaml
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetgen import (
     World,
     cluster,
@@ -170,6 +172,30 @@ def test_a_deployment_with_a_selector_over_the_limit_keeps_every_replica_and_say
     assert "too complex" in message and "1,000,000" in message
     assert "existing replicas are kept" in message
     assert not fatal(rsp)
+
+
+def test_a_replica_with_a_selector_over_the_limit_keeps_every_object_and_says_why():
+    from composer_support import compose
+    from test_faults_composer import assert_kept, existing, healthy
+    mr, before = healthy()
+    bomb_mr = copy.deepcopy(mr)
+    bomb_mr["spec"]["engines"][0]["members"][0]["deviceRequests"][0]["selectors"] = [
+        {"cel": bomb(10)}]
+    during = compose(bomb_mr, observed=existing(before))
+    assert_kept(before, during)
+    state, reason, message = during.condition("SelectorsValid")
+    assert (state, reason) == ("False", "InvalidSelector")
+    assert "too complex" in message and "1,000,000" in message
+
+
+def test_a_quota_with_a_selector_over_the_limit_says_so_in_a_false_condition():
+    from builders import conditions
+    from test_quota import held, quota
+    from test_quota import run as run_quota
+    rsp = run_quota(quota(cel=bomb(10)), [held("x", "a", "h100")])
+    c = conditions(rsp)["LimitsValid"]
+    assert (c.status, c.reason) == (fnv1.STATUS_CONDITION_FALSE, "InvalidSelector")
+    assert "too complex" in c.message and "CELSelectorExpressionMaxCost" in c.message
 
 
 # --- The runtime limit: a device larger than the estimate assumed ------------
