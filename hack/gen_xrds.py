@@ -222,8 +222,14 @@ def taint(description: str) -> dict:
 
 
 SELECTOR = obj({
+    # The API server bounds the length only: to it the expression is a string.
+    # Its CEL cost is Kubernetes DRA's to bound, which the function does
+    # (function/contract/devicecel/cost.py, docs/security.md).
     "cel": string(2048, "A DRA CEL expression over `device.driver`, `device.attributes[domain]` "
-                  "and `device.capacity[domain]`, with Kubernetes `quantity()` and `semver()`.",
+                  "and `device.capacity[domain]`, with Kubernetes `quantity()` and `semver()`. "
+                  "Its estimated worst-case cost must stay within Kubernetes DRA's limit of "
+                  "1,000,000 (CELSelectorExpressionMaxCost); a costlier one is refused like an "
+                  "invalid selector (a ModelDeployment keeps its existing replicas).",
                   min_length=1),
 }, "One CEL selector; a device must satisfy every selector of its request.", required=["cel"])
 

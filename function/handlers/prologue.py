@@ -19,6 +19,7 @@ from crossplane.function import response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.contract.validation import dig, metadata_errors, model_errors, pruned
+from function.kit import deadline
 from function.kit.request import Request
 
 Handler = Callable[[Request, fnv1.RunFunctionResponse], None]
@@ -63,6 +64,7 @@ def admitted(model: type[pydantic.BaseModel], *, namespaced: bool, rules: Rules 
             errors = (metadata_errors(obj, namespaced=namespaced) + model_errors(model, obj)
                       or rules(obj))
             if not errors:
+                deadline.check("after validating the composite")
                 body(req, rsp, pruned(model, obj) if prune else dict(obj))
             elif on_invalid is not None:
                 on_invalid(req, rsp, errors)

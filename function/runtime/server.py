@@ -26,6 +26,9 @@ from grpc_reflection.v1alpha import reflection
 from function.runtime import fn
 
 SERVICE = fnv1.DESCRIPTOR.services_by_name["FunctionRunnerService"].full_name
+# RunFunction calls in flight at once (running or waiting for a worker, fn.py);
+# beyond this gRPC refuses a call with RESOURCE_EXHAUSTED, and Crossplane retries.
+MAX_CONCURRENT_RPCS = 64
 
 
 def run_function_handler(runner: fn.FunctionRunner) -> grpc.GenericRpcHandler:
@@ -61,7 +64,7 @@ def serve(runner: fn.FunctionRunner, address: str, *, creds: grpc.ServerCredenti
     except RuntimeError:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-    server = grpc.aio.server(options=options)
+    server = grpc.aio.server(options=options, maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
     loop.add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(
         server.stop(grace=runtime.SHUTDOWN_GRACE_PERIOD_SECONDS)))
     server.add_generic_rpc_handlers((run_function_handler(runner),))

@@ -40,7 +40,7 @@ from function.contract.quotas import Quota, parse_quota
 from function.contract.records import Malformed
 from function.contract.enums import PlacementStrategy, ReplicaPhase
 from function.contract.validation import dig, model_errors
-from function.kit import requeue, structs
+from function.kit import deadline, requeue, structs
 from function.kit.request import Request, desired_ready
 from function.scheduler import (autoscaling, demand, drain, endpoints, output, parsecache,
                                 reasons, room)
@@ -104,6 +104,7 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
         return
 
     fleet = read(req, observed, ns, name)
+    deadline.check("after reading the fleet")
     for warning in fleet.warnings:
         response.warning(rsp, warning)
 

@@ -18,8 +18,9 @@ much memory as the request once. A parse failure (Malformed) is cached too,
 and raised again for the same content. An entry no recent request used is
 forgotten (ParseCache), so the cache holds about one fleet, whatever churns.
 
-The function serves one request at a time per process (the gRPC server runs
-RunFunction on its event loop), so the cache needs no lock.
+The server runs requests on a few worker threads (runtime/fn.py); every
+operation on the underlying map is locked (kit/lru.py), and two requests at
+once can at worst parse the same item twice.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from function.contract.enums import PlacementStrategy
 from function.contract.quotas import count_usage, usage
 from function.contract.records import Cluster
+from function.kit import deadline
 from function.scheduler import filters, reasons, room
 from function.scheduler.cycle import Cycle, Found
 from function.scheduler.filters import (
@@ -121,6 +122,7 @@ def plan(inp: Inputs) -> Plan:
         for index, r in _dedupe(inp.own).items():
             result.placements.append(Placement(index, r.cluster, None, r, "selector invalid"))
         return result
+    deadline.check("after compiling the device selectors")
 
     refused = {name: filters.admit(dep, c, matcher) for name, c in sorted(clusters.items())}
     candidates = [_classify(index, r, clusters, inp.malformed_clusters, dep, matcher)
@@ -191,6 +193,7 @@ def plan(inp: Inputs) -> Plan:
     while len(result.placements) + len(result.unscheduled) < inp.replicas:
         while index in taken:
             index += 1
+        deadline.check(f"placing replica {index}")
         outcome = cycle.place()
         if isinstance(outcome, Found):
             result.placements.append(Placement(index, outcome.cluster, outcome.engines))

@@ -23,7 +23,11 @@ How the Kubernetes pieces map onto it, one module each:
 * ``device.py``: the ``device`` variable of one device shape;
 * ``selector.py``: compiling a selector (cached by its text) and evaluating
   it on a device, where CEL-C++ differs from cel-go (cross-type numeric
-  comparisons, unknown domains read as ``{}``).
+  comparisons, unknown domains read as ``{}``);
+* ``cost.py``: Kubernetes' cost limits for a selector (CEL-C++'s Python API
+  has no cost tracking): the worst-case cost estimated over the checked AST
+  with cel-go's and Kubernetes' cost model, refused above 1,000,000, and the
+  same bound checked again for a device larger than that estimate assumed.
 
 Known differences (the ``divergence`` cases of tests/cel/corpus.yaml):
 
@@ -41,7 +45,17 @@ Known differences (the ``divergence`` cases of tests/cel/corpus.yaml):
   internal form, so "1000m", "1Pi" and "1.5"+"0.5" aren't integers there.
   library.py answers from the value.
 * ``asApproximateFloat`` is correctly rounded here; Kubernetes' result can
-  differ in the last bit. There is no runtime cost limit.
+  differ in the last bit.
+* CEL-C++ stops an evaluation after 10,000 comprehension iterations in all
+  (its iteration budget, not settable from Python): a selector that iterates
+  more fails at run time here, where Kubernetes runs it within its cost limit.
+* Cost: Kubernetes meters an evaluation's actual cost and stops it at the
+  limit; CEL-C++ cannot meter, so the bound is checked before evaluating,
+  from the estimate with the device's own sizes. A selector whose estimate
+  for a device is over the limit fails on it even where the actual cost
+  would have stayed under (the estimate is an upper bound); within the
+  sizes Kubernetes declares for a device this never happens to a selector
+  that compiled.
 """
 
 from __future__ import annotations
@@ -49,6 +63,7 @@ from __future__ import annotations
 from function.contract.devicecel.device import DeviceActivation, device_activation
 from function.contract.devicecel.selector import (
     CelCompileError,
+    CelCostError,
     CelError,
     CelEvalError,
     CompiledSelector,
@@ -58,6 +73,7 @@ from function.contract.devicecel.selector import (
 __all__ = [
     "CelError",
     "CelCompileError",
+    "CelCostError",
     "CelEvalError",
     "CompiledSelector",
     "DeviceActivation",

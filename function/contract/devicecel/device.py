@@ -12,11 +12,13 @@ evaluation fails on one).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Mapping
 from typing import Any
 
+from function.contract.devicecel.cost import Sizes
 from function.contract.devicecel.library import (
     ENV,
     INT64_MAX,
@@ -36,7 +38,7 @@ class DeviceActivation:
     Kubernetes library, which fails evaluation for such a device.
     """
 
-    __slots__ = ("driver", "attributes", "capacity", "error", "_cel")
+    __slots__ = ("driver", "attributes", "capacity", "error", "_cel", "_sizes")
 
     def __init__(self, driver: str, attributes: dict, capacity: dict, error: str | None = None):
         self.driver = driver
@@ -44,6 +46,25 @@ class DeviceActivation:
         self.capacity = capacity  # domain -> name -> Quantity message
         self.error = error
         self._cel: dict[bool, Any] = {}
+        self._sizes: Sizes | None = None
+
+    def sizes(self, defaulted_domains: int) -> Sizes:
+        """How large this device's values are, in the cost estimate's terms
+        (cost.py), with up to `defaulted_domains` unknown domains read as {}."""
+        if self._sizes is None:
+            domains = {**self.attributes, **self.capacity}
+            names = [n for values in (*self.attributes.values(), *self.capacity.values())
+                     for n in values]
+            strings = [v if isinstance(v, str) else getattr(v, "value", "")
+                       for values in self.attributes.values() for v in values.values()]
+            self._sizes = Sizes(
+                driver=len(self.driver), domain=max(map(len, domains), default=0),
+                ident=max(map(len, names), default=0),
+                value=max((len(v) for v in strings if isinstance(v, str)), default=0),
+                entries=max(map(len, (*self.attributes.values(), *self.capacity.values())),
+                            default=0),
+                domains=max(len(self.attributes), len(self.capacity)))
+        return dataclasses.replace(self._sizes, domains=self._sizes.domains + defaulted_domains)
 
     def data(self, checked: bool, extra_domains: frozenset[str] = frozenset()) -> dict:
         attributes, capacity = self.attributes, self.capacity

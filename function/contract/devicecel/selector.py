@@ -11,6 +11,12 @@
   isn't a published domain is run again with that domain set to ``{}`` (at
   most 8 such domains). CEL has no side effects, so this gives Kubernetes'
   answer.
+* Kubernetes' cost limits hold (cost.py): a selector longer than 10 Ki
+  characters or whose estimated worst-case cost exceeds 1,000,000 is refused
+  at compile time (`CelCostError`, as the API server refuses it), and a device
+  larger than the sizes that estimate assumed is checked against the same
+  limit with its own sizes before the selector runs on it (the scheduler's
+  runtime limit).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
+from function.contract.devicecel import cost
 from function.contract.devicecel.device import DeviceActivation
 from function.contract.devicecel.library import ENV
 
@@ -37,6 +44,10 @@ class CelCompileError(CelError):
 
 class CelEvalError(CelError):
     """The expression failed on a particular device (missing attribute, ...)."""
+
+
+class CelCostError(CelCompileError):
+    """The expression is over Kubernetes' length or cost limit for a selector."""
 
 
 # A checker error CEL-C++ reports for comparisons Kubernetes allows (cel-go's
@@ -59,15 +70,16 @@ def _clean(status: Any) -> str:
 class CompiledSelector:
     """A device selector, compiled once and evaluated against many devices."""
 
-    __slots__ = ("expression", "_program", "_checked")
+    __slots__ = ("expression", "cost", "_program", "_checked")
 
     @staticmethod
     def _type_name(t: cel.Type) -> str:
         name = t.name()
         return name.lower() if name.isupper() else name
 
-    def __init__(self, expression: str, program: Any, checked: bool):
+    def __init__(self, expression: str, program: Any, checked: bool, estimate: int):
         self.expression = expression
+        self.cost = estimate  # the most one evaluation costs on a device within cost.WORST_CASE
         self._program = program
         self._checked = checked
 
@@ -76,6 +88,7 @@ class CompiledSelector:
         expression fails on this device or gives something other than a bool."""
         if activation.error:
             raise CelEvalError(f"selector {self.expression!r}: {activation.error}")
+        self._check_runtime_cost(activation)
         extra: frozenset[str] = frozenset()
         cel_act = activation.cel_activation(self._checked)
         while True:
@@ -101,6 +114,30 @@ class CompiledSelector:
             cel_act = ENV.Activation(activation.data(self._checked, extra))
 
 
+    def _check_runtime_cost(self, activation: DeviceActivation) -> None:
+        """The runtime cost limit: the estimate holds for devices within
+        cost.WORST_CASE; a larger device (data nobody validated against the
+        DRA limits) is estimated with its own sizes before anything runs."""
+        sizes = activation.sizes(_MAX_DEFAULTED_DOMAINS)
+        if cost.WORST_CASE.covers(sizes):
+            return
+        estimate = cost.estimate(self._program.serialize(), sizes)
+        if estimate > cost.MAX_COST:
+            raise CelEvalError(
+                f"selector {_short(self.expression)}: actual cost limit exceeded on this device: "
+                f"{_cost_text(estimate)} is more than Kubernetes' limit of {cost.MAX_COST:,} "
+                f"for a device selector (CELSelectorExpressionMaxCost)")
+
+
+def _short(expression: str, limit: int = 120) -> str:
+    """The expression quoted, shortened: an over-budget one is often long."""
+    return repr(expression if len(expression) <= limit else expression[:limit] + "...")
+
+
+def _cost_text(estimate: int) -> str:
+    return "an unbounded cost" if estimate >= 2**64 - 1 else f"a cost of {estimate:,}"
+
+
 @functools.lru_cache(maxsize=1024)
 def compile_selector(expression: str) -> CompiledSelector:
     """Parse and type-check a selector once; cached by expression text.
@@ -110,6 +147,10 @@ def compile_selector(expression: str) -> CompiledSelector:
     """
     if not isinstance(expression, str) or not expression.strip():
         raise CelCompileError("device selector: the CEL expression is empty")
+    if len(expression) > cost.MAX_LENGTH:
+        raise CelCostError(
+            f"device selector {_short(expression)} is {len(expression):,} characters long, more "
+            f"than Kubernetes' limit of {cost.MAX_LENGTH:,} (CELSelectorExpressionMaxLength)")
     try:
         program = ENV.compile(expression)
         checked = True
@@ -129,5 +170,16 @@ def compile_selector(expression: str) -> CompiledSelector:
         raise CelCompileError(
             f"invalid device selector {expression!r}: must evaluate to bool, "
             f"not {CompiledSelector._type_name(program.return_type())}")
-    return CompiledSelector(expression, program, checked)
+    # What the API server checks before it admits a DRA selector.
+    try:
+        estimate = cost.estimate(program.serialize())
+    except Exception as e:  # fail closed: a selector we cannot bound does not run
+        raise CelCostError(f"device selector {_short(expression)}: its cost cannot be "
+                           f"estimated: {type(e).__name__}: {e}") from None
+    if estimate > cost.MAX_COST:
+        raise CelCostError(
+            f"device selector {_short(expression)} is too complex: its estimated worst-case "
+            f"evaluation has {_cost_text(estimate)}, more than Kubernetes' limit of "
+            f"{cost.MAX_COST:,} for a device selector (CELSelectorExpressionMaxCost)")
+    return CompiledSelector(expression, program, checked, estimate)
 

@@ -19,7 +19,7 @@ class Selector(BaseModel):
     cel: Annotated[
         StrictStr,
         Field(
-            description="A DRA CEL expression over `device.driver`, `device.attributes[domain]` and `device.capacity[domain]`, with Kubernetes `quantity()` and `semver()`.",
+            description="A DRA CEL expression over `device.driver`, `device.attributes[domain]` and `device.capacity[domain]`, with Kubernetes `quantity()` and `semver()`. Its estimated worst-case cost must stay within Kubernetes DRA's limit of 1,000,000 (CELSelectorExpressionMaxCost); a costlier one is refused like an invalid selector (a ModelDeployment keeps its existing replicas).",
             max_length=2048,
             min_length=1,
         ),
