@@ -494,6 +494,30 @@ def engines(resolved: bool) -> dict:
 CONDITIONS_NOTE = "Crossplane adds conditions; the function sets them with reasons."
 
 
+# --- which namespaces may use a cluster (issue #33, finding 9) ----------------
+# A metav1.LabelSelector over Namespaces, bounded; function/contract/selectors.py
+# reads it and checks these rules again.
+NAMESPACE_SELECTOR = obj({
+    "matchLabels": string_map(16, "Namespace labels that must all match.", value_max=63),
+    "matchExpressions": array(obj({
+        "key": string(317, "The Namespace label key.", pattern=QUALIFIED_NAME, min_length=1),
+        "operator": string(0, "In, NotIn, Exists or DoesNotExist.",
+                           enum=("LabelSelectorOperator", ["In", "NotIn", "Exists",
+                                                           "DoesNotExist"])),
+        "values": array(string(63), 16, "The values, for In and NotIn only."),
+    }, "A label requirement, as in a Kubernetes label selector.", required=["key", "operator"],
+        rules=[("(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)",
+                "operators In and NotIn need values, Exists and DoesNotExist take none")]),
+        16, "Label requirements that must all hold."),
+}, "Which namespaces may place replicas on this cluster: only ModelDeployments and "
+   "ModelReplicas in a Namespace whose labels this selector matches (matchLabels and "
+   "matchExpressions, as a Kubernetes label selector; every Namespace carries "
+   "kubernetes.io/metadata.name). Unset, or empty, admits every namespace. The scheduler "
+   "places no new replica of another namespace here, whatever its tolerations, and the "
+   "composer composes nothing new for one; replicas already here when the selector narrows "
+   "stay as they are (like a NoSchedule taint): taint the cluster NoExecute to move them.")
+
+
 # --- the XRDs -------------------------------------------------------------
 
 
@@ -590,6 +614,7 @@ def inference_cluster() -> dict:
            "ModelCache, so replicas that use one are not placed here.",
             required=["storageClassName"]),
         "nodePools": array(pool, 32, "Node pools, keyed by name.", map_keys=["name"]),
+        "namespaceSelector": NAMESPACE_SELECTOR,
         "inventory": obj({
             "source": string(0, "Observed (default): count the nodes the cluster reports as "
                              "Ready and schedulable, never more than declared, falling back "

@@ -18,6 +18,7 @@ from __future__ import annotations
 from function.contract.models.inferencecluster import (
     DeviceClaim,
     InventorySource,
+    LabelSelectorOperator,
     ProviderConfigKind,
     TaintEffect,
 )
@@ -41,7 +42,8 @@ from function.contract.models.modelreplica import (
 )
 
 __all__ = [
-    "CachePhase", "DeviceClaim", "EngineMetric", "Hydration", "InventorySource", "ModelSource",
+    "CachePhase", "DeviceClaim", "EngineMetric", "Hydration", "InventorySource",
+    "LabelSelectorOperator", "ModelSource",
     "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector", "MemberRole",
     "PlacementStrategy", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
     "SelectPolicy", "ServingMode", "TaintEffect", "TolerationOperator",

@@ -4,8 +4,9 @@ This module is the I/O around the pure `plan()`: declare the required
 resources (InferenceClusters, every ModelReplica for the capacity ledger,
 and the ModelCache the replicas mount, if any), read the fleet from them (fleet.py), plan,
 and write desired ModelReplicas, a ModelEndpoint per serving replica (endpoints.py),
-the leaving replicas that still drain (drain.py), status and conditions. It never drops an existing replica because an input is missing
-or unreadable; it keeps it and says why.
+the leaving replicas that still drain (drain.py), status and conditions. It never
+drops an existing replica because an input is missing or unreadable; it keeps it and
+says why.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from function.contract.api import (
     REQUIRE_DEPLOYMENTS,
     REQUIRE_MODEL_CACHE,
     REQUIRE_NAMESPACES,
+    REQUIRE_OWN_NAMESPACE,
     REQUIRE_QUOTA_CLUSTERS,
     REQUIRE_QUOTAS,
     REQUIRE_REPLICAS,
@@ -41,7 +43,7 @@ from function.contract.records import Malformed
 from function.contract.enums import PlacementStrategy, ReplicaPhase
 from function.contract.validation import dig, model_errors
 from function.kit import requeue, structs
-from function.kit.request import Request, desired_ready
+from function.kit.request import Request, desired_ready, namespace_labels, require_namespace
 from function.scheduler import (autoscaling, demand, drain, endpoints, output, parsecache,
                                 reasons, room)
 from function.scheduler.fleet import Fleet, read
@@ -73,6 +75,10 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
     rsp.requirements.resources[REQUIRE_SERVICES].CopyFrom(fnv1.ResourceSelector(
         api_version=API_VERSION, kind=KIND_MODEL_SERVICE, namespace=ns,
         match_labels=fnv1.MatchLabels(labels={})))
+    # Its own Namespace, for the clusters' spec.namespaceSelector (filters.namespace):
+    # one object by name, resolved with the clusters. Not waited for: missing (or
+    # not resolved), it is admitted only where no cluster sets a selector.
+    require_namespace(rsp, REQUIRE_OWN_NAMESPACE, ns)
     ref = cacheview.cache_ref(tspec)
     if ref is not None:
         response.require_resources(rsp, REQUIRE_MODEL_CACHE, API_VERSION, KIND_MODEL_CACHE,
@@ -107,7 +113,8 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
     for warning in fleet.warnings:
         response.warning(rsp, warning)
 
-    dep = demand.deployment(tspec, _cache(req, ref, ns))
+    dep = demand.deployment(tspec, _cache(req, ref, ns), ns,
+                            namespace_labels(req, REQUIRE_OWN_NAMESPACE, ns))
     result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
                          malformed_clusters=fleet.malformed_clusters, own=fleet.own,
                          others=fleet.others, reserved=fleet.reserved,
