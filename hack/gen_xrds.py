@@ -740,16 +740,45 @@ AUTOSCALING_METRIC = {"title": "AutoscalingMetric", **obj({
                            "kvCacheUsage (mean KV cache use, 0 to 1) or timeToFirstTokenP90 "
                            "(seconds).", enum=ENGINE_METRIC),
     "query": string(4096, "A raw PromQL query; its value divided by the replica count is held "
-                    "at target.", min_length=1),
+                    "at target. Every series selector in it must carry the matcher "
+                    "namespace=\"<the deployment's namespace>\" (the function parses the "
+                    "query and refuses one that could read another namespace's series).",
+                    min_length=1),
     "target": string(32, "The value to hold, a decimal number above 0 (Kthena's targetValue).",
                      pattern=DECIMAL),
 }, "A metric and the value to hold.", required=["target"], rules=[
     ("has(self.engineMetric) != has(self.query)",
      "a metric sets exactly one of engineMetric and query"),
+    # The first check only (CEL cannot parse PromQL): the function checks every selector.
+    ("!has(self.query) || self.query.contains('namespace=\"')",
+     "a query selects its own namespace: every series selector carries "
+     "namespace=\"<the deployment's namespace>\""),
     # Guarded by the pattern: double() of a non-number is an evaluation error, not a message.
     ("!self.target.matches(" + cel_regex(DECIMAL) + ") || double(self.target) > 0.0",
      "target must be above 0"),
 ])}
+
+# Where KEDA queries is the platform's (#33 finding 10): tenants name a server the
+# platform defines (function/scheduler/prometheus.py); `address` stays in the schema
+# only so an old manifest is refused with a reason instead of pruned in silence.
+PROMETHEUS = obj({
+    "server": string(63, "The Prometheus server to query, by the name the platform team gives "
+                     "it in the cluster-scoped EnvironmentConfig modelplane-autoscaling "
+                     "(data.prometheusServers; docs/autoscaling.md). Unset: the one named "
+                     "default.", pattern=DNS_LABEL, min_length=1),
+    "address": string(2048, "Refused: where KEDA, with the platform's access, sends queries is "
+                      "the platform's to choose. Name one of its servers in server."),
+    "authSecret": obj({
+        "name": string(253, "The Secret, in the deployment's namespace.",
+                       pattern=DNS_SUBDOMAIN, min_length=1),
+        "key": string(253, "The key holding a bearer token.", default="token",
+                      pattern=r"^[-._a-zA-Z0-9]+$"),
+    }, "A bearer token of your own for the server (not with a server the platform "
+       "authenticates to itself).", required=["name"]),
+}, "Which of the platform's Prometheus servers the engine metrics are queried from.", rules=[
+    ("!has(self.address)", "prometheus.address is the platform's to choose: name one of its "
+     "Prometheus servers in prometheus.server (docs/autoscaling.md)"),
+])
 
 AUTOSCALING = obj({
     "minReplicas": integer(1, 1000, "The fewest replicas the autoscaler keeps.", default=1),
@@ -773,21 +802,11 @@ AUTOSCALING = obj({
             "stable": stable_policy("down", 300),
         }, "How replicas are removed."),
     }, "How fast the autoscaler moves (Kthena's behavior)."),
-    "prometheus": obj({
-        "address": string(2048, "The Prometheus HTTP API that holds the fleet's engine metrics "
-                          "(federated or remote-written from every workload cluster).",
-                          pattern=r"^https?://[^\s]+$"),
-        "authSecret": obj({
-            "name": string(253, "The Secret, in the deployment's namespace.",
-                           pattern=DNS_SUBDOMAIN, min_length=1),
-            "key": string(253, "The key holding a bearer token.", default="token",
-                          pattern=r"^[-._a-zA-Z0-9]+$"),
-        }, "A bearer token for the Prometheus API.", required=["name"]),
-    }, "Where the engine metrics are queried.", required=["address"]),
+    "prometheus": PROMETHEUS,
 }, "Scale spec.replicas on engine metrics through a KEDA ScaledObject. While set, the "
    "autoscaler writes spec.replicas through the scale subresource, between minReplicas and "
    "maxReplicas; removing it removes the ScaledObject and leaves spec.replicas as it stands.",
-    required=["maxReplicas", "metrics", "prometheus"], rules=[
+    required=["maxReplicas", "metrics"], rules=[
     ("self.minReplicas <= self.maxReplicas", "minReplicas must not exceed maxReplicas"),
 ])
 

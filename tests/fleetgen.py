@@ -28,6 +28,7 @@ from function.contract.api import (
     REQUIRE_CLUSTERS,
     REQUIRE_DEPLOYMENTS,
     REQUIRE_OWN_NAMESPACE,
+    REQUIRE_PROMETHEUS_SERVERS,
     REQUIRE_REPLICAS,
     REQUIRE_SERVICES,
 )
@@ -304,10 +305,13 @@ class World:
                  observed: Mapping[str, Mapping[str, Any]] | None = None,
                  deployments: Sequence[Mapping[str, Any]] = (),
                  services: Sequence[Mapping[str, Any]] = (),
-                 namespaces: Sequence[Mapping[str, Any]] = ()) -> None:
+                 namespaces: Sequence[Mapping[str, Any]] = (),
+                 platform: Sequence[Mapping[str, Any]] = ()) -> None:
         self.md = copy.deepcopy(dict(md))
         # Namespaces that exist; the deployment's own is required by name.
         self.namespaces = [copy.deepcopy(dict(n)) for n in namespaces]
+        # The platform's EnvironmentConfig of Prometheus servers (autoscaling), if any.
+        self.platform = [copy.deepcopy(dict(p)) for p in platform]
         # The ModelServices of its namespace (what a leaving replica drains from).
         self.services = [copy.deepcopy(dict(s)) for s in services]
         # Every other ModelDeployment (a Pack deployment requires them all).
@@ -344,7 +348,8 @@ class World:
                         REQUIRE_SERVICES: self.services,
                         REQUIRE_OWN_NAMESPACE: [
                             n for n in self.namespaces
-                            if n["metadata"]["name"] == self.md["metadata"].get("namespace")]}
+                            if n["metadata"]["name"] == self.md["metadata"].get("namespace")],
+                        REQUIRE_PROMETHEUS_SERVERS: self.platform}
         return request(self.md, required=required, observed=self.observed)
 
     def run(self, resolved: bool = True) -> fnv1.RunFunctionResponse:

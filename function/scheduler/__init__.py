@@ -45,7 +45,7 @@ from function.contract.validation import dig, model_errors
 from function.kit import requeue, structs
 from function.kit.request import Request, desired_ready, namespace_labels, require_namespace
 from function.scheduler import (autoscaling, demand, drain, endpoints, output, parsecache,
-                                reasons, room)
+                                prometheus, reasons, room)
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
 from function.scheduler.quotas import ledger as quota_ledger
@@ -173,7 +173,9 @@ def _autoscale(req: Request, rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any
     # a large deployment's request.
     observed = {k: v for kind in autoscaling.KINDS for k, v in req.observed(kind).items()
                 if k in autoscaling.KEYS}
-    out = autoscaling.compose(md, observed)
+    if (md.get("spec") or {}).get("autoscaling") is not None:
+        prometheus.require(rsp)  # the platform's servers, by name
+    out = autoscaling.compose(md, observed, lambda server: prometheus.server(req, server))
     desired = {k: output.echo_object(v) for k, v in observed.items()} if out.keep \
         else out.resources
     for key, obj in desired.items():
