@@ -35,9 +35,13 @@ class Quota:
     namespaces: frozenset[str]
     match_labels: Mapping[str, str] | None  # None: no namespaceSelector
     limits: tuple[Limit, ...]
+    # An invalid quota closes the namespaces it selects (invalid_quota): why, and
+    # whether its selection could not be read, so it may select any namespace.
+    invalid: str = ""
+    everyone: bool = False
 
     def applies(self, namespace: str, labels: Mapping[str, str]) -> bool:
-        if namespace in self.namespaces:
+        if self.everyone or namespace in self.namespaces:
             return True
         return self.match_labels is not None and selects(self.match_labels, labels)
 
@@ -54,6 +58,32 @@ def parse_quota(obj: Mapping[str, Any]) -> Quota:
         limits=tuple(Limit(lim["name"], int(lim["devices"]),
                            tuple(s["cel"] for s in lim.get("selectors") or ()))
                      for lim in spec.get("limits") or ()))
+
+
+def invalid_quota(obj: Mapping[str, Any], errors: Iterable[str]) -> Quota:
+    """An InferenceQuota that fails validation, as the namespaces it closes.
+
+    A cap nobody can evaluate is no cap at all: skipping it would open its namespaces
+    to unlimited devices, so it closes them instead (the scheduler places nothing new
+    there; what runs stays). Its selection is read leniently: the names that are
+    strings, a matchLabels of strings. A selection that cannot be read at all could
+    select any namespace, so it closes every one.
+    """
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    why = "; ".join(errors)
+    spec = spec if isinstance(spec, Mapping) else {}
+    names, selector = spec.get("namespaces"), spec.get("namespaceSelector")
+    labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
+    readable = (isinstance(names, list) and all(isinstance(n, str) for n in names)
+                or names is None) and (selector is None or (
+                    isinstance(selector, Mapping) and set(selector) <= {"matchLabels"}
+                    and (labels is None or isinstance(labels, Mapping) and all(
+                        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()))))
+    if not readable or (names is None and selector is None):
+        return Quota(str(name), frozenset(), None, (), invalid=why, everyone=True)
+    return Quota(str(name), frozenset(names or ()),
+                 dict(labels or {}) if selector is not None else None, (), invalid=why)
 
 
 # (expression, device key) -> verdict, across reconciles; bounded. Remembered

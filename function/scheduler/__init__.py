@@ -38,7 +38,7 @@ from function.contract.api import (
     REQUIRE_SERVICES,
 )
 from function.contract.models.inferencequota import InferenceQuota
-from function.contract.quotas import Quota, parse_quota
+from function.contract.quotas import Quota, invalid_quota, parse_quota
 from function.contract.records import Malformed
 from function.contract.enums import PlacementStrategy, ReplicaPhase
 from function.contract.validation import dig, model_errors
@@ -195,14 +195,17 @@ def _condition(rsp: fnv1.RunFunctionResponse, cond: tuple[str, str, str, str]) -
 
 
 def _quotas(req: Request, rsp: fnv1.RunFunctionResponse) -> list[Quota]:
-    """Every valid InferenceQuota; an invalid one is skipped with a warning (its
-    own status says why)."""
+    """Every InferenceQuota; an invalid one closes the namespaces it selects (nothing
+    new is placed there: contract/quotas.invalid_quota), with a warning."""
     out = []
     for iq in req.required(REQUIRE_QUOTAS):
         errors = model_errors(InferenceQuota, iq) or rules.quota_errors(dig(iq, "spec"))
         if errors:
-            response.warning(rsp, f"InferenceQuota {dig(iq, 'metadata').get('name')} is invalid "
-                             f"and not enforced: {'; '.join(errors)}")
+            closed = invalid_quota(iq, errors)
+            response.warning(rsp, f"InferenceQuota {closed.name} is invalid and closes "
+                             f"{'every namespace' if closed.everyone else 'its namespaces'} "
+                             f"to new replicas: {closed.invalid}")
+            out.append(closed)
             continue
         out.append(parse_quota(iq))
     return out

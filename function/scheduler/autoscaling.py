@@ -31,6 +31,11 @@ Kthena's behaviour onto HPA's (HPA has no panic mode, so this is an approximatio
 * tolerancePercent -> each direction's tolerance (HPA's HPAConfigurableTolerance
   feature; a cluster without it applies its own default, 10%, Kthena's default).
 
+Where KEDA queries is the platform's: a server named in the EnvironmentConfig
+prometheus.py reads, never an address the tenant writes; and a raw query must
+read the deployment's own namespace only (contract/promql.py). Either refused,
+the existing ScaledObject is kept as it was (`keep`) and the condition says why.
+
 Removing spec.autoscaling drops the ScaledObject from the desired resources, so
 Crossplane deletes it; restoreToOriginalReplicaCount false makes KEDA leave
 spec.replicas where the autoscaler last put it.

@@ -11,8 +11,9 @@ hold depends on the pool and alternative it got.
 
 Replicas already placed are never judged: a lowered quota leaves them where
 they are (the quota's status says the namespace is over). A quota whose limit
-does not compile blocks every new placement in its namespaces, saying why:
-failing closed is the only safe reading of a cap nobody can evaluate.
+does not compile blocks every new placement in its namespaces, saying why, and
+so does a quota that fails validation (contract/quotas.invalid_quota): failing
+closed is the only safe reading of a cap nobody can evaluate.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
     if not applying:
         return None
     out = QuotaLedger([(q.name, limit) for q in applying for limit in q.limits])
+    broken = next((q for q in applying if q.invalid), None)
+    if broken is not None:
+        out.invalid = (f"{{is}} closed to namespace {namespace}: InferenceQuota {broken.name} "
+                       f"is invalid ({broken.invalid})")
+        return out
     bad = [f"{q.name}/{limit.name}" for q in applying for limit in q.limits
            if not _compiles(limit)]
     if bad:
