@@ -187,14 +187,15 @@ def test_a_replica_on_a_cluster_that_does_not_admit_its_namespace_composes_nothi
                               "(spec.namespaceSelector): its labels do not match tenant=a")
 
 
-@pytest.mark.parametrize("namespaces, said", [
-    ([], "its Namespace was not found"),
-    (None, "its Namespace is not resolved yet"),
+@pytest.mark.parametrize("namespaces, reason, said", [
+    ([], "NamespaceNotAdmitted", "its Namespace was not found"),
+    (None, "Resolving", "waiting for Crossplane to resolve Namespace ml-team"),
 ], ids=["missing", "unresolved"])
 def test_a_replica_whose_namespace_is_unknown_is_not_admitted_where_a_selector_is_set(
-        namespaces, said):
+        namespaces, reason, said):
     out = compose(replica(), _narrowed({}), namespaces=namespaces)
     assert out.desired == {}
+    assert out.condition("ClusterResolved")[1] == reason
     assert said in out.condition("ClusterResolved")[2]
 
 

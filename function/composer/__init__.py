@@ -168,11 +168,14 @@ def not_admitted(req: Request, replica: Replica, cluster: Cluster) -> Unusable |
     """Why the cluster's spec.namespaceSelector refuses the replica's namespace, or None."""
     if cluster.namespace_selector is None:
         return None
+    if not req.resolved(REQUIRE_OWN_NAMESPACE):
+        return Unusable("Resolving", f"waiting for Crossplane to resolve Namespace "
+                        f"{replica.namespace}, which InferenceCluster {cluster.name}'s "
+                        "spec.namespaceSelector judges")
     labels = namespace_labels(req, REQUIRE_OWN_NAMESPACE, replica.namespace)
     if cluster.admits(labels):
         return None
-    why = ("its Namespace was not found" if req.resolved(REQUIRE_OWN_NAMESPACE)
-           else "its Namespace is not resolved yet") if labels is None \
+    why = "its Namespace was not found" if labels is None \
         else f"its labels do not match {cluster.namespace_selector}"
     return Unusable("NamespaceNotAdmitted",
                     f"InferenceCluster {cluster.name} does not admit namespace "
