@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from builders import ROOT
+from builders import ROOT, composite, desired, load, load_one, request
 from composer_support import compose, replica, standalone
 from composer_support import cluster as example_cluster
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -31,9 +31,11 @@ from fleetgen import (
     taint,
 )
 
-from function.contract.api import REQUIRE_OWN_NAMESPACE
+from function.composer.modelcache import REQUIRE_SECRET
+from function.contract.api import REQUIRE_CLUSTERS, REQUIRE_OWN_NAMESPACE, REQUIRE_REPLICAS
 from function.contract.records import Malformed, parse_cluster
 from function.contract.selectors import SelectorError, parse_selector
+from function.runtime import fn
 
 H100 = device("gpu", "H100", count=8)
 TEAM_A = {"tenant": "a"}
@@ -231,3 +233,55 @@ def test_the_function_refuses_every_selector_the_xrd_refuses(path):
     expected = path.read_text().splitlines()[0].split("Invalid value: ", 1)
     if len(expected) == 2:  # a CEL rule: worded alike
         assert expected[1] in str(err.value)
+
+
+# --- the cache function ----------------------------------------------------------------
+# A ModelCache's volume and hydration Job are workloads of its namespace too.
+
+
+def _cache_run(fleet, *, namespaces, replicas=(), observed=None):
+    mc = load_one(ROOT / "examples" / "caches" / "qwen3-8b.yaml")
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "hf-token", "namespace": NS}}
+    required = {REQUIRE_CLUSTERS: fleet, REQUIRE_REPLICAS: list(replicas),
+                REQUIRE_SECRET: [secret]}
+    if namespaces is not None:
+        required[REQUIRE_OWN_NAMESPACE] = namespaces
+    return fn.run_function(request(mc, required=required, observed=observed))
+
+
+def _fleet(selector: dict | None) -> list[dict]:
+    fleet = load(ROOT / "examples" / "fleet")
+    for ic in fleet:
+        if ic["metadata"]["name"] == "eu-west-1" and selector is not None:
+            ic["spec"]["namespaceSelector"] = selector
+    return fleet
+
+
+def test_a_cache_stages_nothing_on_a_cluster_that_does_not_admit_its_namespace():
+    rsp = _cache_run(_fleet(ONLY_TEAM_A), namespaces=[namespace(tenant="b")])
+    assert not any(k.startswith("eu-west-1") for k in desired(rsp))
+    assert any(k.startswith("us-east-1") for k in desired(rsp))
+    staged = [c for c in rsp.conditions if c.type == "Staged"][0]
+    assert "1 selected clusters do not admit namespace ml-team (spec.namespaceSelector): " \
+        "eu-west-1" in staged.message
+    assert [e["name"] for e in composite(rsp)["status"]["clusters"]] == ["us-east-1"]
+
+
+def test_a_cache_keeps_its_volume_where_a_replica_uses_it_when_the_selector_narrows():
+    before = desired(_cache_run(_fleet(None), namespaces=[namespace(tenant="b")]))
+    observed = {k: v for k, v in before.items() if k.startswith("eu-west-1")}
+    uses = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelReplica",
+            "metadata": {"name": "r", "namespace": NS,
+                         "labels": {"modelplane.ai/model-cache": "qwen3-8b"}},
+            "spec": {"clusterName": "eu-west-1", "modelCacheRef": {"name": "qwen3-8b"},
+                     "engines": []}}
+    rsp = _cache_run(_fleet(ONLY_TEAM_A), namespaces=[namespace(tenant="b")],
+                     replicas=[uses], observed=observed)
+    assert observed and set(observed) <= set(desired(rsp))
+
+
+def test_a_cache_waits_for_its_namespace_where_a_selector_is_set():
+    before = desired(_cache_run(_fleet(None), namespaces=[namespace(tenant="b")]))
+    rsp = _cache_run(_fleet(ONLY_TEAM_A), namespaces=None, observed=before)
+    assert set(desired(rsp)) == set(before)

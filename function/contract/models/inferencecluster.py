@@ -345,7 +345,7 @@ class Spec(BaseModel):
     namespaceSelector: Annotated[
         NamespaceSelector | None,
         Field(
-            description="Which namespaces may place replicas on this cluster: only ModelDeployments and ModelReplicas in a Namespace whose labels this selector matches (matchLabels and matchExpressions, as a Kubernetes label selector; every Namespace carries kubernetes.io/metadata.name). Unset, or empty, admits every namespace. The scheduler places no new replica of another namespace here, whatever its tolerations, and the composer composes nothing new for one; replicas already here when the selector narrows stay as they are (like a NoSchedule taint): taint the cluster NoExecute to move them."
+            description="Which namespaces may place replicas and stage ModelCaches on this cluster: those whose Namespace's labels this selector matches (matchLabels and matchExpressions, as a Kubernetes label selector; every Namespace carries kubernetes.io/metadata.name). Unset, or empty, admits every namespace. The scheduler places no new replica of another namespace here, whatever its tolerations, and the composer composes nothing new for one; replicas already here when the selector narrows stay as they are (like a NoSchedule taint), and so does a cache volume one of them uses: taint the cluster NoExecute to move them."
         ),
     ] = None
     nodePools: Annotated[
