@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from cel_expr_python import cel
 from builders import EXAMPLES, ROOT, desired, load_one, request
 from composer_support import compose, replica
 from crossplane.function import resource
@@ -35,7 +36,7 @@ from fleetgen import (
 )
 
 from function.contract.api import REQUIRE_NAMESPACES, REQUIRE_QUOTA_CLUSTERS, REQUIRE_QUOTAS
-from function.contract.names import RESERVED_NAMESPACES
+from function.contract.names import RESERVED_NAMESPACES, reserved_namespace
 from function.runtime import fn
 
 H100 = device("gpu", "H100", count=8)
@@ -55,6 +56,23 @@ def test_the_reserved_namespaces_are_the_ones_the_admission_policy_names():
         assert f"'{ns}'" in expression
     assert {r for rule in policy["spec"]["matchConstraints"]["resourceRules"]
             for r in rule["resources"]} == {"modeldeployments", "modelreplicas", "modelcaches"}
+
+
+@pytest.mark.parametrize("namespace", [*RESERVED, "kube", "kubeflow", "defaults", "ml-team"])
+def test_the_admission_policy_and_the_function_agree_on_every_namespace(namespace):
+    """The policy's CEL, compiled and run (CEL-C++, as devicecel uses it) with the
+    request's namespace, refuses exactly what the function refuses."""
+    docs = list(yaml.safe_load_all((ROOT / "security" / "admission.yaml").read_text()))
+    (policy,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"
+                 and d["metadata"]["name"] == "modelplane-reserved-namespaces"]
+    env = cel.NewEnv(variables={"request.namespace": cel.Type.STRING})
+    (rule,) = policy["spec"]["validations"]
+    admitted = env.compile(rule["expression"]).eval(
+        env.Activation({"request.namespace": namespace})).value()
+    assert admitted is not reserved_namespace(namespace)
+    message = env.compile(rule["messageExpression"]).eval(
+        env.Activation({"request.namespace": namespace})).value()
+    assert message.startswith(f"namespace {namespace} is reserved")
 
 
 @pytest.mark.parametrize("namespace", RESERVED)
