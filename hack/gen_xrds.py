@@ -532,6 +532,31 @@ def engines(resolved: bool) -> dict:
 CONDITIONS_NOTE = "Crossplane adds conditions; the function sets them with reasons."
 
 
+# --- which namespaces may use a cluster (issue #33, finding 9) ----------------
+# A metav1.LabelSelector over Namespaces, bounded; function/contract/selectors.py
+# reads it and checks these rules again.
+NAMESPACE_SELECTOR = obj({
+    "matchLabels": string_map(16, "Namespace labels that must all match.", value_max=63),
+    "matchExpressions": array(obj({
+        "key": string(317, "The Namespace label key.", pattern=QUALIFIED_NAME, min_length=1),
+        "operator": string(0, "In, NotIn, Exists or DoesNotExist.",
+                           enum=("LabelSelectorOperator", ["In", "NotIn", "Exists",
+                                                           "DoesNotExist"])),
+        "values": array(string(63), 16, "The values, for In and NotIn only."),
+    }, "A label requirement, as in a Kubernetes label selector.", required=["key", "operator"],
+        rules=[("(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)",
+                "operators In and NotIn need values, Exists and DoesNotExist take none")]),
+        16, "Label requirements that must all hold."),
+}, "Which namespaces may place replicas and stage ModelCaches on this cluster: those whose "
+   "Namespace's labels this selector matches (matchLabels and matchExpressions, as a "
+   "Kubernetes label selector; every Namespace carries kubernetes.io/metadata.name). Unset, "
+   "or empty, admits every namespace. The scheduler places no new replica of another "
+   "namespace here, whatever its tolerations, and the composer composes nothing new for one; "
+   "replicas already here when the selector narrows stay as they are (like a NoSchedule "
+   "taint), and so does a cache volume one of them uses: taint the cluster NoExecute to "
+   "move them.")
+
+
 # --- the XRDs -------------------------------------------------------------
 
 
@@ -652,6 +677,7 @@ def inference_cluster() -> dict:
            "ModelCache, so replicas that use one are not placed here.",
             required=["storageClassName"]),
         "nodePools": array(pool, 32, "Node pools, keyed by name.", map_keys=["name"]),
+        "namespaceSelector": NAMESPACE_SELECTOR,
         "inventory": obj({
             "source": string(0, "Observed (default): count the nodes the cluster reports as "
                              "Ready and schedulable, never more than declared, falling back "
@@ -795,16 +821,45 @@ AUTOSCALING_METRIC = {"title": "AutoscalingMetric", **obj({
                            "kvCacheUsage (mean KV cache use, 0 to 1) or timeToFirstTokenP90 "
                            "(seconds).", enum=ENGINE_METRIC),
     "query": string(4096, "A raw PromQL query; its value divided by the replica count is held "
-                    "at target.", min_length=1),
+                    "at target. Every series selector in it must carry the matcher "
+                    "namespace=\"<the deployment's namespace>\" (the function parses the "
+                    "query and refuses one that could read another namespace's series).",
+                    min_length=1),
     "target": string(32, "The value to hold, a decimal number above 0 (Kthena's targetValue).",
                      pattern=DECIMAL),
 }, "A metric and the value to hold.", required=["target"], rules=[
     ("has(self.engineMetric) != has(self.query)",
      "a metric sets exactly one of engineMetric and query"),
+    # The first check only (CEL cannot parse PromQL): the function checks every selector.
+    ("!has(self.query) || self.query.contains('namespace=\"')",
+     "a query selects its own namespace: every series selector carries "
+     "namespace=\"<the deployment's namespace>\""),
     # Guarded by the pattern: double() of a non-number is an evaluation error, not a message.
     ("!self.target.matches(" + cel_regex(DECIMAL) + ") || double(self.target) > 0.0",
      "target must be above 0"),
 ])}
+
+# Where KEDA queries is the platform's (#33 finding 10): tenants name a server the
+# platform defines (function/scheduler/prometheus.py); `address` stays in the schema
+# only so an old manifest is refused with a reason instead of pruned in silence.
+PROMETHEUS = obj({
+    "server": string(63, "The Prometheus server to query, by the name the platform team gives "
+                     "it in the cluster-scoped EnvironmentConfig modelplane-autoscaling "
+                     "(data.prometheusServers; docs/autoscaling.md). Unset: the one named "
+                     "default.", pattern=DNS_LABEL, min_length=1),
+    "address": string(2048, "Refused: where KEDA, with the platform's access, sends queries is "
+                      "the platform's to choose. Name one of its servers in server."),
+    "authSecret": obj({
+        "name": string(253, "The Secret, in the deployment's namespace.",
+                       pattern=DNS_SUBDOMAIN, min_length=1),
+        "key": string(253, "The key holding a bearer token.", default="token",
+                      pattern=r"^[-._a-zA-Z0-9]+$"),
+    }, "A bearer token of your own for the server (not with a server the platform "
+       "authenticates to itself).", required=["name"]),
+}, "Which of the platform's Prometheus servers the engine metrics are queried from.", rules=[
+    ("!has(self.address)", "prometheus.address is the platform's to choose: name one of its "
+     "Prometheus servers in prometheus.server (docs/autoscaling.md)"),
+])
 
 AUTOSCALING = obj({
     "minReplicas": integer(1, 1000, "The fewest replicas the autoscaler keeps.", default=1),
@@ -828,21 +883,11 @@ AUTOSCALING = obj({
             "stable": stable_policy("down", 300),
         }, "How replicas are removed."),
     }, "How fast the autoscaler moves (Kthena's behavior)."),
-    "prometheus": obj({
-        "address": string(2048, "The Prometheus HTTP API that holds the fleet's engine metrics "
-                          "(federated or remote-written from every workload cluster).",
-                          pattern=r"^https?://[^\s]+$"),
-        "authSecret": obj({
-            "name": string(253, "The Secret, in the deployment's namespace.",
-                           pattern=DNS_SUBDOMAIN, min_length=1),
-            "key": string(253, "The key holding a bearer token.", default="token",
-                          pattern=r"^[-._a-zA-Z0-9]+$"),
-        }, "A bearer token for the Prometheus API.", required=["name"]),
-    }, "Where the engine metrics are queried.", required=["address"]),
+    "prometheus": PROMETHEUS,
 }, "Scale spec.replicas on engine metrics through a KEDA ScaledObject. While set, the "
    "autoscaler writes spec.replicas through the scale subresource, between minReplicas and "
    "maxReplicas; removing it removes the ScaledObject and leaves spec.replicas as it stands.",
-    required=["maxReplicas", "metrics", "prometheus"], rules=[
+    required=["maxReplicas", "metrics"], rules=[
     ("self.minReplicas <= self.maxReplicas", "minReplicas must not exceed maxReplicas"),
 ])
 

@@ -53,6 +53,10 @@ SOURCES = [
            [f"package/crds/kubernetes.m.crossplane.io_{n}.yaml"
             for n in ("objects", "providerconfigs", "clusterproviderconfigs")],
            "provider-kubernetes"),
+    # The EnvironmentConfig naming the Prometheus servers autoscaling may query
+    # (examples/platform/), for validating the example; Crossplane installs its own.
+    Source("crossplane-core", "github.com/crossplane/crossplane/v2",
+           ["cluster/crds/apiextensions.crossplane.io_environmentconfigs.yaml"], "crossplane"),
     Source("keda", "github.com/kedacore/keda/v2",
            ["config/crd/bases/keda.sh_scaledobjects.yaml",
             "config/crd/bases/keda.sh_triggerauthentications.yaml"], "keda"),

@@ -10,7 +10,7 @@ from typing import Any
 from builders import EXAMPLES, load, request
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.contract.api import REQUIRE_CLUSTER
+from function.contract.api import REQUIRE_CLUSTER, REQUIRE_OWN_NAMESPACE
 from function.kit import structs
 from function.runtime.fn import run_function
 
@@ -179,12 +179,17 @@ _UNSET = object()
 
 
 def compose(mr: Mapping[str, Any], ic: Any = _UNSET, *,
-            observed: Mapping[str, Mapping] | None = None) -> Composed:
+            observed: Mapping[str, Mapping] | None = None,
+            namespaces: list[Mapping[str, Any]] | None = None) -> Composed:
     """Run the function on one ModelReplica. `ic`: the cluster found (default: the
-    replica's from the example fleet), None for resolved-but-absent, or "unresolved"."""
+    replica's from the example fleet), None for resolved-but-absent, or "unresolved".
+    `namespaces`: what its own-Namespace requirement resolved to (None: unresolved)."""
     if ic is _UNSET:
         ic = FLEET[mr["spec"]["clusterName"]]
-    required = None if ic == "unresolved" else {REQUIRE_CLUSTER: [] if ic is None else [ic]}
+    required: dict[str, Any] | None = None if ic == "unresolved" else {
+        REQUIRE_CLUSTER: [] if ic is None else [ic]}
+    if namespaces is not None:
+        required = {**(required or {}), REQUIRE_OWN_NAMESPACE: namespaces}
     rsp = run_function(request(mr, required=required, observed=observed))
     desired = {k: structs.to_dict(v.resource) for k, v in rsp.desired.resources.items()}
     ready = {k: v.ready for k, v in rsp.desired.resources.items()}

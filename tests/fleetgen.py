@@ -27,6 +27,8 @@ from function.contract.api import (
     LABEL_REPLICA_INDEX,
     REQUIRE_CLUSTERS,
     REQUIRE_DEPLOYMENTS,
+    REQUIRE_OWN_NAMESPACE,
+    REQUIRE_PROMETHEUS_SERVERS,
     REQUIRE_REPLICAS,
     REQUIRE_SERVICES,
 )
@@ -302,8 +304,14 @@ class World:
                  others: Sequence[Mapping[str, Any]] = (),
                  observed: Mapping[str, Mapping[str, Any]] | None = None,
                  deployments: Sequence[Mapping[str, Any]] = (),
-                 services: Sequence[Mapping[str, Any]] = ()) -> None:
+                 services: Sequence[Mapping[str, Any]] = (),
+                 namespaces: Sequence[Mapping[str, Any]] = (),
+                 platform: Sequence[Mapping[str, Any]] = ()) -> None:
         self.md = copy.deepcopy(dict(md))
+        # Namespaces that exist; the deployment's own is required by name.
+        self.namespaces = [copy.deepcopy(dict(n)) for n in namespaces]
+        # The platform's EnvironmentConfig of Prometheus servers (autoscaling), if any.
+        self.platform = [copy.deepcopy(dict(p)) for p in platform]
         # The ModelServices of its namespace (what a leaving replica drains from).
         self.services = [copy.deepcopy(dict(s)) for s in services]
         # Every other ModelDeployment (a Pack deployment requires them all).
@@ -337,7 +345,11 @@ class World:
             required = {REQUIRE_CLUSTERS: selected,
                         REQUIRE_REPLICAS: [*self.others, *self.observed.values()],
                         REQUIRE_DEPLOYMENTS: [self.md, *self.deployments],
-                        REQUIRE_SERVICES: self.services}
+                        REQUIRE_SERVICES: self.services,
+                        REQUIRE_OWN_NAMESPACE: [
+                            n for n in self.namespaces
+                            if n["metadata"]["name"] == self.md["metadata"].get("namespace")],
+                        REQUIRE_PROMETHEUS_SERVERS: self.platform}
         return request(self.md, required=required, observed=self.observed)
 
     def run(self, resolved: bool = True) -> fnv1.RunFunctionResponse:

@@ -20,7 +20,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetgen import World, condition, fatal, placements
 from schemas import Schemas
 
-from function.contract import rules
+from function.contract import promql
 from function.contract.api import LABEL_DEPLOYMENT
 from function.contract.enums import EngineMetric
 from function.runtime import fn
@@ -28,6 +28,8 @@ from function.scheduler import autoscaling
 
 EXAMPLE = EXAMPLES / "deployments" / "autoscaled.yaml"
 FLEET = [d for d in load(EXAMPLES / "fleet") if d["kind"] == "InferenceCluster"]
+# The platform's Prometheus servers (an EnvironmentConfig the scheduler requires by name).
+PLATFORM = load(EXAMPLES / "platform")
 SO, AUTH = autoscaling.KEY_SCALED_OBJECT, autoscaling.KEY_TRIGGER_AUTHENTICATION
 INVALID = sorted((ROOT / "tests" / "invalid").glob("md-autoscaling-*.yaml"))
 
@@ -48,7 +50,7 @@ def with_autoscaling(**changes) -> dict:
 
 
 def run(md: dict, observed: dict | None = None) -> fnv1.RunFunctionResponse:
-    return World(md, FLEET, observed=observed).run()
+    return World(md, FLEET, observed=observed, platform=PLATFORM).run()
 
 
 def scaled_object(rsp) -> dict:
@@ -130,7 +132,8 @@ def test_every_engine_metric_reads_both_vllm_and_sglang(metric):
     assert any(n.startswith("vllm:") for n in names) and any(
         n.startswith("sglang:") for n in names), names
     assert metric_type in ("AverageValue", "Value")
-    assert rules._promql_errors(query) == []  # Prometheus' grammar accepts it
+    assert promql.syntax_errors(query) == []  # Prometheus' grammar accepts it
+    assert promql.unscoped(query, "ns") == []  # and it reads its own namespace only
 
 
 def test_every_engine_pod_of_a_placed_replica_carries_the_labels_the_queries_select():
@@ -166,11 +169,11 @@ def test_every_pod_of_every_topology_carries_the_deployment_label(engines, mode)
     assert all(pod["metadata"]["labels"][LABEL_DEPLOYMENT] == "dep" for pod in pods)
 
 
-def test_a_raw_query_is_passed_through_as_written():
-    md = with_autoscaling(metrics=[{"query": 'sum(rate(http_requests_total{job="x"}[2m]))',
-                                    "target": "100"}])
+def test_a_raw_query_of_its_own_namespace_is_passed_through_as_written():
+    query = 'sum(rate(http_requests_total{job="x",namespace="ml-team"}[2m]))'
+    md = with_autoscaling(metrics=[{"query": query, "target": "100"}])
     (t,) = scaled_object(run(md))["spec"]["triggers"]
-    assert t["metadata"]["query"] == 'sum(rate(http_requests_total{job="x"}[2m]))'
+    assert t["metadata"]["query"] == query
     assert (t["metricType"], t["metadata"]["threshold"]) == ("AverageValue", "100")
 
 
@@ -216,7 +219,7 @@ def test_select_policy_and_takes_the_smaller_limit_and_tolerance_is_a_ratio():
 
 
 def test_the_condition_waits_for_keda_then_reports_its_ready_state():
-    world = World(example(), FLEET)
+    world = World(example(), FLEET, platform=PLATFORM)
     rsp = world.step()
     assert condition(rsp, "Autoscaling")[:2] == ("False", "Pending")
     world.observed[SO]["status"] = {"conditions": [
@@ -233,7 +236,7 @@ def test_the_condition_waits_for_keda_then_reports_its_ready_state():
 
 
 def test_removing_autoscaling_removes_the_scaled_object_and_keeps_spec_replicas():
-    world = World(example(), FLEET)
+    world = World(example(), FLEET, platform=PLATFORM)
     world.step()
     assert SO in world.observed and AUTH in world.observed
     # The autoscaler had scaled the deployment to 2 through the scale subresource.
@@ -280,7 +283,7 @@ def test_within_capacity_says_so_and_without_autoscaling_nothing_is_said():
 
 def test_the_scaled_object_is_composed_while_the_fleet_is_not_yet_resolved():
     """A desired resource missing from any response would be deleted."""
-    world = World(example(), FLEET)
+    world = World(example(), FLEET, platform=PLATFORM)
     world.step()
     rsp = world.run(resolved=False)
     assert desired(rsp)[SO] == desired(world.run())[SO]
@@ -308,7 +311,7 @@ def test_every_invalid_autoscaling_gets_a_false_condition_and_placement_goes_on(
 
 
 def test_an_invalid_change_keeps_the_existing_scaled_object_as_it_was():
-    world = World(example(), FLEET)
+    world = World(example(), FLEET, platform=PLATFORM)
     world.step()
     before = copy.deepcopy(world.observed[SO])
     world.md["spec"]["autoscaling"]["minReplicas"] = 9
@@ -341,7 +344,7 @@ def test_a_query_that_cannot_parse_is_refused_with_what_is_wrong(query, why):
 def test_autoscaling_of_the_wrong_shape_is_a_condition_not_an_exception(value):
     md = example()
     md["spec"]["autoscaling"] = value
-    rsp = fn.run_function(World(md, FLEET).request())
+    rsp = fn.run_function(World(md, FLEET, platform=PLATFORM).request())
     assert not fatal(rsp)
     assert condition(rsp, "Autoscaling")[:2] == ("False", "InvalidAutoscaling")
 

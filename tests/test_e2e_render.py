@@ -25,7 +25,8 @@ MR = ROOT / "apis" / "modelreplica"
 
 def render_deployment(tools, address, path: pathlib.Path) -> list[dict]:
     return localrender.render(tools, address, path, MD / "composition.yaml",
-                              required=[EXAMPLES / "fleet"], xrd=MD / "definition.yaml")
+                              required=[EXAMPLES / "fleet", EXAMPLES / "platform"],
+                              xrd=MD / "definition.yaml")
 
 
 @pytest.fixture(scope="module")

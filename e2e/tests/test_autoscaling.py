@@ -6,14 +6,16 @@ composes is admitted by a real API server against KEDA's own CRD and names the
 deployment's scale subresource; scaling through that subresource (what the HPA
 KEDA makes would do, here `kubectl scale`) places and removes replicas through
 the scheduler; and removing spec.autoscaling removes the ScaledObject and
-leaves spec.replicas as it stands.
+leaves spec.replicas as it stands. The Prometheus server the ScaledObject
+queries is the platform's (the EnvironmentConfig examples/platform/ holds), not
+one the deployment names an address for.
 """
 
 from __future__ import annotations
 
 import copy
 
-from builders import load_one
+from builders import load, load_one
 from conftest import REPO
 from live import (IC, MD, SERVING, SETTLE, apply_docs, condition, delete_and_wait,
                   ensure_namespace, get, items, wait, wait_scheduled)
@@ -24,6 +26,8 @@ from function.contract.api import LABEL_DEPLOYMENT
 NS = "autoscale-team"
 EXAMPLE = load_one(REPO / "examples" / "deployments" / "autoscaled.yaml")
 SCALED_OBJECTS = "scaledobjects.keda.sh"
+# The platform's Prometheus servers: a cluster-scoped EnvironmentConfig (Crossplane's CRD).
+PLATFORM = load(REPO / "examples" / "platform")
 
 
 def test_the_scaled_object_targets_the_scale_subresource_and_scaling_it_places(cp: ControlPlane):
@@ -31,6 +35,7 @@ def test_the_scaled_object_targets_the_scale_subresource_and_scaling_it_places(c
     md = copy.deepcopy(EXAMPLE)
     md["metadata"]["namespace"] = NS
     name = md["metadata"]["name"]
+    apply_docs(cp, PLATFORM)
     apply_docs(cp, [md])
     try:
         so = wait("the ScaledObject on the control plane",
@@ -39,6 +44,8 @@ def test_the_scaled_object_targets_the_scale_subresource_and_scaling_it_places(c
                                                "kind": "ModelDeployment", "name": name}
         assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (1, 4)
         assert {t["type"] for t in so["spec"]["triggers"]} == {"prometheus"}
+        platform = PLATFORM[0]["data"]["prometheusServers"]["default"]["address"]
+        assert {t["metadata"]["serverAddress"] for t in so["spec"]["triggers"]} == {platform}
         # No KEDA runs: the deployment says it waits for one, and serves anyway. The
         # ScaledObject can exist before Crossplane writes the status of the reconcile
         # that composed it, so the condition is waited for, then checked.

@@ -140,3 +140,14 @@ def test_only_the_platform_reaches_a_cluster_with_its_cluster_wide_credentials(
     # The platform's controllers (here, the harness's admin) pass.
     assert cp.kubectl("create", "--dry-run=server", "-f", "-",
                       input=yaml.safe_dump(remote_object(None))).returncode == 0
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "crossplane-system"])
+def test_no_model_is_created_in_a_reserved_namespace_by_anyone(cp: ControlPlane, namespace):
+    """Not even by the platform's controllers (here, the harness's admin): a model's
+    workloads land in a namespace named like its own, here and on every cluster."""
+    proc = cp.kubectl("create", "--dry-run=server", "-f", "-", check=False,
+                      input=yaml.safe_dump(single_gpu("chat", namespace, 1)))
+    assert proc.returncode != 0, proc.stdout
+    assert "modelplane-reserved-namespaces" in proc.stderr and \
+        f"namespace {namespace} is reserved" in proc.stderr, proc.stderr

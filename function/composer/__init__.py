@@ -49,11 +49,12 @@ from function.contract.api import (
     KIND_MODEL_CACHE,
     REQUIRE_CLUSTER,
     REQUIRE_MODEL_CACHE,
+    REQUIRE_OWN_NAMESPACE,
 )
 from function.contract.enums import ReplicaPhase
 from function.contract.records import Cluster
 from function.kit import requeue
-from function.kit.request import Request, desired_ready
+from function.kit.request import Request, desired_ready, namespace_labels, require_namespace
 
 
 def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, Any]) -> None:
@@ -71,6 +72,9 @@ def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, A
     # Declared on every call, so the requirement stays stable across calls.
     response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, KIND_INFERENCE_CLUSTER,
                                match_name=replica.cluster)
+    # Its namespace's labels, for the cluster's spec.namespaceSelector: resolved with
+    # the cluster, so required always (a stable requirement costs no extra round).
+    require_namespace(rsp, REQUIRE_OWN_NAMESPACE, replica.namespace)
     if replica.cache is not None:
         response.require_resources(rsp, REQUIRE_MODEL_CACHE, API_VERSION, KIND_MODEL_CACHE,
                                    match_name=replica.cache.name, namespace=replica.namespace)
@@ -86,6 +90,13 @@ def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, A
         cluster = memo.cluster(req, replica, parse_cluster)
     except Unusable as why:
         keep_everything(rsp, mr, observed, why)
+        return
+    refused = not_admitted(req, replica, cluster)
+    if refused is not None:
+        # Never destructive: what runs stays as it is (the scheduler keeps such a
+        # replica placed too, like NoSchedule); nothing new or changed is applied.
+        keep_everything(rsp, mr, observed, refused)
+        requeue.soon(rsp)  # the Namespace and the cluster are required, not watched
         return
     held = cache_wait(req, replica)
     if held is not None and not any(kinds.role_of(o) == Role.WORKLOAD for o in observed.values()):
@@ -165,6 +176,25 @@ def compose(replica: Replica, cluster: Cluster) -> Placed:
     objects = placement.place(kinds.recorded(backends.objects + routing.objects),
                               naming.owner(replica), cluster)
     return Placed(objects, routing, backends.notes)
+
+
+def not_admitted(req: Request, replica: Replica, cluster: Cluster) -> Unusable | None:
+    """Why the cluster's spec.namespaceSelector refuses the replica's namespace, or None."""
+    if cluster.namespace_selector is None:
+        return None
+    if not req.resolved(REQUIRE_OWN_NAMESPACE):
+        return Unusable("Resolving", f"waiting for Crossplane to resolve Namespace "
+                        f"{replica.namespace}, which InferenceCluster {cluster.name}'s "
+                        "spec.namespaceSelector judges")
+    labels = namespace_labels(req, REQUIRE_OWN_NAMESPACE, replica.namespace)
+    if cluster.admits(labels):
+        return None
+    why = "its Namespace was not found" if labels is None \
+        else f"its labels do not match {cluster.namespace_selector}"
+    return Unusable("NamespaceNotAdmitted",
+                    f"InferenceCluster {cluster.name} does not admit namespace "
+                    f"{replica.namespace} (spec.namespaceSelector): {why}; nothing new is "
+                    "composed there")
 
 
 def cache_wait(req: Request, replica: Replica) -> Unusable | None:

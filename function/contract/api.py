@@ -51,6 +51,13 @@ REQUIRE_CLUSTER = "inference-cluster"
 REQUIRE_MODEL_CACHE = "model-cache"
 REQUIRE_QUOTAS = "inference-quotas"
 REQUIRE_NAMESPACES = "namespaces"
+# The deployment's or replica's own Namespace, by name: its labels are what an
+# InferenceCluster's spec.namespaceSelector admits.
+REQUIRE_OWN_NAMESPACE = "own-namespace"
+# The platform's Prometheus servers autoscaling may query (scheduler/prometheus.py):
+# a cluster-scoped Crossplane EnvironmentConfig of this name.
+REQUIRE_PROMETHEUS_SERVERS = "prometheus-servers"
+PROMETHEUS_SERVERS = "modelplane-autoscaling"
 REQUIRE_QUOTA_CLUSTERS = "quota-clusters"  # every cluster, when a quota applies
 REQUIRE_DEPLOYMENTS = "model-deployments"  # every ModelDeployment, under Pack (room.py)
 REQUIRE_SERVICES = "model-services"  # a deployment's namespace's ModelServices (drain.py)

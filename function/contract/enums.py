@@ -19,6 +19,7 @@ from function.contract.models.inferencecluster import (
     DeviceClaim,
     InventorySource,
     PodSecurityLevel,
+    LabelSelectorOperator,
     ProviderConfigKind,
     TaintEffect,
 )
@@ -42,7 +43,8 @@ from function.contract.models.modelreplica import (
 )
 
 __all__ = [
-    "CachePhase", "DeviceClaim", "EngineMetric", "Hydration", "InventorySource", "ModelSource",
+    "CachePhase", "DeviceClaim", "EngineMetric", "Hydration", "InventorySource",
+    "LabelSelectorOperator", "ModelSource",
     "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector", "MemberRole",
     "PlacementStrategy", "PodSecurityLevel", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
     "SelectPolicy", "ServingMode", "TaintEffect", "TolerationOperator",

@@ -11,6 +11,26 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+# Namespaces no model workload may use, on the control plane or on a workload cluster
+# (a replica's objects land in a namespace named like its own): Kubernetes' own
+# (kube-*), default, the platform's (modelplane-system, crossplane-system) and the
+# gateways' (gateway-system, envoy-gateway-system). security/admission.yaml says the
+# same to the API server (modelplane-reserved-namespaces).
+RESERVED_NAMESPACES = ("default", "modelplane-system", "crossplane-system", "gateway-system",
+                       "envoy-gateway-system")
+RESERVED_NAMESPACE_PREFIX = "kube-"
+
+
+def reserved_namespace(namespace: str) -> bool:
+    return namespace in RESERVED_NAMESPACES or namespace.startswith(RESERVED_NAMESPACE_PREFIX)
+
+
+def reserved_message(namespace: str) -> str:
+    return (f"metadata.namespace: {namespace} is reserved for Kubernetes, the platform or its "
+            f"gateways ({RESERVED_NAMESPACE_PREFIX}*, {', '.join(RESERVED_NAMESPACES)}): "
+            "models run in a namespace of their own")
+
+
 def is_dns_label(value: str) -> bool:
     """A Kubernetes DNS label: lowercase alphanumerics and '-', at most 63 characters."""
     return len(value) <= MAX and bool(_DNS_LABEL.match(value))

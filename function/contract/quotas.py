@@ -55,8 +55,13 @@ class Quota:
                                                    (MAX_PODS, self.max_pods))
                      if cap is not None)
 
+    # An invalid quota closes the namespaces it selects (invalid_quota): why, and
+    # whether its selection could not be read, so it may select any namespace.
+    invalid: str = ""
+    everyone: bool = False
+
     def applies(self, namespace: str, labels: Mapping[str, str]) -> bool:
-        if namespace in self.namespaces:
+        if self.everyone or namespace in self.namespaces:
             return True
         return self.match_labels is not None and selects(self.match_labels, labels)
 
@@ -90,6 +95,32 @@ def engine_pods(engines: Iterable[Mapping[str, Any]] | None) -> int:
 def count_usage(what: str, replicas: int, pods: int) -> int:
     """What `replicas` replicas holding `pods` pods use of a count cap."""
     return replicas if what == MAX_REPLICAS else pods
+
+
+def invalid_quota(obj: Mapping[str, Any], errors: Iterable[str]) -> Quota:
+    """An InferenceQuota that fails validation, as the namespaces it closes.
+
+    A cap nobody can evaluate is no cap at all: skipping it would open its namespaces
+    to unlimited devices, so it closes them instead (the scheduler places nothing new
+    there; what runs stays). Its selection is read leniently: the names that are
+    strings, a matchLabels of strings. A selection that cannot be read at all could
+    select any namespace, so it closes every one.
+    """
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    why = "; ".join(errors)
+    spec = spec if isinstance(spec, Mapping) else {}
+    names, selector = spec.get("namespaces"), spec.get("namespaceSelector")
+    labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
+    readable = (isinstance(names, list) and all(isinstance(n, str) for n in names)
+                or names is None) and (selector is None or (
+                    isinstance(selector, Mapping) and set(selector) <= {"matchLabels"}
+                    and (labels is None or isinstance(labels, Mapping) and all(
+                        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()))))
+    if not readable or (names is None and selector is None):
+        return Quota(str(name), frozenset(), None, (), invalid=why, everyone=True)
+    return Quota(str(name), frozenset(names or ()),
+                 dict(labels or {}) if selector is not None else None, (), invalid=why)
 
 
 # (expression, device key) -> verdict, across reconciles; bounded. Remembered

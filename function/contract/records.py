@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from function.contract import cost
 from function.contract.enums import DeviceClaim, PodSecurityLevel, ProviderConfigKind
 from function.contract.names import is_dns_label, is_dns_subdomain
+from function.contract.selectors import LabelSelector, SelectorError, parse_selector
 from function.contract.validation import dig
 
 
@@ -147,6 +148,16 @@ class Cluster:
     storage_class: str = ""                        # "": cannot host a ModelCache
     # spec.podSecurity.enforce: the Pod Security level composed pods meet (composer/podsecurity.py)
     pod_security: str = PodSecurityLevel.RESTRICTED.value
+
+    # spec.namespaceSelector: the namespaces whose replicas may be placed here (None: all).
+    namespace_selector: LabelSelector | None = None
+
+    def admits(self, namespace_labels: Mapping[str, str] | None) -> bool:
+        """Whether a namespace with these labels may place replicas here; None (its
+        Namespace is missing or unknown) is admitted only where no selector is set."""
+        if self.namespace_selector is None:
+            return True
+        return namespace_labels is not None and self.namespace_selector.matches(namespace_labels)
 
     def pool(self, name: str) -> Pool | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -299,12 +310,18 @@ def parse_cluster(obj: Mapping[str, Any],
     if observed:
         pools = tuple(dataclasses.replace(p, nodes=min(p.nodes, observed[p.name]))
                       if observed.get(p.name, p.nodes) < p.nodes else p for p in pools)
+    try:
+        # Read strictly: a selector that cannot be read must not admit anyone.
+        admitted = parse_selector(spec.get("namespaceSelector"), "spec.namespaceSelector")
+    except SelectorError as exc:
+        raise Malformed(str(exc)) from exc
     return Cluster(name=meta["name"], labels=dict(meta.get("labels") or {}),
                    taints=_taints(spec.get("taints")), ready=_ready(obj), pools=pools,
                    provider_config=_provider_config(spec.get("providerConfigRef")),
                    gateway=_gateway(spec.get("gateway")),
                    storage_class=_text(spec.get("storage"), "storageClassName"),
-                   pod_security=_pod_security(spec.get("podSecurity")))
+                   pod_security=_pod_security(spec.get("podSecurity")),
+                   namespace_selector=admitted)
 
 
 def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:

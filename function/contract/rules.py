@@ -12,8 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import promql_parser
-
+from function.contract import promql
 from function.contract import serving as modes
 from function.contract.enums import (
     DeviceClaim,
@@ -234,9 +233,16 @@ def quota_errors(spec: Mapping[str, Any]) -> list[str]:
 _DECIMAL = re.compile(r"^([0-9]+(\.[0-9]+)?|\.[0-9]+)$")
 
 
-def autoscaling_errors(spec: Mapping[str, Any]) -> list[str]:
+QUERY_UNSCOPED = ('a query selects its own namespace: every series selector carries '
+                  'namespace="<the deployment\'s namespace>"')
+ADDRESS_REFUSED = ("prometheus.address is the platform's to choose: name one of its "
+                   "Prometheus servers in prometheus.server (docs/autoscaling.md)")
+
+
+def autoscaling_errors(spec: Mapping[str, Any], namespace: str | None = None) -> list[str]:
     """Rule violations in a ModelDeployment's spec.autoscaling, worded as the XRD words them,
-    and a query that does not parse as PromQL."""
+    a query that does not parse as PromQL and, given the deployment's namespace, a query
+    that may read series of another namespace (promql.py)."""
     errors = []
     low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
     if isinstance(low, int) and isinstance(high, int) and low > high:
@@ -249,22 +255,27 @@ def autoscaling_errors(spec: Mapping[str, Any]) -> list[str]:
         if _DECIMAL.match(target) and float(target) <= 0:
             errors.append(f"metrics[{i}]: target must be above 0")
         if m.get("query"):
-            errors += [f"metrics[{i}]: query {e}" for e in _promql_errors(m["query"])]
+            errors += [f"metrics[{i}]: query {e}" for e in _query_errors(m["query"], namespace)]
     up = ((spec.get("behavior") or {}).get("scaleUp") or {})
     if up.get("panic") is not None and ((up.get("stable") or {}).get("selectPolicy")
                                         or SelectPolicy.OR) != SelectPolicy.OR:
         errors.append("scaleUp.panic needs stable.selectPolicy Or: HPA applies one selectPolicy "
                       "to every scale-up policy, and And would cap the panic policy by the "
                       "stable ones")
+    if (spec.get("prometheus") or {}).get("address") is not None:
+        errors.append(ADDRESS_REFUSED)
     return errors
 
 
-def _promql_errors(query: str) -> list[str]:
-    """Why a query is not PromQL, by Prometheus' grammar (promql-parser, the Rust
-    port of Prometheus' own parser used by GreptimeDB): what KEDA would only
-    find when it first asks Prometheus."""
-    try:
-        promql_parser.parse(query)
-    except ValueError as exc:
-        return [f"does not parse as PromQL: {exc}"]
-    return []
+def _query_errors(query: str, namespace: str | None) -> list[str]:
+    """Why a query is not PromQL (what KEDA would only find when it first asks
+    Prometheus), or may select series outside `namespace`."""
+    errors = promql.syntax_errors(query)
+    if errors:
+        return errors
+    loose = promql.unscoped(query, namespace)
+    if not loose:
+        return []
+    which = f'namespace="{namespace}"' if namespace is not None else "one"
+    return [f'{QUERY_UNSCOPED}: {", ".join(loose[:4])}{" ..." if len(loose) > 4 else ""} '
+            f'{"does" if len(loose) == 1 else "do"} not carry {which}']

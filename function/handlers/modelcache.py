@@ -9,5 +9,5 @@ from function.contract.models.modelcache import ModelCache
 from function.contract.validation import dig
 from function.handlers import prologue
 
-run = prologue.admitted(ModelCache, namespaced=True,
+run = prologue.admitted(ModelCache, namespaced=True, workloads=True,
                         rules=lambda mc: rules.cache_errors(dig(mc, "spec")))(modelcache.compose_cache)

@@ -13,5 +13,5 @@ from function.handlers import prologue
 from function.scheduler import autoscaling
 
 run = prologue.admitted(
-    ModelDeployment, namespaced=True, view=autoscaling.without,
+    ModelDeployment, namespaced=True, view=autoscaling.without, workloads=True,
     rules=lambda md: engine_rule_errors(md, dig(md, "spec", "template", "spec")))(scheduler.place)

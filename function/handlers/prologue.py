@@ -18,6 +18,7 @@ import pydantic
 from crossplane.function import response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function.contract.names import reserved_message, reserved_namespace
 from function.contract.validation import dig, metadata_errors, model_errors, pruned
 from function.kit import deadline
 from function.kit.request import Request
@@ -47,10 +48,21 @@ def refuse(obj: Mapping[str, Any], rsp: fnv1.RunFunctionResponse, errors: list[s
     response.fatal(rsp, f"{obj.get('kind')} {name} is invalid: {'; '.join(errors)}")
 
 
+def _reserved(obj: Mapping[str, Any], workloads: bool) -> list[str]:
+    ns = dig(obj, "metadata").get("namespace")
+    return [reserved_message(ns)] if workloads and isinstance(ns, str) and \
+        reserved_namespace(ns) else []
+
+
 def admitted(model: type[pydantic.BaseModel], *, namespaced: bool, rules: Rules = no_rules,
              view: Callable[[Mapping[str, Any]], Mapping[str, Any]] = identity,
-             on_invalid: OnInvalid = None, prune: bool = True) -> Callable[[Body], Handler]:
+             on_invalid: OnInvalid = None, prune: bool = True,
+             workloads: bool = False) -> Callable[[Body], Handler]:
     """A handler that runs `body` only on a valid composite.
+
+    `workloads`: the kind composes workloads into a namespace named like its own (here
+    or on a workload cluster), so a reserved namespace (names.RESERVED_NAMESPACES) is
+    refused: the Fatal result keeps whatever exists and says why.
 
     `view` is the part of the composite the schema and rules judge (the
     scheduler judges spec.autoscaling on its own and leaves it out); the body
@@ -61,8 +73,8 @@ def admitted(model: type[pydantic.BaseModel], *, namespaced: bool, rules: Rules 
         @functools.wraps(body)
         def run(req: Request, rsp: fnv1.RunFunctionResponse) -> None:
             obj = view(req.composite)
-            errors = (metadata_errors(obj, namespaced=namespaced) + model_errors(model, obj)
-                      or rules(obj))
+            errors = (metadata_errors(obj, namespaced=namespaced) + _reserved(obj, workloads)
+                      + model_errors(model, obj) or rules(obj))
             if not errors:
                 deadline.check("after validating the composite")
                 body(req, rsp, pruned(model, obj) if prune else dict(obj))

@@ -66,6 +66,25 @@ class Request:
         return wire.required_items(self.message, name)
 
 
+def require_namespace(rsp: fnv1.RunFunctionResponse, name: str, namespace: str) -> None:
+    """Require the Namespace `namespace` by name, as requirement `name`."""
+    rsp.requirements.resources[name].CopyFrom(fnv1.ResourceSelector(
+        api_version="v1", kind="Namespace", match_name=namespace))
+
+
+def namespace_labels(req: Request, name: str, namespace: str) -> dict[str, str] | None:
+    """The labels of Namespace `namespace` as requirement `name` resolved it; None
+    when it is missing, or not resolved yet."""
+    for n in req.required(name):
+        meta = n.get("metadata")
+        if not isinstance(meta, dict):
+            continue
+        labels = meta.get("labels") or {}
+        if meta.get("name") == namespace and isinstance(labels, dict):
+            return {str(k): str(v) for k, v in labels.items()}
+    return None
+
+
 def decode(item: bytes) -> dict[str, Any]:
     """One item of `Request.required_items` as plain Python."""
     return structs.to_dict(wire.resource(item).resource)

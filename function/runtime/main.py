@@ -45,6 +45,10 @@ def serve(**kwargs) -> None:
 @click.option("--caches", "caches_dir", default=None,
               type=click.Path(exists=True, file_okay=False),
               help="Directory of ModelCaches besides the fleet's, optional.")
+@click.option("--platform", "platform_dir", default="examples/platform", show_default=True,
+              type=click.Path(file_okay=False),
+              help="Directory of the platform's settings (the EnvironmentConfig of Prometheus "
+                   "servers autoscaling may query); skipped when it does not exist.")
 @click.option("-o", "--output", type=click.Choice(["table", "yaml"]), default="table",
               show_default=True, help="table: placements; yaml: every rendered object.")
 @click.option("--crossplane", "crossplane_bin", envvar="CROSSPLANE_CLI", default=None,

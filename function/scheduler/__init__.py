@@ -30,20 +30,21 @@ from function.contract.api import (
     REQUIRE_DEPLOYMENTS,
     REQUIRE_MODEL_CACHE,
     REQUIRE_NAMESPACES,
+    REQUIRE_OWN_NAMESPACE,
     REQUIRE_QUOTA_CLUSTERS,
     REQUIRE_QUOTAS,
     REQUIRE_REPLICAS,
     REQUIRE_SERVICES,
 )
 from function.contract.models.inferencequota import InferenceQuota
-from function.contract.quotas import Quota, parse_quota
+from function.contract.quotas import Quota, invalid_quota, parse_quota
 from function.contract.records import Malformed
 from function.contract.enums import PlacementStrategy, ReplicaPhase
 from function.contract.validation import dig, model_errors
 from function.kit import deadline, requeue, structs
-from function.kit.request import Request, desired_ready
+from function.kit.request import Request, desired_ready, namespace_labels, require_namespace
 from function.scheduler import (autoscaling, demand, drain, endpoints, output, parsecache,
-                                reasons, room)
+                                prometheus, reasons, room)
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
 from function.scheduler.quotas import ledger as quota_ledger
@@ -73,6 +74,10 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
     rsp.requirements.resources[REQUIRE_SERVICES].CopyFrom(fnv1.ResourceSelector(
         api_version=API_VERSION, kind=KIND_MODEL_SERVICE, namespace=ns,
         match_labels=fnv1.MatchLabels(labels={})))
+    # Its own Namespace, for the clusters' spec.namespaceSelector (filters.namespace):
+    # one object by name, resolved with the clusters. Not waited for: missing (or
+    # not resolved), it is admitted only where no cluster sets a selector.
+    require_namespace(rsp, REQUIRE_OWN_NAMESPACE, ns)
     ref = cacheview.cache_ref(tspec)
     if ref is not None:
         response.require_resources(rsp, REQUIRE_MODEL_CACHE, API_VERSION, KIND_MODEL_CACHE,
@@ -108,7 +113,8 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
     for warning in fleet.warnings:
         response.warning(rsp, warning)
 
-    dep = demand.deployment(tspec, _cache(req, ref, ns))
+    dep = demand.deployment(tspec, _cache(req, ref, ns), ns,
+                            namespace_labels(req, REQUIRE_OWN_NAMESPACE, ns))
     result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
                          malformed_clusters=fleet.malformed_clusters, own=fleet.own,
                          others=fleet.others, reserved=fleet.reserved,
@@ -167,7 +173,9 @@ def _autoscale(req: Request, rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any
     # a large deployment's request.
     observed = {k: v for kind in autoscaling.KINDS for k, v in req.observed(kind).items()
                 if k in autoscaling.KEYS}
-    out = autoscaling.compose(md, observed)
+    if (md.get("spec") or {}).get("autoscaling") is not None:
+        prometheus.require(rsp)  # the platform's servers, by name
+    out = autoscaling.compose(md, observed, lambda server: prometheus.server(req, server))
     desired = {k: output.echo_object(v) for k, v in observed.items()} if out.keep \
         else out.resources
     for key, obj in desired.items():
@@ -187,14 +195,17 @@ def _condition(rsp: fnv1.RunFunctionResponse, cond: tuple[str, str, str, str]) -
 
 
 def _quotas(req: Request, rsp: fnv1.RunFunctionResponse) -> list[Quota]:
-    """Every valid InferenceQuota; an invalid one is skipped with a warning (its
-    own status says why)."""
+    """Every InferenceQuota; an invalid one closes the namespaces it selects (nothing
+    new is placed there: contract/quotas.invalid_quota), with a warning."""
     out = []
     for iq in req.required(REQUIRE_QUOTAS):
         errors = model_errors(InferenceQuota, iq) or rules.quota_errors(dig(iq, "spec"))
         if errors:
-            response.warning(rsp, f"InferenceQuota {dig(iq, 'metadata').get('name')} is invalid "
-                             f"and not enforced: {'; '.join(errors)}")
+            closed = invalid_quota(iq, errors)
+            response.warning(rsp, f"InferenceQuota {closed.name} is invalid and closes "
+                             f"{'every namespace' if closed.everyone else 'its namespaces'} "
+                             f"to new replicas: {closed.invalid}")
+            out.append(closed)
             continue
         out.append(parse_quota(iq))
     return out

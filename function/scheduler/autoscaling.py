@@ -31,6 +31,11 @@ Kthena's behaviour onto HPA's (HPA has no panic mode, so this is an approximatio
 * tolerancePercent -> each direction's tolerance (HPA's HPAConfigurableTolerance
   feature; a cluster without it applies its own default, 10%, Kthena's default).
 
+Where KEDA queries is the platform's: a server named in the EnvironmentConfig
+prometheus.py reads, never an address the tenant writes; and a raw query must
+read the deployment's own namespace only (contract/promql.py). Either refused,
+the existing ScaledObject is kept as it was (`keep`) and the condition says why.
+
 Removing spec.autoscaling drops the ScaledObject from the desired resources, so
 Crossplane deletes it; restoreToOriginalReplicaCount false makes KEDA leave
 spec.replicas where the autoscaler last put it.
@@ -39,7 +44,7 @@ spec.replicas where the autoscaler last put it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, cast
@@ -56,6 +61,7 @@ from function.contract.models.modeldeployment import (
 )
 from function.contract.names import dns_label, tagged_label
 from function.contract.validation import model_errors
+from function.scheduler.prometheus import DEFAULT_SERVER, Refused, Server
 
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 KIND_SCALED_OBJECT = "ScaledObject"
@@ -127,9 +133,11 @@ def without(md: Mapping[str, Any]) -> dict[str, Any]:
     return {**md, "spec": {k: v for k, v in spec.items() if k != "autoscaling"}}
 
 
-def compose(md: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]) -> Outcome:
+def compose(md: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]],
+            servers: Callable[[str], Server | Refused]) -> Outcome:
     """The autoscaler objects of a ModelDeployment whose spec apart from autoscaling is
-    valid; `observed` holds its observed composed resources by key."""
+    valid; `observed` holds its observed composed resources by key, `servers` looks up
+    the platform's Prometheus servers by name (prometheus.py)."""
     meta = md.get("metadata") or {}
     ns, name = meta.get("namespace") or "", meta.get("name") or ""
     raw = (md.get("spec") or {}).get("autoscaling")
@@ -141,31 +149,43 @@ def compose(md: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]) ->
         return Outcome(condition=(CONDITION, "False", "Disabled",
                                   f"spec.autoscaling is unset: the ScaledObject is removed and "
                                   f"spec.replicas stays at {replicas}"))
-    errors = model_errors(Autoscaling, raw) or rules.autoscaling_errors(raw)
+    kept = ("the ScaledObject is kept as it was until it is fixed" if existing is not None
+            else "no ScaledObject is composed until it is fixed")
+    # With the namespace: a raw query must not read another namespace's series.
+    errors = model_errors(Autoscaling, raw) or rules.autoscaling_errors(raw, ns)
     if errors:
-        kept = ("the ScaledObject is kept as it was until it is fixed" if existing is not None
-                else "no ScaledObject is composed until it is fixed")
         return Outcome(keep=True, condition=(
             CONDITION, "False", "InvalidAutoscaling",
             f"spec.autoscaling is invalid: {'; '.join(errors)}; {kept}"))
     spec = Autoscaling.model_validate(raw)
+    prom = spec.prometheus
+    server = servers((prom.server if prom is not None else None) or DEFAULT_SERVER)
+    if isinstance(server, Refused):
+        return Outcome(keep=True, condition=(CONDITION, "False", server.reason,
+                                             f"{server.message}; {kept}"))
+    if server.cluster_auth is not None and prom is not None and prom.authSecret is not None:
+        return Outcome(keep=True, condition=(
+            CONDITION, "False", "InvalidAutoscaling",
+            f"spec.autoscaling is invalid: prometheus.authSecret: server {server.name!r} "
+            f"authenticates with the platform's ClusterTriggerAuthentication "
+            f"{server.cluster_auth}; remove authSecret; {kept}"))
     out = Outcome()
     auth = None
-    if spec.prometheus.authSecret is not None:
+    if prom is not None and prom.authSecret is not None:
         auth = tagged_label(name, tag="promauth", identity=(ns, name, "promauth"))
         # cast: the XRD defaults key and makes no field nullable, so the API server
         # prunes a null before defaulting (render does not: a null is written as before).
         out.resources[KEY_TRIGGER_AUTHENTICATION] = trigger_authentication(
-            ns, name, auth, spec.prometheus.authSecret.name, cast(str, spec.prometheus.authSecret.key))
+            ns, name, auth, prom.authSecret.name, cast(str, prom.authSecret.key))
     so_name = tagged_label(name, tag="autoscaler", identity=(ns, name, "autoscaler"))
-    out.resources[KEY_SCALED_OBJECT] = scaled_object(ns, name, so_name, spec, auth)
+    out.resources[KEY_SCALED_OBJECT] = scaled_object(ns, name, so_name, spec, server, auth)
     out.condition = _state(so_name, spec, existing)
     return out
 
 
-def scaled_object(ns: str, name: str, so_name: str, spec: Autoscaling,
+def scaled_object(ns: str, name: str, so_name: str, spec: Autoscaling, server: Server,
                   auth: str | None) -> dict[str, Any]:
-    triggers = [_trigger(i, m, ns, name, spec, auth) for i, m in enumerate(spec.metrics)]
+    triggers = [_trigger(i, m, ns, name, server, auth) for i, m in enumerate(spec.metrics)]
     return {
         "apiVersion": KEDA_API_VERSION, "kind": KIND_SCALED_OBJECT,
         "metadata": {"name": so_name, "namespace": ns, "labels": {LABEL_DEPLOYMENT: name}},
@@ -184,18 +204,24 @@ def scaled_object(ns: str, name: str, so_name: str, spec: Autoscaling,
     }
 
 
-def _trigger(i: int, m: AutoscalingMetric, ns: str, name: str, spec: Autoscaling,
+def _trigger(i: int, m: AutoscalingMetric, ns: str, name: str, server: Server,
              auth: str | None) -> dict[str, Any]:
     if m.engineMetric is not None:
         query, metric_type = engine_query(EngineMetric(m.engineMetric), ns, name)
         label = EngineMetric(m.engineMetric).value.lower()
     else:  # cast: rules.autoscaling_errors holds that a metric sets exactly one of the two
         query, metric_type, label = cast(str, m.query), AVERAGE_VALUE, "query"
-    metadata = {"serverAddress": spec.prometheus.address, "query": query,
-                "threshold": m.target}
+    # `namespace` makes KEDA add ?namespace=<ns> to every request: a tenancy proxy in
+    # front of the server (prom-label-proxy, Thanos Querier's tenancy port) enforces it.
+    metadata = {"serverAddress": server.address, "query": query, "threshold": m.target,
+                "namespace": ns}
     trigger: dict[str, Any] = {"type": "prometheus", "name": f"{label}-{i}",
                                "metricType": metric_type, "metadata": metadata}
-    if auth is not None:
+    if server.cluster_auth is not None:
+        metadata["authModes"] = server.auth_modes
+        trigger["authenticationRef"] = {"name": server.cluster_auth,
+                                        "kind": "ClusterTriggerAuthentication"}
+    elif auth is not None:
         metadata["authModes"] = "bearer"
         trigger["authenticationRef"] = {"name": auth}
     return trigger

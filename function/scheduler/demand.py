@@ -37,11 +37,14 @@ def strategy(tspec: Mapping[str, Any]) -> PlacementStrategy:
                              or PlacementStrategy.SPREAD)
 
 
-def deployment(tspec: Mapping[str, Any], cache: cacheview.Cache | None) -> Deployment:
-    """What placement reads of a (valid, pruned) template spec."""
+def deployment(tspec: Mapping[str, Any], cache: cacheview.Cache | None, namespace: str = "",
+               namespace_labels: Mapping[str, str] | None = None) -> Deployment:
+    """What placement reads of a (valid, pruned) template spec, in `namespace`
+    (whose labels None: unknown, admitted only by clusters without a namespaceSelector)."""
     return Deployment(match_labels=(tspec.get("clusterSelector") or {}).get("matchLabels") or {},
                       tolerations=tspec.get("tolerations") or [],
-                      engines=tspec.get("engines") or [], cache=cache, strategy=strategy(tspec))
+                      engines=tspec.get("engines") or [], cache=cache, strategy=strategy(tspec),
+                      namespace=namespace, namespace_labels=namespace_labels)
 
 
 def identity(md: Mapping[str, Any]) -> tuple[str, str]:
@@ -69,4 +72,6 @@ def parse(md: Mapping[str, Any]) -> Demand:
     tspec = dig(pruned(ModelDeployment, core), "spec", "template", "spec")
     meta = dig(md, "metadata")
     age = (str(meta.get("creationTimestamp") or "~"), ns, name)
-    return Demand(ns, name, Waiting(f"{ns}/{name}", age, deployment(tspec, None)))
+    # Its Namespace's labels are not read: a cluster with a namespaceSelector is
+    # never counted as room for it, so no replica moves on a guess.
+    return Demand(ns, name, Waiting(f"{ns}/{name}", age, deployment(tspec, None, ns)))

@@ -39,6 +39,11 @@ class Deployment:
     engines: Sequence[Mapping[str, Any]]
     cache: Cache | None = None  # the ModelCache its replicas mount (modelCacheRef)
     strategy: PlacementStrategy = PlacementStrategy.SPREAD  # placement.strategy
+    namespace: str = ""  # the deployment's own namespace
+    # Its Namespace's labels, for clusters' spec.namespaceSelector; None: the
+    # Namespace is missing (or unknown: another deployment's, room.py), which
+    # no cluster with a selector admits.
+    namespace_labels: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,16 @@ def untolerated(cluster: Cluster, tolerations, effects: tuple[str, ...]) -> list
     return [t for t in cluster.taints if t.effect in effects and not tolerated(t, tolerations)]
 
 
+def namespace(dep: Deployment, cluster: Cluster, _: Matcher) -> str | None:
+    """The platform's word, not the tenant's: spec.namespaceSelector is no taint, so
+    no toleration (not even a key-less Exists) gets past it. Replicas already placed
+    stay when a selector narrows (like NoSchedule); only new ones are kept away."""
+    if cluster.admits(dep.namespace_labels):
+        return None
+    missing = "; its Namespace was not found" if dep.namespace_labels is None else ""
+    return f"{{does}} not admit namespace {dep.namespace} (spec.namespaceSelector{missing})"
+
+
 def taints(dep: Deployment, cluster: Cluster, _: Matcher) -> str | None:
     bad = untolerated(cluster, dep.tolerations, (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE))
     return f"{{is}} tainted ({bad[0]})" if bad else None
@@ -127,6 +142,7 @@ def device_match(dep: Deployment, cluster: Cluster, matcher: Matcher) -> str | N
 # no longer match is re-fit within its cluster by the plan (`capacity()` below).
 FILTERS: tuple[Filter, ...] = (
     Filter("cluster_labels", cluster_labels, unselected),
+    Filter("namespace", namespace, stays),
     Filter("taints", taints, drained),
     Filter("readiness", readiness, stays),
     Filter("model_cache", model_cache, stays),

@@ -22,9 +22,9 @@ touched. The quotas' `maxReplicas` and `maxPods` are counted beside the limits,
 in the same `used` map under those names (which no limit, a DNS label, can
 have): a new replica adds one replica and its template's pods whatever devices
 it claims, every replica of the namespaces is a holder of one replica and its
-pods, and an overrun is repaired alike. A quota whose limit does not compile
-blocks every new placement in
-its namespaces, saying why: failing closed is the only safe reading of a cap
+pods, and an overrun is repaired alike. A quota whose limit does not compile,
+or that fails validation (contract/quotas.invalid_quota), blocks every new
+placement in its namespaces, saying why: failing closed is the only safe reading of a cap
 nobody can evaluate; nothing is repaired under it.
 """
 
@@ -120,6 +120,11 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
         return None
     out = QuotaLedger([(q.name, limit) for q in applying for limit in q.limits],
                       counts=[(q.name, what, cap) for q in applying for what, cap in q.counts()])
+    broken = next((q for q in applying if q.invalid), None)
+    if broken is not None:
+        out.invalid = (f"{{is}} closed to namespace {namespace}: InferenceQuota {broken.name} "
+                       f"is invalid ({broken.invalid})")
+        return out
     bad = [f"{q.name}/{limit.name}" for q in applying for limit in q.limits
            if not _compiles(limit)]
     if bad:

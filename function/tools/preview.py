@@ -59,7 +59,8 @@ MS = ROOT / "apis" / "modelservice"
 
 def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, output: str,
                 crossplane_bin: str | None, core_bin: str | None,
-                replicas_override: int | None = None, caches_dir: str | None = None) -> int:
+                replicas_override: int | None = None, caches_dir: str | None = None,
+                platform_dir: str | None = None) -> int:
     try:
         tools = localrender.find_tools(crossplane_bin, core_bin)
         with localrender.serve_locally() as address, tempfile.TemporaryDirectory() as tmp:
@@ -72,7 +73,8 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
             stage1, staged, stage2 = render_all(
                 tools, address, pathlib.Path(fleet_dir), pathlib.Path(deployment),
                 pathlib.Path(replicas_dir) if replicas_dir else None, pathlib.Path(tmp),
-                pathlib.Path(caches_dir) if caches_dir else None)
+                pathlib.Path(caches_dir) if caches_dir else None,
+                pathlib.Path(platform_dir) if platform_dir else None)
             routes = render_routes(tools, address, pathlib.Path(fleet_dir),
                                    pathlib.Path(deployment),
                                    pathlib.Path(replicas_dir) if replicas_dir else None,
@@ -99,10 +101,11 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
 
 def render_all(tools, address, fleet: pathlib.Path, deployment: pathlib.Path,
                replicas: pathlib.Path | None, tmp: pathlib.Path,
-               caches: pathlib.Path | None = None):
+               caches: pathlib.Path | None = None, platform: pathlib.Path | None = None):
     """Stage 1, the deployment's ModelCache rendered (or []), and stage 2."""
     ledger, own = replica_inputs(replicas, deployment, tmp) if replicas else (None, None)
-    required = [fleet] + ([caches] if caches else []) + ([ledger] if ledger else [])
+    required = [fleet] + ([caches] if caches else []) + ([ledger] if ledger else []) + (
+        [platform] if platform is not None and platform.is_dir() else [])
     stage1 = localrender.render(tools, address, deployment, MD / "composition.yaml",
                                 required=required, observed=own,
                                 xrd=MD / "definition.yaml")

@@ -50,6 +50,7 @@ from function.contract.api import (
     KIND_MODEL_REPLICA,
     LABEL_MODEL_CACHE,
     REQUIRE_CLUSTERS,
+    REQUIRE_OWN_NAMESPACE,
     REQUIRE_REPLICAS,
 )
 from function.contract.cacheview import cache_ref, claim_name
@@ -58,7 +59,7 @@ from function.contract.names import tagged_label
 from function.contract.records import Cluster, parse_clusters, selects
 from function.contract.validation import dig
 from function.kit import requeue
-from function.kit.request import Request, desired_ready
+from function.kit.request import Request, desired_ready, namespace_labels, require_namespace
 
 REQUIRE_SECRET = "auth-secret"
 MAX_MESSAGE = 1000
@@ -91,6 +92,8 @@ def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any
                                match_labels={})
     response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, KIND_MODEL_REPLICA,
                                match_labels={LABEL_MODEL_CACHE: name}, namespace=ns)
+    # Its Namespace's labels, for the clusters' spec.namespaceSelector (records.Cluster.admits).
+    require_namespace(rsp, REQUIRE_OWN_NAMESPACE, ns)
     secret = auth_secret(spec)
     if secret:
         response.require_resources(rsp, REQUIRE_SECRET, "v1", "Secret", match_name=secret[0],
@@ -101,11 +104,21 @@ def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any
         keep.keep_observed(rsp, observed)
         return
 
-    clusters, unreadable = parse_clusters(req.required(REQUIRE_CLUSTERS))
+    every, unreadable = parse_clusters(req.required(REQUIRE_CLUSTERS))
+    if any(c.namespace_selector is not None for c in every.values()) and \
+            not req.resolved(REQUIRE_OWN_NAMESPACE):
+        keep.keep_observed(rsp, observed)
+        return
+    # A cluster that does not admit the cache's namespace stages nothing new, as it
+    # places no replica of it; what is there stays while a replica there uses it.
+    labels = namespace_labels(req, REQUIRE_OWN_NAMESPACE, ns)
+    clusters = {n: c for n, c in every.items() if c.admits(labels)}
     in_use = sorted({used for mr in req.required(REQUIRE_REPLICAS)
                      if (ref := cache_ref(dig(mr, "spec"))) and ref.name == name
                      and (used := dig(mr, "spec").get("clusterName")) is not None})
     selector = (spec.get("clusterSelector") or {}).get("matchLabels") or {}
+    refused = [c for _, c in sorted(every.items())
+               if c.name not in clusters and selects(selector, c.labels)]
     selected = [c for _, c in sorted(clusters.items()) if selects(selector, c.labels)]
     footprint = [c for c in selected if c.storage_class]
     no_storage = [c.name for c in selected if not c.storage_class]
@@ -143,10 +156,12 @@ def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any
     for e in keep.keep_observed(rsp, kept):
         entries.append(Entry(_cluster_of(e.key), CachePhase.PENDING, "KeptInUse",
                              "kept as it is: a replica there uses the cache, but the cluster is "
-                             "gone, unreadable or without storage now"))
+                             "gone, unreadable, without storage or no longer admits the "
+                             "namespace now"))
     entries = _dedupe(entries)
 
-    write_status(rsp, entries, claim, no_storage, unreadable, spec, secret, secret_missing, ns)
+    write_status(rsp, entries, claim, no_storage, unreadable, spec, secret, secret_missing, ns,
+                 [c.name for c in refused])
 
 
 def auth_secret(spec: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -277,7 +292,8 @@ def _dedupe(entries: list[Entry]) -> list[Entry]:
 
 def write_status(rsp: fnv1.RunFunctionResponse, entries: list[Entry], claim: str,
                  no_storage: list[str], unreadable: Mapping[str, str], spec: Mapping[str, Any],
-                 secret: tuple[str, str] | None, secret_missing: bool, ns: str) -> None:
+                 secret: tuple[str, str] | None, secret_missing: bool, ns: str,
+                 not_admitted: list[str] | None = None) -> None:
     ready = sum(e.phase == CachePhase.READY for e in entries)
     resource.update(rsp.desired.composite, {"status": {
         "clusters": [e.status(claim) for e in entries],
@@ -288,6 +304,9 @@ def write_status(rsp: fnv1.RunFunctionResponse, entries: list[Entry], claim: str
     if no_storage:
         skipped.append(f"{len(no_storage)} selected clusters have no spec.storage and cannot "
                        f"host it: {', '.join(no_storage[:20])}")
+    if not_admitted:
+        skipped.append(f"{len(not_admitted)} selected clusters do not admit namespace {ns} "
+                       f"(spec.namespaceSelector): {', '.join(not_admitted[:20])}")
     if unreadable:
         skipped.append(f"{len(unreadable)} InferenceClusters are unreadable: "
                        + "; ".join(f"{n}: {w}" for n, w in sorted(unreadable.items())[:5]))

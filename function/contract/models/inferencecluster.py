@@ -153,6 +153,54 @@ class Monitoring(BaseModel):
     ] = None
 
 
+class LabelSelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class Value(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=63)]
+
+
+class MatchExpression(BaseModel):
+    key: Annotated[
+        StrictStr,
+        Field(
+            description="The Namespace label key.",
+            max_length=317,
+            min_length=1,
+            pattern="^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        ),
+    ]
+    operator: Annotated[
+        LabelSelectorOperator,
+        Field(
+            description="In, NotIn, Exists or DoesNotExist.",
+            title="LabelSelectorOperator",
+        ),
+    ]
+    values: Annotated[
+        list[Value] | None,
+        Field(description="The values, for In and NotIn only.", max_length=16),
+    ] = None
+
+
+MatchLabelsAdditionalProperty = TypeAliasType("MatchLabelsAdditionalProperty", LabelsAdditionalProperty)
+
+
+class NamespaceSelector(BaseModel):
+    matchExpressions: Annotated[
+        list[MatchExpression] | None,
+        Field(description="Label requirements that must all hold.", max_length=16),
+    ] = None
+    matchLabels: Annotated[
+        dict[str, MatchLabelsAdditionalProperty] | None,
+        Field(description="Namespace labels that must all match.", max_length=16),
+    ] = None
+
+
 class Attributes(BaseModel):
     bool: Annotated[StrictBool | None, Field(description="A boolean value.")] = None
     int: Annotated[
@@ -170,12 +218,12 @@ class Attributes(BaseModel):
     ] = None
 
 
-class Value1(RootModel[StrictStr]):
+class Value2(RootModel[StrictStr]):
     root: Annotated[StrictStr, Field(max_length=64)]
 
 
 class Capacity(BaseModel):
-    value: Value1 | StrictInt
+    value: Value2 | StrictInt
 
 
 class DeviceClaim(StrEnum):
@@ -377,6 +425,12 @@ class Spec(BaseModel):
     monitoring: Annotated[
         Monitoring | None, Field(description="Engine metrics on this cluster.")
     ] = None
+    namespaceSelector: Annotated[
+        NamespaceSelector | None,
+        Field(
+            description="Which namespaces may place replicas and stage ModelCaches on this cluster: those whose Namespace's labels this selector matches (matchLabels and matchExpressions, as a Kubernetes label selector; every Namespace carries kubernetes.io/metadata.name). Unset, or empty, admits every namespace. The scheduler places no new replica of another namespace here, whatever its tolerations, and the composer composes nothing new for one; replicas already here when the selector narrows stay as they are (like a NoSchedule taint), and so does a cache volume one of them uses: taint the cluster NoExecute to move them."
+        ),
+    ] = None
     nodePools: Annotated[
         list[NodePool] | None,
         Field(description="Node pools, keyed by name.", max_length=32),
@@ -404,12 +458,12 @@ class Spec(BaseModel):
     ] = None
 
 
-class Value3(RootModel[StrictStr]):
+class Value4(RootModel[StrictStr]):
     root: Annotated[StrictStr, Field(max_length=64)]
 
 
 class Capacity1(BaseModel):
-    value: Value3 | StrictInt
+    value: Value4 | StrictInt
 
 
 class PublishedDevice(BaseModel):

@@ -149,7 +149,7 @@ class AutoscalingMetric(BaseModel):
     query: Annotated[
         StrictStr | None,
         Field(
-            description="A raw PromQL query; its value divided by the replica count is held at target.",
+            description='A raw PromQL query; its value divided by the replica count is held at target. Every series selector in it must carry the matcher namespace="<the deployment\'s namespace>" (the function parses the query and refuses one that could read another namespace\'s series).',
             max_length=4096,
             min_length=1,
         ),
@@ -186,15 +186,26 @@ class AuthSecret(BaseModel):
 
 class Prometheus(BaseModel):
     address: Annotated[
-        StrictStr,
+        StrictStr | None,
         Field(
-            description="The Prometheus HTTP API that holds the fleet's engine metrics (federated or remote-written from every workload cluster).",
+            description="Refused: where KEDA, with the platform's access, sends queries is the platform's to choose. Name one of its servers in server.",
             max_length=2048,
-            pattern="^https?://[^\\s]+$",
         ),
-    ]
+    ] = None
     authSecret: Annotated[
-        AuthSecret | None, Field(description="A bearer token for the Prometheus API.")
+        AuthSecret | None,
+        Field(
+            description="A bearer token of your own for the server (not with a server the platform authenticates to itself)."
+        ),
+    ] = None
+    server: Annotated[
+        StrictStr | None,
+        Field(
+            description="The Prometheus server to query, by the name the platform team gives it in the cluster-scoped EnvironmentConfig modelplane-autoscaling (data.prometheusServers; docs/autoscaling.md). Unset: the one named default.",
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        ),
     ] = None
 
 
@@ -220,8 +231,11 @@ class Autoscaling(BaseModel):
         Field(description="The fewest replicas the autoscaler keeps.", ge=1, le=1000),
     ] = 1
     prometheus: Annotated[
-        Prometheus, Field(description="Where the engine metrics are queried.")
-    ]
+        Prometheus | None,
+        Field(
+            description="Which of the platform's Prometheus servers the engine metrics are queried from."
+        ),
+    ] = None
     tolerancePercent: Annotated[
         StrictInt | None,
         Field(
