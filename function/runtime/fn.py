@@ -8,12 +8,13 @@ nothing they can act on.
 
 Handlers are synchronous; the gRPC server's event loop must never wait on
 one, or one slow request holds every tenant's back. So `FunctionRunner` runs
-each on a bounded pool of worker threads, with a deadline: Crossplane's gRPC
+each on a worker thread (one: see WORKERS), with a deadline: Crossplane's gRPC
 deadline, capped at `REQUEST_DEADLINE_SECONDS`. The handler checks it between
 phases (kit/deadline.py); the server answers at the deadline whether or not
 the handler has stopped, with a Fatal result, which applies (and so deletes)
 nothing. Python work on a worker shares the GIL, switched every 5 ms: with a
-handler busy for 5 s, other requests were answered in 11-36 ms. A long
+handler busy for 5 s, other requests were answered in 11-36 ms (measured with
+four workers, before CEL pinned them to one). A long
 CEL-C++ evaluation is different: although it releases the GIL, other requests
 over gRPC waited for it to end (measured, tests/test_cel_cost_server.py's
 docstring). So the bound that matters is on the work itself: a DRA selector
@@ -41,8 +42,14 @@ from function.kit.request import Request
 # Our own cap on one request: the L benchmark's scheduler request (1000
 # clusters, 5000 replicas) takes under a second, so this is far beyond honest work.
 REQUEST_DEADLINE_SECONDS = 20.0
-# Worker threads running handlers. The caches they share are locked (kit/lru.py).
-WORKERS = 4
+# One worker thread runs handlers, one request at a time, off the event loop.
+# cel-expr-python evaluates extension functions (quantity(), semver()) only on the
+# first thread that used them ("No PyCelArena found for google::protobuf::Arena" on
+# any other): with four workers, a long-lived function on `make e2e` answered "no
+# pool matching" for devices first judged on another worker (a verdict is remembered
+# for the life of the process, scheduler/matching.py) until it was restarted. The
+# selector cost limit (contract/devicecel/cost.py) is what keeps one request short.
+WORKERS = 1
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
