@@ -73,10 +73,8 @@ def _meta(mr):
      "its label modelplane.ai/cluster is not its spec.clusterName 'us-east-1'"),
     (forged(lambda mr: _meta(mr)["labels"].pop("modelplane.ai/replica-index")),
      "its label modelplane.ai/replica-index is not a replica index"),
-    (forged(lambda mr: _meta(mr)["labels"].pop("crossplane.io/composite")),
-     "its label crossplane.io/composite does not name the composite that composed it"),
 ], ids=["controller-kind", "not-controller", "controller-group", "deployment-label",
-        "cluster-label", "index-label", "composite-label"])
+        "cluster-label", "index-label"])
 def test_a_replica_without_what_the_scheduler_sets_composes_nothing(mr, expect):
     out = compose(mr)
     assert out.desired == {}
