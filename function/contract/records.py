@@ -105,6 +105,10 @@ class Pool:
     # (its status) stand in (parse_cluster).
     declares_devices: bool = True
     cost: int | None = None  # per node-hour in cost.UNIT ten-thousandths; None: unknown
+    # Devices already allocated on its counted nodes to claims this project did
+    # not compose (observed, scheduler/ledger.py starts from them): one entry per
+    # such node, in node-name order, each ((device name, count), ...) by name.
+    taken: tuple[tuple[tuple[str, int], ...], ...] = ()
     # Pools with identical devices match identically: the key lets matching
     # run once per distinct shape instead of once per pool.
     shape: str = field(init=False, repr=False, compare=False)
