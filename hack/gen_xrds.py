@@ -737,8 +737,23 @@ def inference_cluster() -> dict:
                                     "and carry no NoSchedule or NoExecute taint beyond the "
                                     "pool's own."),
         "observedAt": string(64, "When the observation was made (RFC 3339)."),
-        "usedNodes": integer(0, 10000000, "Nodes held by ModelReplicas placed on the pool."),
-        "freeNodes": integer(0, 100000, "Nodes left for new replicas."),
+        "usedNodes": integer(0, 10000000, "Nodes on which ModelReplicas placed on the pool "
+                             "hold devices."),
+        "freeNodes": integer(0, 100000, "Nodes no ModelReplica holds a device of."),
+        "devices": array(obj({
+            "name": string(63, "spec.nodePools[].devices[].name."),
+            "perNode": integer(0, 1000000, "Devices of this kind one node offers."),
+            "total": integer(0, 100000000, "perNode times the nodes counted."),
+            "used": integer(0, 100000000, "Devices the pods of the ModelReplicas placed on "
+                            "the pool take (and, observed, claims this project did not "
+                            "compose)."),
+            "free": integer(0, 100000000, "total - used, never below 0."),
+            "largestFree": integer(0, 1000000, "The most free on any one node: the largest "
+                                   "single pod that still fits."),
+        }, "One claimable device kind of the pool, as the scheduler counts it."), 16,
+            "Devices per kind: a pod takes the devices its DRA requests got from one node, "
+            "and pods of any deployment share a node while its devices last.",
+            map_keys=["name"]),
         "publishedDevices": array(device, 16, "Observed: the devices every Ready node of the "
                                   "pool publishes in the cluster's DRA ResourceSlices, each with "
                                   "the first DeviceClass that selects it. The scheduler counts "
@@ -748,11 +763,14 @@ def inference_cluster() -> dict:
     status = obj({
         "nodes": integer(0, 10000000, "Nodes over all pools."),
         "freeNodes": integer(0, 10000000, "Free nodes over all pools."),
+        "freeDevices": string(1024, "Free of total devices per pool and kind, as "
+                              "`pool: free/total kind` (what `kubectl get ic` shows)."),
         "nodePools": array(pool_status, 32, "Per-pool capacity."),
     }, "Capacity and readiness. " + CONDITIONS_NOTE)
     return xrd("InferenceCluster", "inferenceclusters", "Cluster", spec, status, ["ic"], [
         col("Nodes", "integer", ".status.nodes"),
         col("Free", "integer", ".status.freeNodes"),
+        col("Free devices", "string", ".status.freeDevices"),
         col("Observed", "string", ".status.conditions[?(@.type=='CapacityObserved')].status"),
         col("Gateway", "string", ".spec.gateway.address"),
     ], description="A workload cluster, written by the platform team.")

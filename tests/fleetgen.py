@@ -32,7 +32,6 @@ from function.contract.api import (
     REQUIRE_REPLICAS,
     REQUIRE_SERVICES,
 )
-from function.contract.capacity import replica_usage
 from function.runtime import fn
 
 GPU = "gpu.example.com"
@@ -265,10 +264,22 @@ def key(cluster_name: str, index: int) -> str:
 
 
 def usage_of(mr: Mapping[str, Any]) -> dict[tuple[str, str], int]:
-    """(cluster, pool) -> nodes a ModelReplica holds, by the contract's cost rule."""
+    """(cluster, pool) -> device-claiming pods a ModelReplica runs there, read from its
+    spec (every member's pods x copies, where some DRA request is resolved): with
+    requests that take a whole node each, the nodes it holds."""
     spec = mr.get("spec") or {}
-    return {(spec["clusterName"], p): n
-            for p, n in replica_usage(spec.get("engines") or []).items()}
+    out: dict[tuple[str, str], int] = {}
+    for engine in spec.get("engines") or []:
+        copies = int(engine.get("copies") or 1)
+        for m in engine.get("members") or []:
+            claims = [r for r in m.get("deviceRequests") or [] if r.get("claim", "DRA") == "DRA"]
+            if not claims:
+                continue
+            pods = int((m.get("worker") or {}).get("nodes") or 0) if m.get("role") == "Worker" \
+                else 1
+            key = (spec["clusterName"], m["nodePoolName"])
+            out[key] = out.get(key, 0) + pods * copies
+    return out
 
 
 def total_usage(mrs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:

@@ -66,8 +66,15 @@ H100 = device("gpu", "H100", count=8)
 L4 = device("gpu", "L4", count=4, memory="24Gi")
 
 
+# These rules are about where replicas go, so most engines here take whole nodes:
+# device by device, pods sharing nodes, is tests/test_scheduler_devices.py.
+PER_NODE = {"H100": 8, "L4": 4}
+
+
 def one_gpu(product: str = "H100", copies: int | None = None, name: str = "vllm") -> dict:
-    return engine(name, standalone(req("gpu", 1, product_is(product))), copies=copies)
+    """A Standalone engine taking every GPU of one node (one pod, one node)."""
+    return engine(name, standalone(req("gpu", PER_NODE.get(product, 1), product_is(product))),
+                  copies=copies)
 
 
 def gang(workers: int, *, count: int = 8, product: str = "H100", copies: int | None = None,
@@ -90,7 +97,8 @@ def plan_of(md: dict, clusters: list[dict], own=(), others=(), malformed=None):
 
 
 def used(rsp, clusters, others=()) -> dict[tuple[str, str], int]:
-    """Nodes in use per (cluster, pool): other deployments' plus our desired replicas."""
+    """Device-claiming pods per (cluster, pool), other deployments' plus our desired
+    replicas: nodes, where every pod takes a whole node."""
     mrs = [to_plain(m) for m in desired(rsp).values()] + list(others)
     usage = total_usage(mrs)
     return {k: usage.get(k, 0) for k in pool_nodes(clusters)}

@@ -8,7 +8,9 @@ fleet with `kubectl get ic`, and the scheduler counts what it reports:
   declared `nodes`, with the CapacityObserved condition saying which and why.
   A remote cluster is observed through the inventory reporter composed onto
   it (reporter.py); the control-plane cluster's Nodes are read directly;
-* the nodes the ModelReplicas placed on each pool hold, and what is free.
+* the devices the ModelReplicas placed on each pool take, node by node
+  (contract/nodes.py packs their pods as the scheduler's ledger does), and
+  what is free: per device kind, and the nodes nothing holds.
 
 It marks the cluster not ready when the provider-kubernetes
 ClusterProviderConfig it names does not exist, which keeps the scheduler
@@ -17,6 +19,7 @@ from placing new replicas on a cluster nothing can reach.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Mapping
 from typing import Any
@@ -36,7 +39,8 @@ from function.contract.api import (
     REQUIRE_REPLICAS,
     REQUIRE_SLICES,
 )
-from function.contract.capacity import replica_usage
+from function.contract.capacity import merged, replica_usage
+from function.contract.nodes import Bins, packed
 from function.contract.enums import InventorySource, ProviderConfigKind
 from function.contract.inventory_report import Observation
 from function.contract.models.inferencecluster import Monitoring
@@ -48,6 +52,25 @@ from function.kit.request import Request, desired_ready
 PROVIDER_CONFIG = "provider-config"
 STALE_AFTER_DEFAULT = 300
 DEFAULT_TTL_SECONDS = 60  # the SDK's response TTL: how often Crossplane calls again
+
+
+FREE_DEVICES_MAX = 1024  # status.freeDevices' maxLength
+
+
+def device_status(bins: Bins) -> list[dict[str, Any]]:
+    """status.nodePools[].devices: each claimable kind, total, used, free and the
+    most free on one node."""
+    free = bins.free_devices()
+    out = []
+    for i, device in enumerate(bins.pool.devices):
+        per_node = bins.cap[i]
+        if not per_node:
+            continue  # synthetic: never claimed
+        total = per_node * len(bins.used)
+        out.append({"name": device.name, "perNode": per_node, "total": total,
+                    "used": max(0, total - free[i]), "free": free[i],
+                    "largestFree": max(0, bins.largest_free(i))})
+    return out
 
 
 def now() -> datetime.datetime:
@@ -125,7 +148,7 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         observation = observe.remote(req.observed().get(reporter.REPORT))
     verdict = observe.judge(pools, observation, clock, stale_after, live=not cluster.remote)
 
-    used: dict[str, int] = {}
+    held = []
     for mr in req.required(REQUIRE_REPLICAS):
         mr_spec = dig(mr, "spec")
         if mr_spec.get("clusterName") != name:
@@ -138,28 +161,38 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
             response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
                              f"is malformed and left out of the pool usage: {exc}")
             continue
-        for pool_name, n in usage.items():
-            used[pool_name] = used.get(pool_name, 0) + n
+        held.append(usage)
+    used = merged(held)
 
     devices, notes = observe.devices(pools, observation, dig(ic, "status"))
     status_pools = []
+    summary = []
+    by_name = {p.name: p for p in pools}
     for count in verdict.pools:
-        in_use = used.get(count.name, 0)
+        bins = packed(dataclasses.replace(by_name[count.name], nodes=count.counted),
+                      used.get(count.name) or {})
+        in_use = bins.busy_nodes() + sum(bins.over.values())
         entry = {"name": count.name, "nodes": count.counted, "declaredNodes": count.declared,
                  "usedNodes": in_use, "freeNodes": max(0, count.counted - in_use)}
+        kinds = device_status(bins)
+        if kinds:
+            entry["devices"] = kinds
+            summary += [f"{count.name}: {k['free']}/{k['total']} {k['name']}" for k in kinds]
         if count.ready is not None:
             entry.update(readyNodes=count.ready, schedulableNodes=count.schedulable,
                          observedAt=verdict.observed_at)
         if count.name in devices:
             entry["publishedDevices"] = devices[count.name]
         status_pools.append(entry)
-        if in_use > count.counted:
-            response.warning(rsp, f"pool {count.name!r} is overcommitted: {in_use} nodes "
-                             f"used of {count.counted}; the schedulers re-place the youngest "
+        if bins.overcommitted():
+            response.warning(rsp, f"pool {count.name!r} is overcommitted: "
+                             f"{sum(bins.over.values())} pods fit on none of its "
+                             f"{count.counted} nodes; the schedulers re-place the youngest "
                              "replicas")
     resource.update(rsp.desired.composite, {"status": {
         "nodes": sum(p["nodes"] for p in status_pools),
         "freeNodes": sum(p["freeNodes"] for p in status_pools),
+        "freeDevices": ", ".join(summary)[:FREE_DEVICES_MAX],
         "nodePools": status_pools,
     }})
     message = verdict.message if not notes else \

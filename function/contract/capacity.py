@@ -1,10 +1,15 @@
-"""How many nodes a member, engine or replica costs on its pool.
+"""What a member, engine or replica takes of its pool: pods, each with its devices.
 
-Capacity is counted in whole nodes: every device-claiming pod takes a node of
-its pool. A member costs `pods x copies`, where pods is 1 for a Standalone or
-Leader and `worker.nodes` for a Worker. A member that claims no DRA device
-costs nothing: it rides on a node of its engine's pool (a CPU-only leader
-co-scheduled with its GPU workers, say).
+A device-claiming pod takes the devices its DRA requests got from one node of
+its pool (contract/nodes.py packs them). A member runs `pods x copies` pods,
+where pods is 1 for a Standalone or Leader and `worker.nodes` for a Worker.
+A member that claims no DRA device takes nothing: it rides on a node of its
+engine's pool (a CPU-only leader co-scheduled with its GPU workers, say).
+CPU and memory are not counted.
+
+What one pod takes is its `Shape`: its DRA requests as (device class, CEL
+selectors, count), sorted, the way a ModelReplica's `deviceRequests` record
+them, so a new placement and the replica it becomes are charged alike.
 """
 
 from __future__ import annotations
@@ -13,6 +18,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from function.contract.enums import DeviceClaim, MemberRole
+
+Request = tuple[str, tuple[str, ...], int]  # (device class, CEL selectors, count)
+Shape = tuple[Request, ...]                 # one pod's DRA requests, sorted; () claims none
+Pods = Mapping[Shape, int]                  # shape -> how many pods
+Usage = Mapping[str, Pods]                  # pool name -> the pods placed on it
+
+# A pod whose requests cannot be read: charged a whole node (nodes.resolve).
+WHOLE: Shape = (("", (), 0),)
 
 
 def member_pods(member: Mapping[str, Any]) -> int:
@@ -35,21 +48,45 @@ def claims_devices(member: Mapping[str, Any]) -> bool:
     return bool(((member.get("nodeSelector") or {}).get("devices")) or [])
 
 
-def member_cost(member: Mapping[str, Any], copies: int) -> int:
-    """Nodes one member of an engine with `copies` copies takes on its pool."""
-    if not claims_devices(member):
-        return 0
-    return member_pods(member) * copies
+def shape(requests: Iterable[Request]) -> Shape:
+    return tuple(sorted(requests))
 
 
-def replica_usage(engines: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Nodes a placed replica takes, by pool name (from ModelReplica engines)."""
-    usage: dict[str, int] = {}
+def recorded_shape(member: Mapping[str, Any]) -> Shape:
+    """One pod's shape from a ModelReplica member's resolved deviceRequests."""
+    return shape((r.get("deviceClassName") or "",
+                  tuple(s["cel"] for s in r.get("selectors") or ()), int(r.get("count") or 1))
+                 for r in member.get("deviceRequests") or ()
+                 if (r.get("claim") or DeviceClaim.DRA) == DeviceClaim.DRA)
+
+
+def add(usage: dict[str, dict[Shape, int]], pool: str, pod: Shape, pods: int) -> None:
+    if pod and pods > 0:
+        on = usage.setdefault(pool, {})
+        on[pod] = on.get(pod, 0) + pods
+
+
+def replica_usage(engines: Iterable[Mapping[str, Any]]) -> dict[str, dict[Shape, int]]:
+    """The pods a placed replica runs, by pool name and shape (from ModelReplica engines)."""
+    usage: dict[str, dict[Shape, int]] = {}
     for engine in engines:
         copies = int(engine.get("copies") or 1)
         for member in engine.get("members") or []:
             pool = member.get("nodePoolName")
-            cost = member_cost(member, copies)
-            if pool and cost:
-                usage[pool] = usage.get(pool, 0) + cost
+            if pool:
+                add(usage, pool, recorded_shape(member), member_pods(member) * copies)
     return usage
+
+
+def pods_of(usage: Usage) -> int:
+    """How many device-claiming pods a usage holds."""
+    return sum(n for pods in usage.values() for n in pods.values())
+
+
+def merged(parts: Iterable[Usage]) -> dict[str, dict[Shape, int]]:
+    out: dict[str, dict[Shape, int]] = {}
+    for part in parts:
+        for pool, pods in part.items():
+            for pod, n in pods.items():
+                add(out, pool, pod, n)
+    return out

@@ -8,7 +8,9 @@ whole ten-thousandths of the fleet's currency unit (`UNIT`), an int.
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
 # At most six integer digits (no leading zero but "0" itself) and four
 # decimals: one spelling per integer part, and every price fits in an int64
@@ -41,9 +43,12 @@ def text(cost: int) -> str:
 UNKNOWN = 1 << 62
 
 
-def of(price: int | None, nodes: int) -> int:
-    """`nodes` nodes for an hour at `price` (None: unknown, ranked last)."""
-    return UNKNOWN if price is None else price * nodes
+def of(price: int | None, nodes: int | Fraction) -> int:
+    """`nodes` nodes (a share of one: an eighth for one GPU of eight) for an hour at
+    `price` (None: unknown, ranked last), rounded up to whole ten-thousandths."""
+    if price is None:
+        return UNKNOWN
+    return price * nodes if isinstance(nodes, int) else math.ceil(price * nodes)
 
 
 def total(costs) -> int:

@@ -28,8 +28,8 @@ from function.scheduler.quotas import (
 
 
 class CapacityTally:
-    """Nodes: each engine on a pool of the cluster with the free nodes for it,
-    counted in the cycle's node ledger (ledger.py)."""
+    """Devices: each engine on a pool of the cluster whose nodes have the devices
+    its pods take free, counted in the cycle's device ledger (ledger.py)."""
 
     def __init__(self, state: CycleState) -> None:
         self._state = state
@@ -56,11 +56,11 @@ class CapacityTally:
         return None
 
     def reserve(self, held: Held) -> None:
-        self._state.ledger.reserve(held.cluster, held.nodes)
+        self._state.ledger.reserve(held.cluster, held.pods)
         self._forget(held.cluster)
 
     def release(self, held: Held) -> None:
-        self._state.ledger.release(held.cluster, held.nodes)
+        self._state.ledger.release(held.cluster, held.pods)
         self._forget(held.cluster)
 
     def snapshot(self) -> object:

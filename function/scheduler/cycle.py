@@ -23,7 +23,7 @@ from typing import Any
 
 from function.contract.records import Cluster
 from function.scheduler import budgets, reasons, scores
-from function.scheduler.filters import EnginePlacement, pool_nodes
+from function.scheduler.filters import EnginePlacement, pool_pods
 from function.scheduler.framework import Attempt, CycleState, Held, Score, Tally
 from function.scheduler.matching import levels
 
@@ -121,7 +121,7 @@ class Cycle:
                 assert attempt is not None  # filled for every cluster the filters admit
                 engines = attempt.engines or {}
                 # Re-ranks `name` while the walk iterates the ranking: fine, it is over.
-                self.land(Held(name, pool_nodes(engines), engines=engines))
+                self.land(Held(name, pool_pods(engines), engines=engines))
                 return Found(name, engines)
         verdicts += [(name, "{is} malformed") for name in st.malformed]
         return reasons.summarize(verdicts, len(st.clusters) + len(st.malformed))

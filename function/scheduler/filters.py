@@ -19,14 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from function.contract import cost
 from function.contract.cacheview import Cache
-from function.contract.capacity import member_pods
-from function.contract.enums import PlacementStrategy, TaintEffect, TolerationOperator
+from function.contract import nodes
+from function.contract.capacity import Shape, add, member_pods, shape
+from function.contract.enums import DeviceClaim, PlacementStrategy, TaintEffect, TolerationOperator
+from function.contract.nodes import Bins, Vector
 from function.contract.records import Cluster, Pool, Taint, selects
-from function.scheduler.ledger import Ledger
+from function.scheduler.ledger import Ledger, vectors
 from function.scheduler.matching import EngineFit, Matcher
 
 
@@ -170,27 +173,65 @@ def evict(dep: Deployment, cluster: Cluster) -> Eviction | None:
 class EnginePlacement:
     pool: Pool
     fit: EngineFit
-    nodes: int  # nodes it takes on the pool
+    pods: Mapping[Shape, int]  # the device-claiming pods it runs on the pool, by shape
+    weight: Fraction           # node-hours per hour: each pod's share of its node, summed
+
+    @property
+    def cost(self) -> int:
+        return cost.of(self.pool.cost, self.weight)
 
 
-def pool_nodes(engines: Mapping[str, EnginePlacement]) -> dict[str, int]:
-    """Pool name -> nodes the engines placed on it take (what the ledger reserves)."""
-    usage: dict[str, int] = {}
+def place_engine(engine: Mapping[str, Any], pool: Pool, fit: EngineFit) -> EnginePlacement:
+    pods = engine_pods(engine, fit)
+    return EnginePlacement(pool, fit, pods, weight(pool, pods))
+
+
+def engine_pods(engine: Mapping[str, Any], fit: EngineFit) -> dict[Shape, int]:
+    """The device-claiming pods of one replica's engine, by shape."""
+    out: dict[Shape, int] = {}
+    copies = int(engine.get("copies") or 1)
+    for member, member_fit in zip(engine.get("members") or [], fit.members):
+        pod = shape((c.device.device_class, tuple(s.get("cel", "") for s in c.selectors), c.count)
+                    for c in member_fit.choices.values() if c.device.claim == DeviceClaim.DRA)
+        n = member_pods(member) * copies
+        if pod and n > 0:
+            out[pod] = out.get(pod, 0) + n
+    return out
+
+
+def weight(pool: Pool, pods: Mapping[Shape, int]) -> Fraction:
+    """What the pods cost in nodes: each pod the share of a node its scarcest
+    device kind takes (one of eight GPUs: an eighth)."""
+    cap = nodes.capacity(pool)
+    total = Fraction(0)
+    for pod, n in pods.items():
+        v = nodes.resolve(pod, pool)
+        share = max((Fraction(x, c) for x, c in zip(v, cap) if c), default=Fraction(0))
+        total += share * n
+    return total
+
+
+def engine_cost(engine: Mapping[str, Any], fit: EngineFit) -> int:
+    """Whole nodes the engine would take if every device-claiming pod held a node
+    of its own (the accounting before devices were counted; benchmarks compare)."""
+    copies = int(engine.get("copies") or 1)
+    return sum(member_pods(m) * copies
+               for m, f in zip(engine.get("members") or [], fit.members) if f.claims)
+
+
+def pool_pods(engines: Mapping[str, EnginePlacement]) -> dict[str, dict[Shape, int]]:
+    """Pool name -> the pods the engines placed on it run (what the ledger reserves)."""
+    usage: dict[str, dict[Shape, int]] = {}
     for e in engines.values():
-        usage[e.pool.name] = usage.get(e.pool.name, 0) + e.nodes
+        for pod, n in e.pods.items():
+            add(usage, e.pool.name, pod, n)
     return usage
 
 
 def placement_cost(engines: Mapping[str, EnginePlacement]) -> int:
-    """A replica's cost per hour: each engine's nodes times its pool's
-    costPerNodeHour, summed (cost.UNKNOWN when some pool has no price)."""
-    return cost.total(cost.of(e.pool.cost, e.nodes) for e in engines.values())
-
-
-def engine_cost(engine: Mapping[str, Any], fit: EngineFit) -> int:
-    copies = int(engine.get("copies") or 1)
-    return sum(member_pods(m) * copies
-               for m, f in zip(engine.get("members") or [], fit.members) if f.claims)
+    """A replica's cost per hour: each engine's share of its nodes times its
+    pool's costPerNodeHour, summed (cost.UNKNOWN when some pool has no price)."""
+    return cost.total(e.cost for e in engines.values())
 
 
 def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger,
@@ -198,44 +239,42 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
              ) -> tuple[dict[str, EnginePlacement] | None, str | None]:
     """Place every engine of one replica on a pool of the cluster, or say why not.
 
-    A trial ledger keeps two engines of the replica from double-booking a
-    pool; a backtracking search over pool choices finds a placement whenever
-    one exists. Pools are tried in the order the platform team listed them;
-    under Pack, fewest free nodes first, then the cheapest (costPerNodeHour),
-    so an engine takes the fullest pool it fits and leaves larger blocks
-    whole. Under Spread, where some pool is priced, the search goes on to the
-    cheapest placement of all the replica's engines together (the listed
-    order breaking ties): one engine's cheap pool may be worth leaving to
-    another that needs more of it. An engine is never split across pools.
+    An engine fits a pool when every pod it runs finds a node with the devices
+    it takes free (the ledger's bins); two engines of the replica on one pool
+    are judged together. A backtracking search over pool choices finds a
+    placement whenever one exists. Pools are tried in the order the platform
+    team listed them; under Pack, fewest free devices first, then the
+    cheapest (costPerNodeHour), so an engine takes the fullest pool it fits
+    and leaves larger blocks whole. Under Spread, where some pool is priced,
+    the search goes on to the cheapest placement of all the replica's engines
+    together (the listed order breaking ties): one engine's cheap pool may be
+    worth leaving to another that needs more of it. An engine is never split
+    across pools.
     """
     options = []
     priced = False
+    name = cluster.name
     for engine in dep.engines:
         opts = []
         for pool in cluster.pools:
             fit = matcher.engine_fit(engine, pool, level)
             if fit is not None:
-                opts.append(EnginePlacement(pool, fit, engine_cost(engine, fit)))
+                opts.append(place_engine(engine, pool, fit))
                 priced = priced or pool.cost is not None
         if dep.strategy == PlacementStrategy.PACK:
             # Stable: the listed order breaks what both leave tied.
-            opts.sort(key=lambda o: (ledger.free(cluster.name, o.pool),
-                                     cost.of(o.pool.cost, o.nodes)))
+            opts.sort(key=lambda o: (ledger.free(name, o.pool), o.cost))
         elif priced:
-            opts.sort(key=lambda o: cost.of(o.pool.cost, o.nodes))
+            opts.sort(key=lambda o: o.cost)
         options.append(opts)
-    trial: dict[str, int] = {}
+    trial: dict[str, list[Vector]] = {}
     chosen: dict[str, EnginePlacement] = {}
     steps = 0
     # Spread with prices: every placement is weighed, the first found of the
     # least cost kept; none can cost less than each engine's cheapest pool.
     cheapest = priced and dep.strategy != PlacementStrategy.PACK
-    floor = cost.total(cost.of(o[0].pool.cost, o[0].nodes) for o in options if o) \
-        if cheapest else 0
+    floor = cost.total(o[0].cost for o in options if o) if cheapest else 0
     best: list = []  # [cost, placement] once one is found
-
-    def free(pool: Pool) -> int:
-        return ledger.free(cluster.name, pool) - trial.get(pool.name, 0)
 
     def search(i: int) -> bool:
         nonlocal steps
@@ -250,12 +289,14 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
             steps += 1
             if steps > budget:
                 return False
-            if opt.nodes <= free(opt.pool):
-                trial[opt.pool.name] = trial.get(opt.pool.name, 0) + opt.nodes
+            held = trial.get(opt.pool.name, [])
+            mine = vectors(opt.pool, opt.pods)
+            if ledger.fits(name, opt.pool, held + mine):
+                trial[opt.pool.name] = held + mine
                 chosen[dep.engines[i]["name"]] = opt
                 if search(i + 1):
                     return True
-                trial[opt.pool.name] -= opt.nodes
+                trial[opt.pool.name] = held
                 del chosen[dep.engines[i]["name"]]
         return False
 
@@ -270,11 +311,31 @@ def _capacity_reason(dep: Deployment, cluster: Cluster, options, ledger: Ledger)
     for engine, opts in zip(dep.engines, options):
         if not opts:
             return f'{{has}} no pool matching engine "{engine["name"]}"'
-        roomy = [o for o in opts if o.nodes <= ledger.free(cluster.name, o.pool)]
-        if not roomy:
+        if not any(ledger.fits(cluster.name, o.pool, vectors(o.pool, o.pods)) for o in opts):
             best = max(opts, key=lambda o: (ledger.free(cluster.name, o.pool), -opts.index(o)))
-            has = max(0, ledger.free(cluster.name, best.pool))
-            return (f'{{has}} too few free nodes on pool "{best.pool.name}" '
-                    f"(needs {best.nodes}, has {has})")
+            return short_of(ledger.bins(cluster.name, best.pool), best)
     names = ", ".join(f'"{e["name"]}"' for e in dep.engines)
-    return f"{{has}} too few free nodes for engines {names} together"
+    return f"{{has}} too few free devices for engines {names} together"
+
+
+def short_of(bins: Bins, placed: EnginePlacement) -> str:
+    """Why the engine's pods do not fit the pool's free devices, naming them: the
+    first pod (largest first) that finds no node, and the most one node has free."""
+    pool = placed.pool
+    wanted = vectors(pool, placed.pods)
+    if bins.overcommitted():
+        return f'{{has}} pool "{pool.name}" overcommitted (its pods exceed its nodes)'
+    for v in dict.fromkeys(wanted):
+        many = wanted.count(v)
+        room = bins.room_for(v, many)
+        if room < many:
+            needs = nodes.describe(v, pool)
+            kind = max(range(len(v)), key=lambda i: (v[i] - bins.largest_free(i), -i))
+            largest = max(0, bins.largest_free(kind))
+            if room == 0:
+                return (f'{{has}} no node of pool "{pool.name}" with {needs} free (a pod needs '
+                        f"them on one node; the most free on one is {largest} "
+                        f"{pool.devices[kind].name})")
+            return (f'{{has}} room on pool "{pool.name}" for {room} of the {many} pods that '
+                    f"each need {needs} on one node")
+    return f'{{has}} too few free devices on pool "{pool.name}" for its pods together'

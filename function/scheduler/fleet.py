@@ -21,6 +21,7 @@ from function.contract.api import (
     REQUIRE_CLUSTERS,
     REQUIRE_REPLICAS,
 )
+from function.contract.capacity import Usage
 from function.contract.records import Cluster, Malformed
 from function.contract.names import replica_resource_key
 from function.kit.request import Request
@@ -124,9 +125,11 @@ def read(req: Request, observed: Mapping[str, Mapping[str, Any]],
     return fleet
 
 
-def _nodes(usage: Mapping[str, int]) -> str:
+def _nodes(usage: Usage) -> str:
+    """The pods a worst-case reading charges, each a whole node."""
     return ", ".join(f"{n} node{'s' if n != 1 else ''} of pool {p}"
-                     for p, n in sorted(usage.items())) or "no nodes"
+                     for p, n in sorted((p, sum(pods.values())) for p, pods in usage.items())
+                     ) or "no nodes"
 
 
 def _identity(mr: Mapping[str, Any]) -> tuple[str, str]:

@@ -9,7 +9,7 @@ through a `Cycle` (cycle.py) and names none of them:
   per cluster per reconcile, and for a replica already there (evict);
 - a **budget** (`Budget`, registered in `budgets.BUDGETS`) judges a
   candidate placement against what it has counted so far (capacity: the
-  nodes every replica holds; quota: the devices a namespace holds), and
+  devices every replica's pods hold, node by node; quota: the devices a namespace holds), and
   counts what each replica holds (kube-scheduler's Filter and
   Reserve/Unreserve in one step);
 - a **score** (`Score`, registered in `scores.SCORES`) ranks the clusters:
@@ -18,7 +18,7 @@ through a `Cycle` (cycle.py) and names none of them:
 
 Every step reads the `CycleState`: what this reconcile read (the deployment,
 the fleet, the filters' verdicts) and the live counts the cycle keeps
-(the node ledger, this deployment's replicas per cluster). Steps never
+(the device ledger, this deployment's replicas per cluster). Steps never
 write it; the cycle changes the live parts as replicas land and leave.
 """
 
@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from function.contract.capacity import Usage
 from function.contract.enums import PlacementStrategy
 from function.contract.records import Cluster
 from function.scheduler.filters import Deployment, EnginePlacement
@@ -49,7 +50,7 @@ class CycleState:
     matcher: Matcher                       # the deployment's engines, compiled
     # cluster -> the first filter's reason against a new replica there (None: admitted)
     refused: Mapping[str, str | None]
-    ledger: Ledger                         # nodes held per (cluster, pool)
+    ledger: Ledger                         # devices held per node of each (cluster, pool)
     hosted: dict[str, int]                 # cluster -> this deployment's replicas on it
     quota: QuotaLedger | None = None       # the namespace's InferenceQuotas; None: none applies
 
@@ -91,12 +92,12 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Held:
-    """What one replica holds on a cluster, as each budget counts it: nodes
+    """What one replica holds on a cluster, as each budget counts it: pods
     per pool, and the devices of a new placement (`engines`) or of an existing
     ModelReplica (`replica`, whose recorded claims win when both are given)."""
 
     cluster: str
-    nodes: Mapping[str, int]               # pool name -> nodes
+    pods: Usage                            # pool name -> the pods it runs there, by shape
     engines: Mapping[str, EnginePlacement] | None = None
     replica: Replica | None = None
 

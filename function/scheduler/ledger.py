@@ -1,50 +1,101 @@
-"""The capacity ledger: nodes in use per (cluster, pool).
+"""The capacity ledger: the devices every placed pod holds, node by node.
 
-Every ModelReplica holds nodes: other deployments' replicas, this
-deployment's where they are, and each new placement. The plan reserves a
-replica's nodes when it counts the replica and releases them when the
-replica leaves or looks for a new place, so `free` is always what one more
-placement may take. Usage may exceed a pool (a pool shrank, two schedulers
-raced): `in_use` lets the plan find those pools and repair them.
+Every ModelReplica holds pods on its pools: other deployments' replicas, this
+deployment's where they are, and each new placement. The ledger keeps one
+`Bins` per (cluster, pool) (contract/nodes.py): the devices in use on each
+node, starting from what claims this project did not compose hold
+(`Pool.taken`). The plan loads what exists, reserves a replica's pods when
+it counts the replica and releases them when the replica leaves or looks for
+a new place, so `fits` is always what one more placement may take. Pods may
+fit nowhere (a pool shrank, two schedulers raced): `overcommitted` lets the
+plan find those pools and repair them.
+
+Pods are packed by what they take, not by whose they are: a release gives
+back a pod of the same shape, which is the same thing to every later count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from function.contract.records import Pool
+from function.contract.capacity import Pods, Usage
+from function.contract.nodes import Bins, Vector, resolve
+from function.contract.records import Cluster, Pool
+
+
+def vectors(pool: Pool, pods: Pods) -> list[Vector]:
+    """One vector per pod, largest first."""
+    out = [v for shape, n in pods.items() for v in [resolve(shape, pool)] * n if any(v)]
+    out.sort(reverse=True)
+    return out
 
 
 class Ledger:
-    def __init__(self) -> None:
-        self._used: dict[tuple[str, str], int] = {}
+    def __init__(self, clusters: Mapping[str, Cluster]) -> None:
+        self._clusters = clusters
+        self._bins: dict[tuple[str, str], Bins] = {}
 
-    def reserve(self, cluster: str, usage: Mapping[str, int]) -> None:
-        """Count `usage` (pool name -> nodes) as held on `cluster`."""
-        used = self._used
-        for pool, nodes in usage.items():
-            key = (cluster, pool)
-            used[key] = used.get(key, 0) + nodes
+    def bins(self, cluster: str, pool: Pool) -> Bins:
+        key = (cluster, pool.name)
+        found = self._bins.get(key)
+        if found is None:
+            found = self._bins[key] = Bins(pool)
+        return found
 
-    def release(self, cluster: str, usage: Mapping[str, int]) -> None:
+    def _pool(self, cluster: str, pool: str) -> Pool | None:
+        c = self._clusters.get(cluster)
+        return c.pool(pool) if c is not None else None
+
+    def load(self, holdings: Iterable[tuple[str, Usage]]) -> None:
+        """Count what many replicas hold at once, largest pods first per pool, so
+        the count does not depend on the order they are listed in."""
+        per_pool: dict[tuple[str, str], list[Vector]] = {}
+        for cluster, usage in holdings:
+            for pool_name, pods in usage.items():
+                pool = self._pool(cluster, pool_name)
+                if pool is not None:
+                    per_pool.setdefault((cluster, pool_name), []).extend(vectors(pool, pods))
+        for (cluster, pool_name), found in sorted(per_pool.items()):
+            pool = self._pool(cluster, pool_name)
+            assert pool is not None
+            self.bins(cluster, pool).load(found)
+
+    def reserve(self, cluster: str, usage: Usage) -> None:
+        """Count `usage` (pool name -> pods) as held on `cluster`. A pool the
+        cluster no longer has holds nothing any placement could want."""
+        for pool_name, pods in usage.items():
+            pool = self._pool(cluster, pool_name)
+            if pool is not None:
+                bins = self.bins(cluster, pool)
+                for v in vectors(pool, pods):
+                    bins.add(v)
+
+    def release(self, cluster: str, usage: Usage) -> None:
         """Give back what `reserve` counted."""
-        used = self._used
-        for pool, nodes in usage.items():
-            key = (cluster, pool)
-            used[key] = used.get(key, 0) - nodes
+        for pool_name, pods in usage.items():
+            pool = self._pool(cluster, pool_name)
+            if pool is not None:
+                bins = self.bins(cluster, pool)
+                for v in vectors(pool, pods):
+                    bins.remove(v)
+
+    def fits(self, cluster: str, pool: Pool, pods: Sequence[Vector]) -> bool:
+        """Whether pods taking `pods` fit on the pool now, on top of what is held."""
+        found = self._bins.get((cluster, pool.name))
+        return (found if found is not None else self.bins(cluster, pool)).fits(pods)
 
     def free(self, cluster: str, pool: Pool) -> int:
-        """Nodes of `pool` on `cluster` nothing holds (negative when overcommitted)."""
-        return pool.nodes - self._used.get((cluster, pool.name), 0)
+        """Devices of `pool` on `cluster` nothing holds, summed over its nodes."""
+        found = self._bins.get((cluster, pool.name))
+        return (found if found is not None else self.bins(cluster, pool)).free_units
 
-    def snapshot(self) -> dict[tuple[str, str], int]:
+    def snapshot(self) -> dict[tuple[str, str], Bins]:
         """What is held now, for `restore` to put back (a trial that failed)."""
-        return dict(self._used)
+        return {key: b.copy() for key, b in self._bins.items()}
 
-    def restore(self, snapshot: Mapping[tuple[str, str], int]) -> None:
-        self._used = dict(snapshot)
+    def restore(self, snapshot: Mapping[tuple[str, str], Bins]) -> None:
+        self._bins = {key: b.copy() for key, b in snapshot.items()}
 
-    def in_use(self) -> list[tuple[str, str, int]]:
-        """(cluster, pool, nodes used) for every pool anything was charged to,
-        sorted: a snapshot, so the caller may reserve and release meanwhile."""
-        return sorted((cluster, pool, used) for (cluster, pool), used in self._used.items())
+    def overcommitted(self) -> list[tuple[str, str]]:
+        """(cluster, pool) of every pool holding pods that fit on none of its nodes, sorted."""
+        return sorted(key for key, b in self._bins.items() if b.overcommitted())

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from function.contract.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
-from function.contract.capacity import replica_usage
+from function.contract.capacity import WHOLE, Usage, add, replica_usage
 from function.contract.enums import MemberRole
 from function.contract.quotas import Claim, claims
 from function.contract.names import is_dns_label
@@ -31,7 +31,7 @@ class Replica:
     index: int | None
     cluster: str
     pools: Mapping[str, str]          # engine name -> pool name
-    usage: Mapping[str, int]          # pool name -> nodes held
+    usage: Usage                      # pool name -> its pods there, by shape (capacity.py)
     created: str                      # RFC 3339; "" when unknown (treated as youngest)
     manifest: Mapping[str, Any] = field(compare=False, repr=False)
     # The composed-resource key it is observed under: set for this
@@ -85,8 +85,8 @@ def _engine_pools(engines: Any) -> dict[str, str]:
 
 
 @malformed_on_error
-def _engine_holdings(engines: list) -> tuple[dict[str, int], tuple[Claim, ...]]:
-    """(nodes held per pool, devices claimed) of checked `spec.engines`."""
+def _engine_holdings(engines: list) -> tuple[Usage, tuple[Claim, ...]]:
+    """(pods held per pool, devices claimed) of checked `spec.engines`."""
     return replica_usage(engines), claims({"engines": engines})
 
 
@@ -99,7 +99,7 @@ class Engines:
     the engines' bytes, since replicas of one deployment share them)."""
 
     pools: dict[str, str] | Malformed
-    holdings: tuple[dict[str, int], tuple[Claim, ...]] | Malformed
+    holdings: tuple[Usage, tuple[Claim, ...]] | Malformed
 
     @staticmethod
     def of(engines: Any) -> Engines:
@@ -143,9 +143,10 @@ def worst_case(obj: Any) -> Replica | None:
     """A ModelReplica parse_replica refused, charged by the most it can hold.
 
     The composer runs each member on the pool it names, so that is where its
-    nodes are: every member of every readable engine is charged `pods x
-    copies` nodes on its pool, as if it claimed devices (one that claims none
-    costs nothing when well formed), and its resolved device requests, where
+    pods are: every member of every readable engine is charged `pods x
+    copies` pods of a whole node each on its pool (capacity.WHOLE), as if it
+    claimed every device of a node (one that claims none costs nothing when
+    well formed), and its resolved device requests, where
     they read, count against quotas. An engine on two pools is charged on
     both. A part that does not read at all (not an object, a count that is
     not a number) is charged as its smallest readable reading (one copy, one
@@ -161,7 +162,7 @@ def worst_case(obj: Any) -> Replica | None:
     if not isinstance(cluster, str) or not cluster:
         return None
     engines = spec.get("engines")
-    usage: dict[str, int] = {}
+    usage: dict[str, dict] = {}
     for engine in engines if isinstance(engines, list) else ():
         if not isinstance(engine, Mapping):
             continue
@@ -174,7 +175,7 @@ def worst_case(obj: Any) -> Replica | None:
             worker = m.get("worker")
             pods = _count(worker.get("nodes")) if m.get("role") == MemberRole.WORKER \
                 and isinstance(worker, Mapping) else 1
-            usage[pool] = usage.get(pool, 0) + pods * copies
+            add(usage, pool, WHOLE, pods * copies)
     try:
         claimed = claims(spec)
     except (TypeError, ValueError, AttributeError, KeyError):

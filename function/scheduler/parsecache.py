@@ -33,6 +33,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.message import DecodeError
 
 from function.contract.api import LABEL_DEPLOYMENT, LABEL_REPLICA_INDEX
+from function.contract.capacity import Usage
 from function.contract.records import (
     Cluster,
     Malformed,
@@ -283,7 +284,7 @@ _new = object.__new__
 
 
 def _replica(namespace: str, name: str, deployment: str, index: int | None, cluster: str,
-             pools: Mapping[str, str], usage: Mapping[str, int], created: str,
+             pools: Mapping[str, str], usage: Usage, created: str,
              claims: tuple, deleting: bool) -> Replica:
     """Replica(...) as the ledger keeps it (no manifest, no key), without the
     frozen dataclass's checked __init__: a third of its cost, 5000 times over

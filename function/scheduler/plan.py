@@ -15,8 +15,8 @@ policy:
               allows (deployments placed from one snapshot, a lowered
               limit), the youngest beyond it leave and wait, listed
               unscheduled with the quota named (`_repair_quota`); then,
-              where a pool's live usage exceeds its nodes, the youngest
-              replicas on it are re-placed. The oldest keep their place.
+              where a pool's pods need more devices than its nodes have,
+              the youngest replicas on it are re-placed. The oldest keep their place.
 4. place    - displaced replicas (same index) and then new ones (lowest free
               index) go one at a time, through the cycle (cycle.py), to the
               best-ranked cluster (the scores of scores.py) that every filter
@@ -41,7 +41,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from function.contract.capacity import Usage
 from function.contract.enums import PlacementStrategy
+from function.contract.nodes import Bins
 from function.contract.quotas import count_usage, usage
 from function.contract.records import Cluster
 from function.kit import deadline
@@ -51,11 +53,11 @@ from function.scheduler.filters import (
     Deployment,
     EnginePlacement,
     capacity,
-    engine_cost,
-    pool_nodes,
+    place_engine,
+    pool_pods,
 )
 from function.scheduler.framework import CycleState, Held
-from function.scheduler.ledger import Ledger
+from function.scheduler.ledger import Ledger, vectors
 from function.scheduler.matching import Matcher
 from function.scheduler.model import Replica
 from function.scheduler import quotas
@@ -129,18 +131,16 @@ def plan(inp: Inputs) -> Plan:
                   for index, r in _dedupe(inp.own).items()]
     candidates = _scale_down(candidates, inp.replicas)
 
-    ledger = Ledger()
-    for r in inp.others:
-        ledger.reserve(r.cluster, r.usage)
-    for c in candidates:
-        ledger.reserve(c.replica.cluster, _usage(c))
+    ledger = Ledger(clusters)
+    ledger.load([*((r.cluster, r.usage) for r in inp.others),
+                 *((c.replica.cluster, _usage(c)) for c in candidates)])
     if inp.quota is not None:
         _repair_quota(candidates, inp.own, inp.quota, ledger)
     _repair_overcommit(candidates, inp.others, clusters, ledger)
 
-    # A replica that has to move holds its nodes until it has a new place (it
+    # A replica that has to move holds its devices until it has a new place (it
     # is removed only then): nothing else may take them meanwhile. Each one
-    # releases its own nodes only while it looks for its new place.
+    # releases its own only while it looks for its new place.
     moving = [c for c in candidates if c.engines is None and not c.unknown]
     for c in moving:
         ledger.reserve(c.replica.cluster, c.replica.usage)
@@ -201,9 +201,9 @@ def plan(inp: Inputs) -> Plan:
             result.unscheduled[index] = outcome
         taken.add(index)
     if dep.strategy == PlacementStrategy.PACK and inp.waiting and _settled(result, inp):
-        ours: dict[str, list[tuple[int, Mapping[str, int]]]] = {}
+        ours: dict[str, list[tuple[int, Usage]]] = {}
         for p in sorted(result.placements, key=lambda p: -p.index):
-            ours.setdefault(p.cluster, []).append((p.index, pool_nodes(p.engines or {})))
+            ours.setdefault(p.cluster, []).append((p.index, pool_pods(p.engines or {})))
         for clearing in room.clearings(inp.waiting, clusters, ledger, ours):
             if _clear(clearing, result, cycle):
                 break
@@ -228,7 +228,7 @@ def _clear(clearing: room.Clearing, result: Plan, cycle: Cycle) -> bool:
     here = clearing.cluster
     for index in clearing.movers:
         p = by_index[index]
-        cycle.leave(Held(here, pool_nodes(p.engines or {}), replica=p.existing))
+        cycle.leave(Held(here, pool_pods(p.engines or {}), replica=p.existing))
     moves = []
     for index in clearing.movers:
         outcome = cycle.place(avoid=here)
@@ -272,15 +272,15 @@ def _classify(index: int, r: Replica, clusters: Mapping[str, Cluster],
         fit = matcher.engine_fit(engine, pool) if pool is not None else None
         if pool is None or fit is None:
             return c  # re-fit within the cluster once the ledger is known
-        engines[engine["name"]] = EnginePlacement(pool, fit, engine_cost(engine, fit))
+        engines[engine["name"]] = place_engine(engine, pool, fit)
     c.engines = engines
     return c
 
 
-def _usage(c: _Candidate) -> Mapping[str, int]:
+def _usage(c: _Candidate) -> Usage:
     if c.engines is None:
         return c.replica.usage if c.unknown else {}
-    return pool_nodes(c.engines)
+    return pool_pods(c.engines)
 
 
 def _scale_down(candidates: list[_Candidate], want: int) -> list[_Candidate]:
@@ -297,24 +297,29 @@ def _scale_down(candidates: list[_Candidate], want: int) -> list[_Candidate]:
 
 def _repair_overcommit(candidates: list[_Candidate], others: Sequence[Replica],
                        clusters: Mapping[str, Cluster], ledger: Ledger) -> None:
-    """Where a pool holds more than its nodes, the youngest own replicas move."""
+    """Where a pool's pods need more devices than its nodes have, the youngest own
+    replicas move: its holders are packed again oldest first, and ours that no
+    longer fit are displaced (every deployment packs them alike, so each moves
+    only its own and the oldest stay)."""
     ours = {id(c.replica): c for c in candidates if not c.displaced and not c.unknown}
-    for cluster_name, pool_name, used in ledger.in_use():
-        cluster = clusters.get(cluster_name)
-        pool = cluster.pool(pool_name) if cluster else None
-        if pool is None or used <= pool.nodes:
-            continue
-        holders = [(r, r.usage.get(pool_name, 0)) for r in others
-                   if r.cluster == cluster_name and r.usage.get(pool_name)]
-        holders += [(c.replica, _usage(c).get(pool_name, 0)) for c in ours.values()
+    for cluster_name, pool_name in ledger.overcommitted():
+        pool = clusters[cluster_name].pool(pool_name)
+        assert pool is not None  # the ledger keeps only pools its clusters have
+        holders: list[tuple[Replica, Usage]] = [
+            (r, r.usage) for r in others if r.cluster == cluster_name and r.usage.get(pool_name)]
+        holders += [(c.replica, _usage(c)) for c in ours.values()
                     if c.replica.cluster == cluster_name and _usage(c).get(pool_name)]
-        filled = 0
-        for replica, nodes in sorted(holders, key=lambda h: h[0].age_key):
-            filled += nodes
+        packed = Bins(pool)
+        for replica, held in sorted(holders, key=lambda h: h[0].age_key):
+            pods = vectors(pool, held[pool_name])
+            if packed.fits(pods):
+                packed.load(pods)
+                continue
             c = ours.get(id(replica))
-            if filled > pool.nodes and c is not None and not c.displaced:
-                c.displaced = (f"pool {pool_name} on {cluster_name} is overcommitted "
-                               f"({used} nodes used of {pool.nodes}) and it is among the youngest")
+            if c is not None and not c.displaced:
+                c.displaced = (f"pool {pool_name} on {cluster_name} is overcommitted (its "
+                               f"pods need more devices than its {pool.nodes} nodes have) "
+                               "and it is among the youngest")
                 ledger.release(cluster_name, _usage(c))
                 c.engines = None
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from function.contract.capacity import Usage
 from function.contract.records import Cluster
 from function.scheduler import filters
 from function.scheduler.filters import Deployment
@@ -61,7 +62,7 @@ class Clearing:
 
 
 def clearings(waiting: Sequence[Waiting], clusters: Mapping[str, Cluster], ledger: Ledger,
-              ours: Mapping[str, Sequence[tuple[int, Mapping[str, int]]]],
+              ours: Mapping[str, Sequence[tuple[int, Usage]]],
               ) -> list[Clearing]:
     """The clearings worth trying, best first: for the oldest waiting deployment
     whose next replica fits on no cluster, each cluster where moving some of our
@@ -92,10 +93,10 @@ def _fits(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger) -
 
 
 def _movers(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger,
-            ours: Sequence[tuple[int, Mapping[str, int]]]) -> tuple[int, ...]:
+            ours: Sequence[tuple[int, Usage]]) -> tuple[int, ...]:
     """The fewest of our replicas on `cluster`, highest index first, whose
     leaving lets `dep`'s replica fit there (empty: none do)."""
-    released: list[tuple[int, Mapping[str, int]]] = []
+    released: list[tuple[int, Usage]] = []
     try:
         for index, usage in ours:
             ledger.release(cluster.name, usage)

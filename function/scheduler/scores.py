@@ -9,7 +9,7 @@ replica on the first one its capacity fits, which is the best one that fits.
 A score owns its preparation (kube-scheduler's PreScore): `prepare` makes,
 once per cycle, what `rank` reads of the cycle's state (framework.py); a
 score without one reads the state itself (this deployment's replicas per
-cluster, the node ledger). The cycle re-ranks a cluster whenever a replica
+cluster, the device ledger). The cycle re-ranks a cluster whenever a replica
 lands on it or leaves it, so a rank must depend on nothing else (not on
 other clusters' live counts).
 
@@ -34,13 +34,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from function.contract import cost as prices
 from function.contract.enums import PlacementStrategy
 from function.contract.records import Cluster, Pool
-from function.scheduler.filters import engine_cost
+from function.contract.nodes import Vector
+from function.scheduler.filters import place_engine
 from function.scheduler.framework import CycleState, Score
-from function.scheduler.ledger import Ledger
+from function.scheduler.ledger import Ledger, vectors
 
 __all__ = ["SCORES", "Score"]
 
@@ -74,7 +76,7 @@ def usable(state: CycleState, _level: int) -> Usable:
 
 
 def pack(cluster: Cluster, fits: Usable) -> int:
-    """Fewest free nodes first, counting only the pools the deployment can use
+    """Fewest free devices first, counting only the pools the deployment can use
     (most allocated, as kube-scheduler's MostAllocated): replicas fill the
     fullest cluster that still fits them and leave the emptiest clusters'
     large free blocks to multi-node gangs. A cluster that cannot fit the
@@ -84,7 +86,7 @@ def pack(cluster: Cluster, fits: Usable) -> int:
 
 
 def pack_cluster(cluster: Cluster, state: CycleState) -> int:
-    """Pack's tie-break: fewest free nodes on all the cluster's pools, so a
+    """Pack's tie-break: fewest free devices on all the cluster's pools, so a
     cluster already partly used fills up before an untouched one is opened."""
     ledger, name = state.ledger, cluster.name
     return -sum(max(0, ledger.free(name, p)) for p in cluster.pools)
@@ -92,12 +94,13 @@ def pack_cluster(cluster: Cluster, state: CycleState) -> int:
 
 @dataclass(frozen=True)
 class Prices:
-    """What cost reads: the live ledger, and per pool shape in the fleet the
-    nodes each engine takes on one such pool at the ranking's firstAvailable
-    level (None: it does not fit there)."""
+    """What cost reads: the live ledger, and per pool shape in the fleet what
+    each engine takes on one such pool at the ranking's firstAvailable level:
+    its share of nodes (what it is charged) and its pods' devices (None: it
+    does not fit there)."""
 
     ledger: Ledger
-    nodes: Mapping[str, tuple[int | None, ...]]
+    nodes: Mapping[str, tuple[tuple[Fraction, list[Vector]] | None, ...]]
 
 
 def engine_nodes(state: CycleState, level: int) -> Prices:
@@ -107,8 +110,10 @@ def engine_nodes(state: CycleState, level: int) -> Prices:
     out = {}
     for shape, pool in shapes.items():
         fits = (matcher.engine_fit(e, pool, level) for e in dep.engines)
-        out[shape] = tuple(None if f is None else engine_cost(e, f)
-                           for e, f in zip(dep.engines, fits))
+        placed = (None if f is None else place_engine(e, pool, f)
+                  for e, f in zip(dep.engines, fits))
+        out[shape] = tuple(None if p is None else (p.weight, vectors(pool, p.pods))
+                           for p in placed)
     return Prices(state.ledger, out)
 
 
@@ -119,7 +124,7 @@ def priced(state: CycleState) -> bool:
 
 def cost(cluster: Cluster, fleet: Prices) -> int:
     """Cheapest first: what the replica costs per hour on the cluster if each
-    engine takes the cheapest pool it fits that has the nodes for it (exact
+    engine takes the cheapest pool it fits that has the devices free for it (exact
     for one engine; for several, a floor: they may contend for one pool, and
     capacity then finds the cheapest that fits them together). Unpriced pools
     and clusters without room rank after every priced placement."""
@@ -132,11 +137,12 @@ def cost(cluster: Cluster, fleet: Prices) -> int:
         per_engine = nodes.get(pool.shape, ())
         if not best:
             best = [prices.UNKNOWN] * len(per_engine)
-        free = ledger.free(name, pool)
-        for i, n in enumerate(per_engine):
-            # Inline (prices.of): the L fleet ranks 1000 clusters of 8 pools.
-            if n is not None and n <= free and price * n < best[i]:
-                best[i] = price * n
+        for i, took in enumerate(per_engine):
+            if took is None:
+                continue
+            charged = prices.of(price, took[0])
+            if charged < best[i] and ledger.fits(name, pool, took[1]):
+                best[i] = charged
     return -prices.total(best) if best else -prices.UNKNOWN
 
 

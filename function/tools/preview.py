@@ -45,7 +45,9 @@ from function.contract.api import (
     LABEL_REPLICA_INDEX,
 )
 from function.contract.cacheview import cache_ref
-from function.contract.capacity import replica_usage
+from function.contract.capacity import merged, replica_usage
+from function.contract.nodes import describe, packed, resolve
+from function.contract.records import parse_cluster
 from function.contract.enums import CachePhase
 from function.contract.names import replica_resource_key
 from function.tools import localrender
@@ -270,33 +272,48 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
     status = md.get("status") or {}
     lines = [f"ModelDeployment {md['metadata'].get('namespace', '')}/{md['metadata']['name']}: "
              + _counts(status)]
-    rows = [("REPLICA", "CLUSTER", "ENGINE", "POOL", "NODES", "OBJECTS")]
+    clusters = {d["metadata"]["name"]: parse_cluster(d) for d in fleet
+                if d.get("kind") == KIND_INFERENCE_CLUSTER}
+    rows = [("REPLICA", "CLUSTER", "ENGINE", "POOL", "PODS", "DEVICES PER POD", "OBJECTS")]
     for mr in sorted(placed, key=lambda m: int(m["metadata"]["labels"]
                                                 ["modelplane.ai/replica-index"])):
         objects = [d for d in stage2.get(mr["metadata"]["name"], [])
                    if d.get("kind") not in (KIND_MODEL_REPLICA, "Result")]
+        cluster = clusters.get(mr["spec"]["clusterName"])
         for i, engine in enumerate(mr["spec"]["engines"]):
-            usage = replica_usage([engine])
+            pool_name = engine["members"][0]["nodePoolName"]
+            pods = replica_usage([engine]).get(pool_name) or {}
+            pool = cluster.pool(pool_name) if cluster is not None else None
+            each = sorted({describe(resolve(s, pool), pool) for s in pods}) if pool else []
             rows.append((mr["metadata"]["name"] if i == 0 else "",
                          mr["spec"]["clusterName"] if i == 0 else "", engine["name"],
-                         engine["members"][0]["nodePoolName"],
-                         str(sum(usage.values())), str(len(objects)) if i == 0 else ""))
+                         pool_name, str(sum(pods.values())), ", ".join(each) or "none",
+                         str(len(objects)) if i == 0 else ""))
     lines += _columns(rows)
 
-    ledger: dict[tuple[str, str], int] = {}
+    held: dict[str, list] = {}
     mine = {(m["metadata"].get("namespace"), m["metadata"]["name"]) for m in placed}
     for mr in placed + [e for e in existing if e.get("kind") == KIND_MODEL_REPLICA and
                         (e["metadata"].get("namespace"), e["metadata"]["name"]) not in mine]:
-        for pool, n in replica_usage(mr["spec"]["engines"]).items():
-            key = (mr["spec"]["clusterName"], pool)
-            ledger[key] = ledger.get(key, 0) + n
-    pools = [("CLUSTER", "POOL", "NODES", "USED", "FREE")]
-    for ic in sorted((d for d in fleet if d.get("kind") == KIND_INFERENCE_CLUSTER),
-                     key=lambda d: d["metadata"]["name"]):
-        for p in ic["spec"].get("nodePools") or []:
-            used = ledger.get((ic["metadata"]["name"], p["name"]), 0)
-            pools.append((ic["metadata"]["name"], p["name"], str(p["nodes"]), str(used),
-                          str(max(0, p["nodes"] - used))))
+        held.setdefault(mr["spec"]["clusterName"], []).append(
+            replica_usage(mr["spec"]["engines"]))
+    pools = [("CLUSTER", "POOL", "NODES", "USED NODES", "DEVICE", "USED", "FREE",
+              "MOST FREE ON ONE NODE")]
+    for name, cluster in sorted(clusters.items()):
+        used = merged(held.get(name, ()))
+        for p in cluster.pools:
+            bins = packed(p, used.get(p.name) or {})
+            free = bins.free_devices()
+            kinds = [(d.name, bins.cap[i]) for i, d in enumerate(p.devices) if bins.cap[i]]
+            first = (name, p.name, str(p.nodes), str(bins.busy_nodes()))
+            for i, (kind, per_node) in enumerate((k for k in kinds)):
+                index = [d.name for d in p.devices].index(kind)
+                total = per_node * p.nodes
+                pools.append((*(first if i == 0 else ("",) * 4), kind,
+                              str(max(0, total - free[index])), f"{free[index]}/{total}",
+                              str(max(0, bins.largest_free(index)))))
+            if not kinds:
+                pools.append((*first, "none", "", "", ""))
     lines += ["", "Pools after placement:", *_columns(pools)]
 
     lines += ["", "Objects each cluster receives:"]

@@ -458,6 +458,41 @@ class Spec(BaseModel):
     ] = None
 
 
+class Device1(BaseModel):
+    free: Annotated[
+        StrictInt | None,
+        Field(description="total - used, never below 0.", ge=0, le=100000000),
+    ] = None
+    largestFree: Annotated[
+        StrictInt | None,
+        Field(
+            description="The most free on any one node: the largest single pod that still fits.",
+            ge=0,
+            le=1000000,
+        ),
+    ] = None
+    name: Annotated[
+        StrictStr | None,
+        Field(description="spec.nodePools[].devices[].name.", max_length=63),
+    ] = None
+    perNode: Annotated[
+        StrictInt | None,
+        Field(description="Devices of this kind one node offers.", ge=0, le=1000000),
+    ] = None
+    total: Annotated[
+        StrictInt | None,
+        Field(description="perNode times the nodes counted.", ge=0, le=100000000),
+    ] = None
+    used: Annotated[
+        StrictInt | None,
+        Field(
+            description="Devices the pods of the ModelReplicas placed on the pool take (and, observed, claims this project did not compose).",
+            ge=0,
+            le=100000000,
+        ),
+    ] = None
+
+
 class Value4(RootModel[StrictStr]):
     root: Annotated[StrictStr, Field(max_length=64)]
 
@@ -523,9 +558,16 @@ class NodePool1(BaseModel):
     declaredNodes: Annotated[
         StrictInt | None, Field(description="spec.nodePools[].nodes.", ge=0, le=100000)
     ] = None
+    devices: Annotated[
+        list[Device1] | None,
+        Field(
+            description="Devices per kind: a pod takes the devices its DRA requests got from one node, and pods of any deployment share a node while its devices last.",
+            max_length=16,
+        ),
+    ] = None
     freeNodes: Annotated[
         StrictInt | None,
-        Field(description="Nodes left for new replicas.", ge=0, le=100000),
+        Field(description="Nodes no ModelReplica holds a device of.", ge=0, le=100000),
     ] = None
     name: Annotated[
         StrictStr | None, Field(description="The pool's name.", max_length=63)
@@ -568,7 +610,7 @@ class NodePool1(BaseModel):
     usedNodes: Annotated[
         StrictInt | None,
         Field(
-            description="Nodes held by ModelReplicas placed on the pool.",
+            description="Nodes on which ModelReplicas placed on the pool hold devices.",
             ge=0,
             le=10000000,
         ),
@@ -576,6 +618,13 @@ class NodePool1(BaseModel):
 
 
 class Status(BaseModel):
+    freeDevices: Annotated[
+        StrictStr | None,
+        Field(
+            description="Free of total devices per pool and kind, as `pool: free/total kind` (what `kubectl get ic` shows).",
+            max_length=1024,
+        ),
+    ] = None
     freeNodes: Annotated[
         StrictInt | None,
         Field(description="Free nodes over all pools.", ge=0, le=10000000),
