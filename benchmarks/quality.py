@@ -212,10 +212,12 @@ def optimum(case: corpus.Case, time_limit: float, in_order: bool = False,
     return solver.solve(free, demands, time_limit, price=solver.prices(clusters))
 
 
-def fleet_gpus(case: corpus.Case) -> int:
-    """The GPUs on the case's fleet, held or free."""
-    return sum(p.nodes * d.count for c in case.clusters for p in parse_cluster(c).pools
-               for d in p.devices if d.spec.get("driver") in packing.GPU_DRIVERS)
+def fleet_gpus(case: corpus.Case) -> tuple[int, int]:
+    """The GPUs on the case's fleet, and those other deployments' replicas hold."""
+    clusters = [parse_cluster(c) for c in case.clusters]
+    return (sum(p.nodes * d.count for c in clusters for p in c.pools
+                for d in p.devices if d.spec.get("driver") in packing.GPU_DRIVERS),
+            solver.placed_pods(clusters, case.held)[1])
 
 
 def least_cost(case: corpus.Case, placed: dict[str, int], time_limit: float) -> solver.Cost:
@@ -249,7 +251,7 @@ def measure(cases: Sequence[corpus.Case], strategies: Sequence[str],
                "in_order": optimum(case, time_limit, in_order=True).placed,
                "optimal cost": best.cost, "overcommits": [],
                "nodewise": optimum(case, time_limit, accounting=NODE).placed,
-               "gpus fleet": fleet_gpus(case),
+               "gpus fleet": fleet_gpus(case)[0], "gpus held": fleet_gpus(case)[1],
                "gpus optimal": optimum(case, time_limit, most_gpus=True).gpus,
                "gpus nodewise": optimum(case, time_limit, accounting=NODE, most_gpus=True).gpus}
         for s in strategies:
@@ -303,7 +305,8 @@ def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
     lines += _table(cols, cells)
     lines += ["", "GPUs placed, share of the fleet's (held ones included): the most replicas "
                   "counted by devices (then the most GPUs) and by whole nodes, and each strategy's"]
-    cols = ["trap", "fleet GPUs", "device-wise", "node-wise", "node-wise replicas"] + list(strategies)
+    cols = ["trap", "fleet GPUs", "held", "device-wise", "node-wise",
+            "node-wise replicas"] + list(strategies)
     cells = []
     for trap in dict.fromkeys(r["trap"] for r in rows):
         group = [r for r in rows if r["trap"] == trap]
@@ -377,7 +380,8 @@ def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
 def gpu_cells(group: Sequence[dict], strategies: Sequence[str]) -> list[str]:
     """A row of the GPU table: the fleet's GPUs, and the share each placement got."""
     fleet = sum(r["gpus fleet"] for r in group)
-    return [str(fleet), pct(ratio(sum(r["gpus optimal"] for r in group), fleet)),
+    return [str(fleet), pct(ratio(sum(r["gpus held"] for r in group), fleet)),
+            pct(ratio(sum(r["gpus optimal"] for r in group), fleet)),
             pct(ratio(sum(r["gpus nodewise"] for r in group), fleet)),
             str(sum(r["nodewise"] for r in group))] + [
         pct(ratio(sum(r[f"{s} gpus"] for r in group), fleet)) for s in strategies]

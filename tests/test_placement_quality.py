@@ -360,4 +360,15 @@ def test_the_whole_node_waste_trap_wastes_most_gpus_charged_a_node_per_pod():
     fleet = quality.fleet_gpus(case)
     by_devices = quality.optimum(case, 10, most_gpus=True).gpus
     by_nodes = quality.optimum(case, 10, accounting=NODE, most_gpus=True).gpus
-    assert by_nodes < fleet / 2 <= by_devices
+    assert by_nodes < fleet[0] / 2 <= by_devices
+
+
+def test_whole_node_accounting_reproduces_the_solver_before_devices():
+    # The optima the node-counting solver found on seed 3's first case of each
+    # of the five traps it knew (benchmarks/solver.py before #34).
+    cases = [c for c in corpus.generate(3, 1) if c.trap in corpus.TRAPS[:5]]
+    found = [quality.optimum(c, 10, accounting=NODE) for c in cases]
+    assert [o.placed for o in found] == [32, 28, 6, 3, 19]
+    assert [o.cost for o in found] == [solver.Cost(0, 73566600), solver.Cost(0, 44517200),
+                                       solver.Cost(0, 6241900), solver.Cost(0, 3056100),
+                                       solver.Cost(3, 18283300)]
