@@ -19,9 +19,25 @@ The traps are the shapes where placing one replica at a time goes wrong:
   then a random mix of deployments asking for more than is left.
 - mixed: random fleets and random mixes of every engine kind, moderately full.
 
-Capacity is counted in whole nodes (function/contract/capacity.py), so a
-one-GPU replica takes a node as an eight-GPU one does. Everything comes from
-`random.Random(f"{seed}-{trap}-{i}")`: the same seed gives the same corpus.
+Capacity is counted per node and device (issue #34; benchmarks/packing.py), and
+these traps are where that matters:
+
+- mixed-gpus: 1-, 2-, 4- and 8-GPU engines (and the odd gang of 8-GPU pods)
+  on 8-GPU nodes, asking for 100-140% of the fleet's GPUs: the optimum packs
+  them so that no node is left with a remainder nothing fits.
+- fragmentation: many 1-GPU replicas first (more than the nodes), then 2-,
+  4- and 8-GPU ones: scattered one or two per node, the small ones leave no
+  node with 4 or 8 GPUs free.
+- whole-node-waste: 1- and 2-GPU engines that take any of the fleet's GPUs
+  (or firstAvailable between two kinds) on 8-GPU H100/A100 and 4-GPU L4
+  nodes, asking for 60-100% of its GPUs: charged a whole node each, they
+  place one replica per node and strand most GPUs.
+
+Other deployments' replicas (`held`) hold whole nodes' GPUs, so a "nearly
+full" fleet is as full counted by devices as by nodes. Everything comes from
+`random.Random(f"{seed}-{trap}-{i}")`: the same seed gives the same corpus,
+and a trap added later has streams of its own, leaving the earlier ones'
+cases as they were.
 
 Pools have a costPerNodeHour: a list price per kind, each cluster's within
 40% of it either way. In the `mixed` trap about one pool in five has none
@@ -41,7 +57,9 @@ from function.contract.api import API_VERSION, LABEL_CLUSTER, LABEL_DEPLOYMENT, 
 GPU = "gpu.nvidia.com"
 NAMESPACE = "ml-team"
 PRODUCTS = {"h100": "NVIDIA-H100-80GB", "a100": "NVIDIA-A100-80GB", "l4": "NVIDIA-L4"}
-TRAPS = ("small-before-gang", "alternatives", "multi-engine", "nearly-full", "mixed")
+TRAPS = ("small-before-gang", "alternatives", "multi-engine", "nearly-full", "mixed",
+         "mixed-gpus", "fragmentation", "whole-node-waste")
+GPUS_PER_NODE = {"h100": 8, "a100": 8, "l4": 4}
 
 
 @dataclass
@@ -57,7 +75,7 @@ class Case:
 
 def pool(kind: str, nodes: int) -> dict:
     """A pool of `kind` nodes: H100 and A100 nodes have 8 GPUs and 8 RDMA NICs, L4 nodes 4 GPUs."""
-    gpus = 4 if kind == "l4" else 8
+    gpus = GPUS_PER_NODE[kind]
     devices = [{"name": "gpu", "claim": "DRA", "driver": GPU, "deviceClassName": GPU,
                 "count": gpus, "attributes": {"productName": {"string": PRODUCTS[kind]}}}]
     if kind != "l4":
@@ -75,10 +93,14 @@ def cluster(name: str, *pools: dict) -> dict:
                      "nodePools": [p for p in pools if p["nodes"] > 0]}}
 
 
-def held_replica(n: int, cluster_name: str, pool_name: str, nodes: int) -> dict:
+def held_replica(n: int, cluster_name: str, pool_name: str, nodes: int,
+                 gpus_each: int | None = None) -> dict:
     """Another deployment's ModelReplica holding `nodes` nodes of a pool (one
-    Standalone engine with `nodes` copies, which costs exactly that)."""
+    Standalone engine with `nodes` copies, each taking every GPU of a node of
+    the pool's kind, named by the pool: it costs exactly that, counted by
+    nodes or by devices); `gpus_each`: each copy takes that many GPUs instead."""
     dep = f"other-{n:03d}"
+    count = GPUS_PER_NODE.get(pool_name, 1) if gpus_each is None else gpus_each
     return {"apiVersion": API_VERSION, "kind": "ModelReplica",
             "metadata": {"name": f"{dep}-{cluster_name}-0", "namespace": "other-team",
                          "creationTimestamp": "2026-01-01T00:00:00Z",
@@ -87,8 +109,8 @@ def held_replica(n: int, cluster_name: str, pool_name: str, nodes: int) -> dict:
             "spec": {"clusterName": cluster_name, "engines": [{
                 "name": "vllm", "copies": nodes, "members": [{
                     "role": "Standalone", "nodePoolName": pool_name,
-                    "nodeSelector": {"devices": [{"name": "gpu", "count": 1}]},
-                    "deviceRequests": [{"name": "gpu", "claim": "DRA", "count": 1,
+                    "nodeSelector": {"devices": [{"name": "gpu", "count": count}]},
+                    "deviceRequests": [{"name": "gpu", "claim": "DRA", "count": count,
                                         "deviceClassName": GPU}],
                     "template": {"spec": {"containers": [{"name": "engine",
                                                           "image": "vllm/vllm-openai:v0.11.0"}]}}}]}]}}
@@ -260,8 +282,75 @@ def mixed(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
     return clusters, held, _random_deployments(rng, clusters, rng.randint(4, 8), total // 2)
 
 
+def _kinds(clusters: list[dict]) -> list[str]:
+    return sorted({p["name"] for c in clusters for p in c["spec"]["nodePools"]})
+
+
+def _fleet_gpus(clusters: list[dict]) -> int:
+    return sum(p["nodes"] * GPUS_PER_NODE[p["name"]] for c in clusters
+               for p in c["spec"]["nodePools"])
+
+
+def mixed_gpus(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    clusters = [cluster(f"c{i:02d}", *[pool(k, rng.randint(1, 4)) for k in
+                                       sorted(rng.sample(["a100", "h100"], rng.randint(1, 2)))])
+                for i in range(rng.randint(2, 5))]
+    kinds, count = _kinds(clusters), rng.randint(4, 7)
+    budget = _fleet_gpus(clusters) * rng.uniform(1.0, 1.4) / count  # GPUs per deployment
+    deps = []
+    for i in range(count):
+        want = rng.sample(kinds, rng.randint(1, len(kinds)))
+        if rng.random() < 0.15:  # a gang: 1 + workers pods of 8 GPUs and 8 NICs
+            workers = rng.randint(1, 2)
+            deps.append(deployment(_name(i, "gang"), max(1, round(budget / (8 * (1 + workers)))),
+                                   gang("vllm", workers, *want)))
+            continue
+        size, copies = rng.choice([1, 1, 2, 2, 4, 8]), rng.choice([1, 1, 2])
+        deps.append(deployment(_name(i, f"g{size}"), max(1, round(budget / (size * copies))),
+                               standalone("vllm", gpus(size, *want), copies=copies)))
+    return clusters, [], deps
+
+
+def fragmentation(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    clusters = [cluster(f"c{i:02d}", pool("h100", rng.randint(2, 4)))
+                for i in range(rng.randint(2, 4))]
+    nodes = sum(p["nodes"] for c in clusters for p in c["spec"]["nodePools"])
+    deps = [deployment(_name(0, "g1"), rng.randint(nodes, 3 * nodes),
+                       standalone("vllm", gpus(1, "h100")))]
+    if rng.random() < 0.5:
+        deps.append(deployment(_name(1, "g2"), rng.randint(nodes // 2, nodes),
+                               standalone("vllm", gpus(2, "h100"))))
+    deps.append(deployment(_name(2, "g4"), rng.randint(nodes // 2, nodes),
+                           standalone("vllm", gpus(4, "h100"))))
+    big = (gang("vllm", 1, "h100") if rng.random() < 0.3
+           else standalone("vllm", gpus(8, "h100")))
+    deps.append(deployment(_name(3, "g8"), rng.randint(1, nodes // 2 + 1), big))
+    return clusters, [], deps
+
+
+def whole_node_waste(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    clusters = [cluster(f"c{i:02d}", *[pool(k, rng.randint(1, 3)) for k in
+                                       sorted(rng.sample(list(PRODUCTS), rng.randint(1, 2)))])
+                for i in range(rng.randint(2, 5))]
+    kinds, count = _kinds(clusters), rng.randint(2, 4)
+    budget = _fleet_gpus(clusters) * rng.uniform(0.6, 1.0) / count
+    deps = []
+    for i in range(count):
+        size = rng.choice([1, 1, 2])
+        if len(kinds) > 1 and rng.random() < 0.3:
+            a, b = rng.sample(kinds, 2)
+            request = alternatives((a, size), (b, size))
+        else:
+            request = gpus(size, *kinds)  # any GPU of the fleet: the demand can fill it
+        deps.append(deployment(_name(i, f"g{size}"), max(1, round(budget / size)),
+                               standalone("vllm", request)))
+    return clusters, [], deps
+
+
 GENERATORS = {"small-before-gang": small_before_gang, "alternatives": alternatives_trap,
-              "multi-engine": multi_engine, "nearly-full": nearly_full, "mixed": mixed}
+              "multi-engine": multi_engine, "nearly-full": nearly_full, "mixed": mixed,
+              "mixed-gpus": mixed_gpus, "fragmentation": fragmentation,
+              "whole-node-waste": whole_node_waste}
 
 
 def generate(seed: int = 19, per_trap: int = 12) -> list[Case]:

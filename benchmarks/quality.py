@@ -6,7 +6,14 @@ each deployment's first reconcile sees the fleet and every ModelReplica
 placed before it (other deployments' and the corpus's earlier ones), and the
 ModelReplicas it composes join the ledger for the next. It then compares the
 replicas placed with the reference solver's optimum for the same set
-(benchmarks/solver.py), and checks that no pool ended overcommitted.
+(benchmarks/solver.py), and checks that no pool ended overcommitted, device
+by device (the pods fit some arrangement on the pool's nodes).
+
+Capacity is counted as kube-scheduler and DRA allocate it, per node and
+device (benchmarks/packing.py). Beside it, the optimum with every pod charged
+a whole node (the scheduler before #34), and the share of the fleet's GPUs
+each placement puts to work: the device-wise optimum's (the most GPUs among
+its placements of the most replicas), the node-wise optimum's, each strategy's.
 
 Prints a row per case, a row per trap, the cost per hour of what each
 strategy placed against the least cost of placing the same replicas
@@ -30,10 +37,10 @@ from dataclasses import dataclass, field
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from benchmarks import corpus, solver
+from benchmarks import corpus, packing, solver
 from benchmarks.bench import build_request
+from benchmarks.packing import DEVICE, NODE
 from function.contract.api import KIND_MODEL_REPLICA, REQUIRE_DEPLOYMENTS
-from function.contract.capacity import replica_usage
 from function.contract.records import parse_cluster
 from function.runtime import fn
 
@@ -60,8 +67,10 @@ class Replay:
     # deployment -> the most of its replicas the fleet had room for when it
     # arrived (the solver on the ModelReplicas its reconcile saw); empty unless asked.
     possible: dict[str, int] = field(default_factory=dict)
-    # (cluster, pool) -> nodes the case's deployments hold (not the held replicas').
-    usage: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (cluster, pool) -> pods the case's deployments put there (not the held replicas'),
+    # by what each takes from its node (benchmarks/packing.py).
+    usage: dict[tuple[str, str], packing.Pods] = field(default_factory=dict)
+    gpus: int = 0  # GPUs the case's replicas are allocated, once settled
     # Summed over the deployments, each on the fleet as it arrived: what the
     # replicas it got cost, and the least they could have cost there (empty
     # Costs unless asked, as `possible`). The gap is the scheduler's own
@@ -114,7 +123,7 @@ def replay(case: corpus.Case, strategy: str | None, time_limit: float | None = N
     until a round changes nothing; with a `time_limit`, also the solver's
     answer to how many of each the fleet had room for on arrival."""
     result = Replay()
-    clusters = [parse_cluster(c) for c in case.clusters] if time_limit is not None else []
+    clusters = [parse_cluster(c) for c in case.clusters]
     price = solver.prices(clusters)
     mds: dict[str, dict] = {}          # name -> the ModelDeployment, with its status
     owned: dict[str, dict[str, dict]] = {}  # name -> its ModelReplicas by key
@@ -144,73 +153,86 @@ def replay(case: corpus.Case, strategy: str | None, time_limit: float | None = N
         md = corpus.with_strategy(md, strategy)
         mds[name] = {**md, "metadata": {**md["metadata"],
                                          "creationTimestamp": f"2026-02-01T{n:02d}:00:00Z"}}
-        free = solver.free_nodes(clusters, others(name)) if time_limit is not None else {}
+        free = solver.fleet(clusters, others(name)) if time_limit is not None else {}
         if time_limit is not None:
             room = solver.solve(free, [solver.demand(md, clusters)], time_limit)
             result.possible[name] = room.placed
         step(n, name)
         result.first[name] = len(owned[name])
         if time_limit is not None:
-            usage = _usage(list(owned[name].values()))
+            usage, _ = solver.placed_pods(clusters, list(owned[name].values()))
             least = solver.least_cost(free, [solver.demand(md, clusters)],
                                       {name: len(owned[name])}, price, time_limit).cost
-            result.arrival_cost = _sum([result.arrival_cost, solver.cost_of(usage, price)])
+            result.arrival_cost = _sum([result.arrival_cost,
+                                        solver.placement_cost(free, usage, price)])
             result.arrival_least = _sum([result.arrival_least, least])
     while settle and result.rounds < SETTLE_ROUNDS:
         result.rounds += 1
         changed = [step(n, md["metadata"]["name"]) for n, md in enumerate(case.deployments)]
         if not any(changed):
             break
-    for name, mrs in owned.items():
-        result.placed[name] = len(mrs)
-        for key, nodes in _usage(list(mrs.values())).items():
-            result.usage[key] = result.usage.get(key, 0) + nodes
+    mine = [mr for mrs in owned.values() for mr in mrs.values()]
+    result.placed = {name: len(mrs) for name, mrs in owned.items()}
+    result.usage, result.gpus = solver.placed_pods(clusters, mine)
     result.overcommitted = overcommits(case.clusters, others(""))
     return result
 
 
-def _usage(replicas: Sequence[dict]) -> dict[tuple[str, str], int]:
-    """(cluster, pool) -> nodes the ModelReplicas hold."""
-    out: dict[tuple[str, str], int] = {}
-    for mr in replicas:
-        for pool_name, nodes in replica_usage(mr["spec"]["engines"]).items():
-            key = (mr["spec"]["clusterName"], pool_name)
-            out[key] = out.get(key, 0) + nodes
+def overcommits(clusters: Sequence[dict], ledger: Sequence[dict],
+                accounting: str = DEVICE) -> list[str]:
+    """The pools whose ModelReplicas' pods fit on no arrangement of its nodes,
+    device by device (`accounting` NODE: a node per pod), as "cluster/pool:
+    nodes they need > nodes it has"."""
+    parsed = [parse_cluster(c) for c in clusters]
+    room = solver.fleet(parsed, [], accounting)
+    pods, _ = solver.placed_pods(parsed, ledger, accounting)
+    out = []
+    for (c, p), placed in sorted(pods.items()):
+        if solver.nodes_needed(room[(c, p)], placed) is None:
+            need = solver.nodes_needed(room[(c, p)], placed, unbounded=True)
+            out.append(f"{c}/{p}: {'no node fits' if need is None else need} > "
+                       f"{room[(c, p)].nodes}")
     return out
 
 
-def overcommits(clusters: Sequence[dict], ledger: Sequence[dict]) -> list[str]:
-    nodes = {(c["metadata"]["name"], p["name"]): p["nodes"]
-             for c in clusters for p in c["spec"]["nodePools"]}
-    used: dict[tuple[str, str], int] = {}
-    for r in ledger:
-        for pool_name, n in replica_usage(r["spec"]["engines"]).items():
-            key = (r["spec"]["clusterName"], pool_name)
-            used[key] = used.get(key, 0) + n
-    return [f"{c}/{p}: {u} > {nodes.get((c, p), 0)}" for (c, p), u in sorted(used.items())
-            if u > nodes.get((c, p), 0)]
-
-
-def optimum(case: corpus.Case, time_limit: float,
-            in_order: bool = False) -> solver.Optimum:
+def optimum(case: corpus.Case, time_limit: float, in_order: bool = False,
+            accounting: str = DEVICE, most_gpus: bool = False) -> solver.Optimum:
     """The most replicas the case's deployments can place, and the least cost
     of placing that many (in_order: first come, first served,
-    solver.solve_in_order, without cost)."""
+    solver.solve_in_order, without cost; most_gpus: the most GPUs among
+    placements of the most replicas, without cost), with capacity counted
+    by devices or by whole nodes (`accounting`)."""
     clusters = [parse_cluster(c) for c in case.clusters]
-    demands = [solver.demand(md, clusters) for md in case.deployments]
-    free = solver.free_nodes(clusters, case.held)
+    demands = [solver.demand(md, clusters, accounting) for md in case.deployments]
+    free = solver.fleet(clusters, case.held, accounting)
     if in_order:
         return solver.solve_in_order(free, demands, time_limit)
+    if most_gpus:
+        return solver.solve(free, demands, time_limit, most_gpus=True)
     return solver.solve(free, demands, time_limit, price=solver.prices(clusters))
+
+
+def fleet_gpus(case: corpus.Case) -> tuple[int, int]:
+    """The GPUs on the case's fleet, and those other deployments' replicas hold."""
+    clusters = [parse_cluster(c) for c in case.clusters]
+    return (sum(p.nodes * d.count for c in clusters for p in c.pools
+                for d in p.devices if d.spec.get("driver") in packing.GPU_DRIVERS),
+            solver.placed_pods(clusters, case.held)[1])
 
 
 def least_cost(case: corpus.Case, placed: dict[str, int], time_limit: float) -> solver.Cost:
     """The least cost of placing exactly `placed` replicas of each deployment."""
     clusters = [parse_cluster(c) for c in case.clusters]
     demands = [solver.demand(md, clusters) for md in case.deployments]
-    best = solver.least_cost(solver.free_nodes(clusters, case.held), demands, placed,
+    best = solver.least_cost(solver.fleet(clusters, case.held), demands, placed,
                              solver.prices(clusters), time_limit)
     return best.cost
+
+
+def cost_of(case: corpus.Case, usage: dict[tuple[str, str], packing.Pods]) -> solver.Cost:
+    """What the pods a strategy placed cost per hour, beside the held ones."""
+    clusters = [parse_cluster(c) for c in case.clusters]
+    return solver.placement_cost(solver.fleet(clusters, case.held), usage, solver.prices(clusters))
 
 
 def prices(case: corpus.Case) -> solver.Prices:
@@ -227,14 +249,19 @@ def measure(cases: Sequence[corpus.Case], strategies: Sequence[str],
                "deployments": len(case.deployments),
                "optimal": best.placed, "bound": best.bound, "solver": best.status,
                "in_order": optimum(case, time_limit, in_order=True).placed,
-               "optimal cost": best.cost, "overcommits": []}
+               "optimal cost": best.cost, "overcommits": [],
+               "nodewise": optimum(case, time_limit, accounting=NODE).placed,
+               "gpus fleet": fleet_gpus(case)[0], "gpus held": fleet_gpus(case)[1],
+               "gpus optimal": optimum(case, time_limit, most_gpus=True).gpus,
+               "gpus nodewise": optimum(case, time_limit, accounting=NODE, most_gpus=True).gpus}
         for s in strategies:
             r = replay(case, s, time_limit)
             row[s] = sum(r.placed.values())
+            row[f"{s} gpus"] = r.gpus
             row[f"{s} first"] = sum(r.first.values())
             row[f"{s} moves"], row[f"{s} rounds"] = r.moves, r.rounds
             row[f"{s} short"] = r.short_at_arrival
-            row[f"{s} cost"] = solver.cost_of(r.usage, prices(case))
+            row[f"{s} cost"] = cost_of(case, r.usage)
             row[f"{s} least"] = least_cost(case, r.placed, time_limit)
             row[f"{s} arrival cost"], row[f"{s} arrival least"] = r.arrival_cost, r.arrival_least
             row["overcommits"] += [f"{s}: {o}" for o in r.overcommitted]
@@ -253,11 +280,11 @@ def pct(x: float) -> str:
 def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
     lines = ["per case (replicas placed once settled, and on first reconciles; "
              "% of the solver's optimum)"]
-    cols = ["case", "asked", "optimal", "in order"] + [
+    cols = ["case", "asked", "optimal", "in order", "node-wise"] + [
         c for s in strategies for c in (s, f"{s} %", f"{s} first", f"{s} moves")]
     cells = [[r["case"], str(r["asked"]),
               str(r["optimal"]) + ("" if r["bound"] == r["optimal"] else f" (<= {r['bound']})"),
-              str(r["in_order"])]
+              str(r["in_order"]), str(r["nodewise"])]
              + [c for s in strategies for c in (str(r[s]), pct(ratio(r[s], r["optimal"])),
                                                 str(r[f"{s} first"]), str(r[f"{s} moves"]))]
              for r in rows]
@@ -275,6 +302,16 @@ def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
             worst = min(ratio(r[s], r["optimal"]) for r in group)
             cell += [str(got), pct(ratio(got, opt)), pct(worst), str(opt - got)]
         cells.append(cell)
+    lines += _table(cols, cells)
+    lines += ["", "GPUs placed, share of the fleet's (held ones included): the most replicas "
+                  "counted by devices (then the most GPUs) and by whole nodes, and each strategy's"]
+    cols = ["trap", "fleet GPUs", "held", "device-wise", "node-wise",
+            "node-wise replicas"] + list(strategies)
+    cells = []
+    for trap in dict.fromkeys(r["trap"] for r in rows):
+        group = [r for r in rows if r["trap"] == trap]
+        cells.append([trap] + gpu_cells(group, strategies))
+    cells.append(["corpus"] + gpu_cells(rows, strategies))
     lines += _table(cols, cells)
     lines += ["", "cost per hour of the replicas placed (unpriced pools' nodes apart), against "
                   "the least cost of placing the same replicas; the optimum's: of placing the most"]
@@ -324,13 +361,30 @@ def render(rows: Sequence[dict], strategies: Sequence[str]) -> str:
                  + ", ".join(f"{s} moved {sum(r[f'{s} moves'] for r in rows)} replicas, "
                              f"at most {max(r[f'{s} rounds'] for r in rows)} rounds"
                              for s in strategies))
+    fleet = sum(r["gpus fleet"] for r in rows)
+    lines.append(f"GPUs placed, of the fleet's {fleet}: device accounting "
+                 f"{pct(ratio(sum(r['gpus optimal'] for r in rows), fleet))} at the optimum, "
+                 f"whole-node accounting {pct(ratio(sum(r['gpus nodewise'] for r in rows), fleet))}; "
+                 + ", ".join(f"{s} {pct(ratio(sum(r[f'{s} gpus'] for r in rows), fleet))}"
+                             for s in strategies))
     for s in strategies:
         got = sum(r[s] for r in rows)
         worst = min(rows, key=lambda r: ratio(r[s], r["optimal"]))
+        below = sum(1 for r in rows if ratio(r[s], r["optimal"]) < 0.9)
         lines.append(f"{s}: {got}/{opt} replicas of the optimum over {len(rows)} cases = "
                      f"{pct(ratio(got, opt))} (worst case {worst['case']} "
-                     f"{pct(ratio(worst[s], worst['optimal']))})")
+                     f"{pct(ratio(worst[s], worst['optimal']))}, {below} cases < 90%)")
     return "\n".join(lines)
+
+
+def gpu_cells(group: Sequence[dict], strategies: Sequence[str]) -> list[str]:
+    """A row of the GPU table: the fleet's GPUs, and the share each placement got."""
+    fleet = sum(r["gpus fleet"] for r in group)
+    return [str(fleet), pct(ratio(sum(r["gpus held"] for r in group), fleet)),
+            pct(ratio(sum(r["gpus optimal"] for r in group), fleet)),
+            pct(ratio(sum(r["gpus nodewise"] for r in group), fleet)),
+            str(sum(r["nodewise"] for r in group))] + [
+        pct(ratio(sum(r[f"{s} gpus"] for r in group), fleet)) for s in strategies]
 
 
 def _sum(costs) -> solver.Cost:

@@ -6,21 +6,25 @@ The corpus's ratios are measurements (benchmarks/README.md), never asserted here
 from __future__ import annotations
 
 import ast
+import dataclasses
+import hashlib
 import importlib
+import json
 import pathlib
 import random
 import sys
 
 import pytest
 
-from benchmarks import corpus, quality, solver
+from benchmarks import corpus, packing, quality, solver
+from benchmarks.packing import NODE
 from function.contract.records import parse_cluster
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def small(replicas: int, name: str = "d00-small") -> dict:
-    return corpus.deployment(name, replicas, corpus.standalone("vllm", corpus.gpus(1, "h100")))
+def small(replicas: int, name: str = "d00-small", gpus: int = 1) -> dict:
+    return corpus.deployment(name, replicas, corpus.standalone("vllm", corpus.gpus(gpus, "h100")))
 
 
 def gang(replicas: int, workers: int, name: str = "d01-gang") -> dict:
@@ -31,9 +35,89 @@ def two_clusters_of_four() -> list[dict]:
     return [corpus.cluster(n, corpus.pool("h100", 4)) for n in ("a", "b")]
 
 
-def best(clusters: list[dict], deployments: list[dict], held: list[dict] = ()) -> solver.Optimum:
+def best(clusters: list[dict], deployments: list[dict], held: list[dict] = (),
+         accounting: str = packing.DEVICE) -> solver.Optimum:
     case = corpus.Case("hand", "hand", clusters, list(held), deployments)
-    return quality.optimum(case, time_limit=10)
+    return quality.optimum(case, time_limit=10, accounting=accounting)
+
+
+def one_node(nodes: int = 1) -> list[dict]:
+    return [corpus.cluster("a", corpus.pool("h100", nodes))]
+
+
+# --- device accounting: what one node holds ---------------------------------
+
+def test_eight_one_gpu_replicas_share_one_eight_gpu_node_counted_by_devices_not_by_nodes():
+    assert best(one_node(), [small(20)]).placed == 8
+    assert best(one_node(), [small(20)], accounting=NODE).placed == 1
+
+
+def test_a_four_gpu_and_four_one_gpu_replicas_fill_one_node_exactly():
+    exact = [small(1, "d00-four", gpus=4), small(4, "d01-one", gpus=1)]
+    assert best(one_node(), exact).per_deployment == {"d00-four": 1, "d01-one": 4}
+    # Nothing more fits beside them: 4 + 5 and 8 + 4 GPUs are over the node's 8.
+    more = [small(2, "d00-four", gpus=4), small(5, "d01-one", gpus=1)]
+    assert best(one_node(), more).placed == 5
+    case = corpus.Case("hand", "hand", one_node(), [], exact)
+    assert quality.optimum(case, 10, most_gpus=True).gpus == 8
+    assert quality.optimum(case, 10, accounting=NODE, most_gpus=True).gpus == 4
+
+
+def test_two_five_gpu_pods_need_two_nodes_never_ten_of_sixteen_gpus_on_one():
+    # 10 GPUs fit in the pool's 16, not on any one node: each pod takes its own.
+    assert best(one_node(2), [small(3, gpus=5)]).placed == 2
+    assert best(one_node(1), [small(3, gpus=5)]).placed == 1
+    # Nor does a 3-GPU pod fill the 3 GPUs two 5-GPU pods leave, split 3 + 3 ... on one node.
+    assert best(one_node(2), [small(2, "d00-five", gpus=5), small(3, "d01-three", gpus=3)]
+                ).per_deployment == {"d00-five": 2, "d01-three": 2}
+
+
+def test_a_gang_s_pods_may_share_a_node_but_each_takes_its_devices_from_one():
+    def four_gpu_gang(replicas: int) -> dict:
+        return corpus.deployment("d00-gang", replicas, {"name": "vllm", "copies": 1, "members": [
+            {"role": "Leader", "nodeSelector": {"devices": [corpus.gpus(4, "h100")]},
+             "template": {"spec": {"containers": [{"name": "e", "image": "vllm/vllm-openai:v0.11.0"}]}}},
+            {"role": "Worker", "worker": {"nodes": 3},
+             "nodeSelector": {"devices": [corpus.gpus(4, "h100")]},
+             "template": {"spec": {"containers": [{"name": "e", "image": "vllm/vllm-openai:v0.11.0"}]}}}]})
+    # Leader + 3 workers of 4 GPUs: two nodes, two pods on each.
+    assert best(one_node(2), [four_gpu_gang(2)]).placed == 1
+    assert best(one_node(1), [four_gpu_gang(1)]).placed == 0
+    assert best(one_node(4), [four_gpu_gang(2)], accounting=NODE).placed == 1
+
+
+def test_fragmentation_the_optimum_packs_one_gpu_replicas_to_leave_whole_nodes():
+    # Two 8-GPU nodes; eight 1-GPU replicas, then one 8-GPU one: the eight share
+    # a node, the other stays whole. One small replica on each node would place 9 - 1.
+    opt = best(one_node(2), [small(8, "d00-one"), small(1, "d01-eight", gpus=8)])
+    assert (opt.placed, opt.per_deployment["d01-eight"]) == (9, 1)
+    held = [corpus.held_replica(0, "a", "h100", 2, gpus_each=1)]  # one GPU on each node, perhaps
+    # The held pods pack as best they can: both on one node leaves the other whole.
+    assert best(one_node(2), [small(1, gpus=8)], held).placed == 1
+    assert best(one_node(2), [small(3, gpus=4)], held).placed == 3
+
+
+def test_devices_taken_by_claims_outside_the_project_leave_each_node_only_what_is_left():
+    pool = parse_cluster(one_node(2)[0]).pools[0]
+    # One node has 3 GPUs taken, the other 7: a 4-GPU pod fits the first only.
+    taken = dataclasses.replace(pool, taken=((("gpu", 3),), (("gpu", 7),)))
+    assert packing.node_classes(taken, packing.DEVICE) == (
+        ((("gpu", 1), ("nic", 8)), 1), ((("gpu", 5), ("nic", 8)), 1))
+    assert packing.node_classes(taken, NODE) == ()
+    room = solver.PoolRoom(2, packing.node_classes(taken, packing.DEVICE))
+    assert solver.nodes_needed(room, (((("gpu", 4),), 1),)) == 1
+    assert solver.nodes_needed(room, (((("gpu", 4),), 2),)) is None
+    assert solver.nodes_needed(room, (((("gpu", 1),), 6),)) == 2
+
+
+def test_patterns_are_the_maximal_ways_to_share_a_node_and_their_count_is_capped():
+    one, two, four = (("gpu", 1),), (("gpu", 2),), (("gpu", 4),)
+    found = packing.patterns((("gpu", 8),), [one, two, four])
+    assert (0, 0, 2) in found and (8, 0, 0) in found and (2, 1, 1) in found
+    assert (0, 0, 1) not in found and (1, 1, 1) not in found  # room for more: not maximal
+    assert len(found) == len(set(found))
+    with pytest.raises(packing.PatternLimit):
+        packing.patterns((("gpu", 64),), [one, two, four, (("gpu", 3),)], limit=50)
 
 
 def test_the_solver_packs_small_replicas_to_leave_a_whole_cluster_for_a_gang():
@@ -55,8 +139,12 @@ def test_the_solver_may_use_any_firstavailable_alternative_and_counts_copies():
     clusters = [corpus.cluster("a", corpus.pool("l4", 1), corpus.pool("h100", 2))]
     fungible = corpus.deployment("d00-fungible", 5, corpus.standalone(
         "vllm", corpus.alternatives(("l4", 1), ("h100", 1)), copies=2))
-    # Each replica takes 2 nodes of one pool: only the H100 pool has two.
-    assert best(clusters, [fungible]).placed == 1
+    # Charged a node per pod, each replica takes 2 nodes of one pool: only the H100 pool has two.
+    assert best(clusters, [fungible], accounting=NODE).placed == 1
+    # By devices, 2 replicas on the L4 node's 4 GPUs, 8 on each H100 node's 8: all 5.
+    assert best(clusters, [fungible]).placed == 5
+    fungible["spec"]["replicas"] = 20
+    assert best(clusters, [fungible]).placed == (4 + 2 * 8) // 2
 
 
 def test_the_solver_puts_a_gang_on_one_pool_never_across_two():
@@ -129,6 +217,16 @@ def test_the_overcommit_check_finds_a_pool_held_beyond_its_nodes():
     assert quality.overcommits(clusters, ledger) == ["a/h100: 5 > 4"]
 
 
+def test_the_overcommit_check_counts_devices_on_each_node_not_the_pool_s_total():
+    clusters = [corpus.cluster("a", corpus.pool("h100", 2))]
+    # Three 5-GPU pods: 15 of the pool's 16 GPUs, yet no two share a node.
+    ledger = [corpus.held_replica(0, "a", "h100", 3, gpus_each=5)]
+    assert quality.overcommits(clusters, ledger) == ["a/h100: 3 > 2"]
+    sixteen = [corpus.held_replica(0, "a", "h100", 16, gpus_each=1)]
+    assert quality.overcommits(clusters, sixteen) == []
+    assert quality.overcommits(clusters, sixteen, accounting=NODE) == ["a/h100: 16 > 2"]
+
+
 def test_the_corpus_is_the_same_for_a_seed_and_covers_every_trap():
     one, again, other = corpus.generate(7, 2), corpus.generate(7, 2), corpus.generate(8, 2)
     assert [c.deployments for c in one] == [c.deployments for c in again]
@@ -151,6 +249,10 @@ def test_the_harness_reports_every_case_trap_and_last_the_headline_ratio():
         assert f"\n{trap} " in text
     assert "overcommits: 0" in text
     assert "short at arrival" in text
+    assert "\nGPUs placed, of the fleet's " in text
+    for r in rows:
+        assert r["gpus nodewise"] <= r["gpus fleet"] and r["gpus optimal"] <= r["gpus fleet"]
+        assert r["nodewise"] <= r["optimal"]  # devices never place fewer than whole nodes
     assert "\ncost per hour, against the least cost of placing the same replicas: Spread " in text
     assert "\ncost per hour, against each deployment's least on the fleet as it arrived: Spread " in text
     for r in rows:
@@ -186,29 +288,32 @@ def priced(cluster: dict, **per_pool: str) -> dict:
 
 
 def test_the_solver_places_the_most_replicas_first_and_then_the_cheapest():
-    # Three one-node replicas: the cheap cluster has room for two; the third
+    # Three 8-GPU replicas: the cheap cluster has room for two; the third
     # goes to the dearer one rather than being left out.
     clusters = [priced(corpus.cluster("a", corpus.pool("h100", 2)), h100="1"),
                 priced(corpus.cluster("b", corpus.pool("h100", 4)), h100="5.5")]
-    opt = best(clusters, [small(3)])
+    opt = best(clusters, [small(3, gpus=8)])
     assert opt.placed == 3
     assert opt.cost == solver.Cost(0, 2 * 10_000 + 55_000)
+    # Three 1-GPU replicas share one cheap node: a placement costs the nodes it keeps busy.
+    assert best(clusters, [small(3)]).cost == solver.Cost(0, 10_000)
 
 
 def test_the_solver_puts_unpriced_nodes_after_any_priced_ones():
     clusters = [corpus.cluster("a", corpus.pool("h100", 4)),
                 priced(corpus.cluster("b", corpus.pool("h100", 1)), h100="900")]
-    assert best(clusters, [small(2)]).cost == solver.Cost(1, 900 * 10_000)
+    assert best(clusters, [small(2, gpus=8)]).cost == solver.Cost(1, 900 * 10_000)
+    assert best(clusters, [small(2, gpus=4)]).cost == solver.Cost(0, 900 * 10_000)
 
 
 def test_the_least_cost_of_what_the_scheduler_placed_is_no_more_than_its_own():
     case = corpus.generate(5, 1)[4]  # mixed: most pools priced
     for strategy in quality.STRATEGIES:
         r = quality.replay(case, strategy)
-        got = solver.cost_of(r.usage, quality.prices(case))
+        got = quality.cost_of(case, r.usage)
         least = quality.least_cost(case, r.placed, 10)
         assert least <= got  # (unpriced nodes, then priced cost), as the scheduler ranks
-        assert sum(r.usage.values()) > 0
+        assert sum(n for pods in r.usage.values() for _, n in pods) > 0
 
 
 def test_the_corpus_prices_most_pools_and_leaves_its_fleets_as_they_were():
@@ -222,3 +327,48 @@ def test_the_corpus_prices_most_pools_and_leaves_its_fleets_as_they_were():
     as_generated = [cl for trap in corpus.TRAPS for i in range(2)
                     for cl in corpus.GENERATORS[trap](random.Random(f"7-{trap}-{i}"))[0]]
     assert unpriced == as_generated
+
+
+def test_the_traps_added_for_devices_leave_the_earlier_traps_cases_as_they_were():
+    # seed 19's fleets, deployments and held placements of the first five traps,
+    # as generated before #34 added three traps (the held replicas now take a
+    # node's GPUs where they took one; the nodes they hold are the same).
+    before = corpus.TRAPS[:5]
+    cases = [c for c in corpus.generate(19, 12) if c.trap in before]
+    text = json.dumps([[c.name, c.clusters, c.deployments,
+                        [(h["metadata"]["name"], h["spec"]["clusterName"],
+                          h["spec"]["engines"][0]["copies"]) for h in c.held]]
+                       for c in cases], sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    assert digest == "a17fc909a151a1e3ca8fd1ea84300a61a6bdf66bfaad17ad6214362acdbe2376"
+
+
+def test_the_replay_counts_each_placed_replica_s_own_pods_and_gpus():
+    # Two deployments of different shapes: each replica is matched on its own
+    # pool again, never mistaken for another's (the Matcher caches by id()).
+    case = corpus.Case("hand", "hand", one_node(4), [],
+                       [small(3, "d00-one"), small(1, "d01-eight", gpus=8)])
+    replay = quality.replay(case, "Pack")
+    assert replay.placed == {"d00-one": 3, "d01-eight": 1}
+    pods = dict(p for pods in replay.usage.values() for p in pods)
+    assert {shape[0][1]: n for shape, n in pods.items()} == {1: 3, 8: 1}
+    assert replay.gpus == 3 + 8
+
+
+def test_the_whole_node_waste_trap_wastes_most_gpus_charged_a_node_per_pod():
+    case = next(c for c in corpus.generate(19, 1) if c.trap == "whole-node-waste")
+    fleet = quality.fleet_gpus(case)
+    by_devices = quality.optimum(case, 10, most_gpus=True).gpus
+    by_nodes = quality.optimum(case, 10, accounting=NODE, most_gpus=True).gpus
+    assert by_nodes < fleet[0] / 2 <= by_devices
+
+
+def test_whole_node_accounting_reproduces_the_solver_before_devices():
+    # The optima the node-counting solver found on seed 3's first case of each
+    # of the five traps it knew (benchmarks/solver.py before #34).
+    cases = [c for c in corpus.generate(3, 1) if c.trap in corpus.TRAPS[:5]]
+    found = [quality.optimum(c, 10, accounting=NODE) for c in cases]
+    assert [o.placed for o in found] == [32, 28, 6, 3, 19]
+    assert [o.cost for o in found] == [solver.Cost(0, 73566600), solver.Cost(0, 44517200),
+                                       solver.Cost(0, 6241900), solver.Cost(0, 3056100),
+                                       solver.Cost(3, 18283300)]
