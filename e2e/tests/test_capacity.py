@@ -85,7 +85,7 @@ def test_cordoned_nodes_leave_the_count_and_the_scheduler_places_by_what_is_left
         apply_docs(cp, [md])
         status = wait_scheduled(cp, NS, "cordon-probe", 1)["status"]
         reasons = {u["reason"] for u in status["unscheduled"]}
-        assert all(f'too few free nodes on pool "{pool}"' in r for r in reasons), reasons
+        assert all(f'no node of pool "{pool}" with 1 gpu free' in r for r in reasons), reasons
         assert not is_true(get(cp, MD, "cordon-probe", NS), "ReplicasScheduled")
         for n in nodes[:3]:
             cp.kubectl("uncordon", n, cluster=cp.cluster(cluster))
@@ -101,7 +101,8 @@ def test_a_not_ready_node_on_a_remote_cluster_leaves_the_count(cp: ControlPlane,
     cluster, pool = "eu-west-1", "l4-4x"  # remote: counted from the reporter's report
     handle = cp.cluster(cluster)
     node = fleet.node_name(cluster, pool, 0)
-    md = single_gpu("not-ready-probe", NS, 2, {"region": "eu-west"})
+    # Four L4s per node: one node left takes four one-GPU replicas, the fifth waits.
+    md = single_gpu("not-ready-probe", NS, 5, {"region": "eu-west"})
     try:
         clock = Stopwatch()
         cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}=true", cluster=handle)
@@ -111,10 +112,10 @@ def test_a_not_ready_node_on_a_remote_cluster_leaves_the_count(cp: ControlPlane,
         timings["capacity: NotReady to observed through the reporter (s)"] = clock.seconds()
         assert got["declaredNodes"] == 2
         apply_docs(cp, [md])
-        wait_scheduled(cp, NS, "not-ready-probe", 1)
+        wait_scheduled(cp, NS, "not-ready-probe", 4)
         cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}-", cluster=handle)
         wait_pool(cp, cluster, pool, nodes=2, readyNodes=2)
-        wait_scheduled(cp, NS, "not-ready-probe", 2)
+        wait_scheduled(cp, NS, "not-ready-probe", 5)
     finally:
         cp.kubectl("label", "node", node, f"{NOT_READY_LABEL}-", cluster=handle, check=False)
         delete_and_wait(cp, NS, "not-ready-probe")
@@ -194,7 +195,7 @@ def test_a_pool_that_leaves_devices_out_counts_what_its_nodes_publish(cp: Contro
 # --- Fair share ------------------------------------------------------------------------
 
 CAPPED, OTHER = "quota-capped", "quota-other"
-L4_NODES = 6  # us-east-1 l4 (4) and eu-west-1 l4-4x (2): one replica of single-gpu each
+L4_NODES = 6  # replicas of the uncapped namespace: us-east-1 has 4 L4s, eu-west-1 eight more
 
 
 def quota() -> dict:
@@ -216,7 +217,7 @@ def test_a_quota_caps_one_namespace_while_another_fills_the_rest(cp: ControlPlan
         reasons = [u["reason"] for u in status["unscheduled"]]
         assert len(reasons) == 2 and all(
             "under quota e2e-l4/l4 (2 of 2 devices in use" in r for r in reasons), reasons
-        # The other namespace is not capped: it takes every L4 node left.
+        # The other namespace is not capped: it takes L4s past the capped one's limit.
         apply_docs(cp, [single_gpu("uncapped", OTHER, L4_NODES - 2, prod)])
         wait_scheduled(cp, OTHER, "uncapped", L4_NODES - 2)
 
@@ -238,15 +239,15 @@ def test_a_quota_caps_one_namespace_while_another_fills_the_rest(cp: ControlPlan
 
 def test_a_pack_deployment_moves_a_replica_to_make_room_for_one_that_fits_nowhere(
         cp: ControlPlane, timings):
-    """A deployment whose engine needs all four of us-east-1's L4 nodes (four copies
-    of one L4 engine: one pool, never split) waits while one replica of another
-    holds one of them. Switched to Pack, that deployment moves the replica to
-    eu-west-1's spare L4 node, and the waiting one gets us-east-1's pool, where
-    kube-scheduler puts its four pods on the four nodes."""
+    """A deployment whose engine needs all eight of eu-west-1's L4s (eight copies of
+    one one-L4 engine: one pool, never split; us-east-1's pool has four) waits while
+    one replica of another holds one of them. Switched to Pack, that deployment moves
+    the replica to us-east-1, and the waiting one gets eu-west-1's pool, where
+    kube-scheduler puts its eight pods on the two nodes, four each."""
     prod = {"tier": "prod"}
     small = single_gpu("room-small", NS, 2, prod)  # Spread: one replica on each L4 pool
     wide = single_gpu("room-wide", NS, 1, prod)
-    wide["spec"]["template"]["spec"]["engines"][0]["copies"] = 4
+    wide["spec"]["template"]["spec"]["engines"][0]["copies"] = 8
     try:
         apply_docs(cp, [small])
         wait_scheduled(cp, NS, "room-small", 2)
@@ -254,7 +255,7 @@ def test_a_pack_deployment_moves_a_replica_to_make_room_for_one_that_fits_nowher
             == ["eu-west-1", "us-east-1"]
         apply_docs(cp, [wide])
         status = wait_scheduled(cp, NS, "room-wide", 0)["status"]
-        assert status["unscheduled"], status  # us-east-1 has 3 free L4 nodes, eu-west-1 2
+        assert status["unscheduled"], status  # eu-west-1 has 7 free L4s, us-east-1 3
 
         clock = Stopwatch()
         small["spec"]["template"]["spec"]["placement"] = {"strategy": "Pack"}
@@ -262,18 +263,18 @@ def test_a_pack_deployment_moves_a_replica_to_make_room_for_one_that_fits_nowher
         wait_scheduled(cp, NS, "room-wide", 1)
         timings["room: Pack switch -> waiting deployment placed (s)"] = clock.seconds()
         assert [mr["spec"]["clusterName"] for mr in replicas_of(cp, NS, "room-small")] \
-            == ["eu-west-1", "eu-west-1"]
+            == ["us-east-1", "us-east-1"]
         (mr,) = replicas_of(cp, NS, "room-wide")
-        assert mr["spec"]["clusterName"] == "us-east-1"
-        assert mr["spec"]["engines"][0]["members"][0]["nodePoolName"] == "l4"
-        # Real pods on real nodes: both deployments serve, the wide one's four
-        # pods on the four nodes the move freed (kube-scheduler allocated their claims).
+        assert mr["spec"]["clusterName"] == "eu-west-1"
+        assert mr["spec"]["engines"][0]["members"][0]["nodePoolName"] == "l4-4x"
+        # Real pods on real nodes: both deployments serve, the wide one's eight
+        # pods on the two nodes the move freed (kube-scheduler allocated their claims).
         for name in ("room-wide", "room-small"):
             wait_condition(cp, MD, name, NS, "ReplicasReady", SERVING)
         timings["room: Pack switch -> both serving (s)"] = clock.seconds()
         (mr,) = replicas_of(cp, NS, "room-wide")
         assert claims_on_their_pool(cp, mr) == []
-        assert len({p["spec"]["nodeName"] for p in serving_pods(cp, mr)}) == 4
+        assert len({p["spec"]["nodeName"] for p in serving_pods(cp, mr)}) == 2
     finally:
         # Both at once: the wait for one sees the other's pods in the namespace.
         for name in ("room-wide", "room-small"):
