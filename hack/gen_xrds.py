@@ -403,7 +403,7 @@ def member(resolved: bool) -> dict:
 
 ROLLOUT = obj({
     "maxSurge": {**QUANTITY, "description": "Extra copies (or a percentage) during a rollout. "
-                 "Each surge copy needs free nodes of its own in the pool."},
+                 "Each surge copy needs free devices of its own in the pool."},
     "maxUnavailable": {**QUANTITY, "description": "Copies (or a percentage) that may be down "
                        "during a rollout."},
     "partition": integer(0, 256, "Gang engines only: copies with an index below the partition "
@@ -619,8 +619,9 @@ def inference_cluster() -> dict:
             "digits and 4 decimals (\"2.48\", \"0\") in one currency for the whole fleet (the "
             "scheduler compares costs, it never converts them). Among the placements a "
             "deployment's placement strategy ranks equal, within one firstAvailable priority "
-            "level, the scheduler takes the cheapest: nodes used times this cost, summed over "
-            "the replica's engines. Cost never outranks the strategy: a Spread deployment "
+            "level, the scheduler takes the cheapest: this cost times each pod's share of its "
+            "node (the share of the node's devices of its scarcest kind it claims: one GPU of "
+            "eight is an eighth), summed over the replica's pods. Cost never outranks the strategy: a Spread deployment "
             "spreads and a Pack one packs as without prices, and a cluster where the deployment's "
             "ModelCache is Ready comes before a cheaper one. Unset means unknown: ranked after "
             "every priced pool. \"0\" marks nodes that cost nothing more to use (owned "
@@ -780,8 +781,9 @@ PLACEMENT = obj({
     "strategy": string(0, "How new replicas choose among the clusters that fit them. Spread "
                        "(the default): the cluster hosting fewest of this deployment's "
                        "replicas, so losing one cluster costs least. Pack: the cluster, and "
-                       "within it the pool, with the fewest free nodes that still fit, which "
-                       "keeps large free blocks for multi-node gangs. Replicas already placed "
+                       "within it the pool, with the fewest free devices that still fit (and "
+                       "within a pool the fullest node), which keeps large free blocks for "
+                       "multi-node gangs and whole-node engines. Replicas already placed "
                        "never move for the strategy alone; under Pack, once all of this "
                        "deployment's replicas are placed, the fewest of them move off one "
                        "cluster (each only to a place on another) when that lets another "

@@ -387,7 +387,7 @@ class ControlPlane:
             f"  kubectl (v1.34, pinned): {kubectl}",
             "",
             "Try:",
-            "  kubectl get ic                      # the fleet: nodes and free nodes per cluster",
+            "  kubectl get ic                      # the fleet: nodes, free nodes and free devices per pool",
             "  kubectl apply -f examples/deployments/single-gpu.yaml",
             "  kubectl get md,mr -A                # deployments, and the replicas placed",
             "  kubectl -n ml-team get deploy,pods,resourceclaims   # us-east-1 runs here",

@@ -604,7 +604,7 @@ class MaxSurge1(RootModel[StrictStr]):
     root: Annotated[
         StrictStr,
         Field(
-            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool.",
+            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free devices of its own in the pool.",
             max_length=64,
         ),
     ]
@@ -624,7 +624,7 @@ class Rollout(BaseModel):
     maxSurge: Annotated[
         MaxSurge1 | StrictInt | None,
         Field(
-            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool."
+            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free devices of its own in the pool."
         ),
     ] = None
     maxUnavailable: Annotated[
@@ -727,7 +727,7 @@ class Placement(BaseModel):
     strategy: Annotated[
         PlacementStrategy | None,
         Field(
-            description="How new replicas choose among the clusters that fit them. Spread (the default): the cluster hosting fewest of this deployment's replicas, so losing one cluster costs least. Pack: the cluster, and within it the pool, with the fewest free nodes that still fit, which keeps large free blocks for multi-node gangs. Replicas already placed never move for the strategy alone; under Pack, once all of this deployment's replicas are placed, the fewest of them move off one cluster (each only to a place on another) when that lets another ModelDeployment's next replica, which fits on no cluster, fit there.",
+            description="How new replicas choose among the clusters that fit them. Spread (the default): the cluster hosting fewest of this deployment's replicas, so losing one cluster costs least. Pack: the cluster, and within it the pool, with the fewest free devices that still fit (and within a pool the fullest node), which keeps large free blocks for multi-node gangs and whole-node engines. Replicas already placed never move for the strategy alone; under Pack, once all of this deployment's replicas are placed, the fewest of them move off one cluster (each only to a place on another) when that lets another ModelDeployment's next replica, which fits on no cluster, fit there.",
             title="PlacementStrategy",
         ),
     ] = "Spread"

@@ -409,7 +409,7 @@ class MaxSurge1(RootModel[StrictStr]):
     root: Annotated[
         StrictStr,
         Field(
-            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool.",
+            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free devices of its own in the pool.",
             max_length=64,
         ),
     ]
@@ -429,7 +429,7 @@ class Rollout(BaseModel):
     maxSurge: Annotated[
         MaxSurge1 | StrictInt | None,
         Field(
-            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free nodes of its own in the pool."
+            description="Extra copies (or a percentage) during a rollout. Each surge copy needs free devices of its own in the pool."
         ),
     ] = None
     maxUnavailable: Annotated[
