@@ -242,6 +242,15 @@ def test_the_pod_references_its_claim_template_and_the_engine_claims_it():
     assert engine_container(pod)["resources"]["claims"] == [{"name": claim["name"]}]
 
 
+def test_the_claims_made_from_a_template_carry_the_replicas_labels():
+    # Kubernetes copies spec.metadata onto each ResourceClaim it makes from the
+    # template: that is how observed allocations tell this project's claims,
+    # which the scheduler charges itself, from everyone else's (contract/allocated.py).
+    rct = compose(replica()).one("ResourceClaimTemplate")
+    assert rct["spec"]["metadata"] == {"labels": {"modelplane.ai/deployment": "llama",
+                                                  "modelplane.ai/replica": "llama-us-east-1-0"}}
+
+
 def test_synthetic_devices_are_never_claimed():
     devices = [device("gpu", count=8),
                device("fabric", claim="Synthetic", device_class="",

@@ -7,6 +7,11 @@ DeviceClass the scheduler matched on the pool, with the user's CEL selectors:
 the same expressions the scheduler evaluated, now evaluated by the DRA
 allocator on the node. Synthetic devices constrain placement only and are
 never claimed; a member with no DRA request gets no template.
+
+The template's `spec.metadata.labels` are the replica's labels: Kubernetes
+copies them onto every ResourceClaim it makes from the template, and that is
+how a cluster's observed allocations tell this project's claims (which the
+scheduler charges itself) from everyone else's (contract/allocated.py).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 from function.composer import kinds, naming
 from function.composer.composed import Composed
 from function.composer.model import Engine, Member, Replica
+
 
 def claim_template(replica: Replica, engine: Engine, member: Member) -> Composed | None:
     if not member.claims:
@@ -27,10 +33,12 @@ def claim_template(replica: Replica, engine: Engine, member: Member) -> Composed
         if r.selectors:
             exactly["selectors"] = [{"cel": {"expression": s}} for s in r.selectors]
         requests.append({"name": r.name, "exactly": exactly})
+    labels = naming.object_labels(replica)
     manifest = {
         **kinds.RESOURCECLAIMTEMPLATE.header(),
         "metadata": {"name": naming.claim_template_name(replica, engine, member),
-                     "namespace": replica.namespace, "labels": naming.object_labels(replica)},
-        "spec": {"spec": {"devices": {"requests": requests}}},
+                     "namespace": replica.namespace, "labels": labels},
+        "spec": {"metadata": {"labels": dict(labels)},
+                 "spec": {"devices": {"requests": requests}}},
     }
     return Composed(naming.claim_template_key(engine, member), manifest)
