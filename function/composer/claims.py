@@ -11,12 +11,18 @@ never claimed; a member with no DRA request gets no template.
 The template's `spec.metadata.labels` are the replica's labels: Kubernetes
 copies them onto every ResourceClaim it makes from the template, and that is
 how a cluster's observed allocations tell this project's claims (which the
-scheduler charges itself) from everyone else's (contract/allocated.py).
+scheduler charges itself) from everyone else's (contract/allocated.py). A
+template's spec is immutable, so one composed before the labels existed is
+left as it is (`as_composed`): changing it would fail on the API server, and
+its claims are recognized by the pods that own them instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from crossplane.function import resource
 
 from function.composer import kinds, naming
 from function.composer.composed import Composed
@@ -42,3 +48,31 @@ def claim_template(replica: Replica, engine: Engine, member: Member) -> Composed
                  "spec": {"devices": {"requests": requests}}},
     }
     return Composed(naming.claim_template_key(engine, member), manifest)
+
+
+def as_composed(serialized: bytes, observed: Mapping[str, Any] | None) -> bytes:
+    """A composed object as it goes to Crossplane: a ResourceClaimTemplate that
+    exists without `spec.metadata` (composed by an older version; the API server
+    refuses any change to a template's spec) keeps it that way, bare or wrapped
+    in a provider-kubernetes Object. Everything else is unchanged."""
+    def template(obj: Any) -> Any:
+        if not isinstance(obj, Mapping):
+            return None
+        if obj.get("kind") == kinds.OBJECT.kind:
+            obj = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest")
+        if isinstance(obj, Mapping) and obj.get("kind") == kinds.RESOURCECLAIMTEMPLATE.kind \
+                and isinstance(obj.get("spec"), Mapping):
+            return obj["spec"]
+        return None
+
+    existing = template(observed)
+    if existing is None or "metadata" in existing:
+        return serialized
+    struct = resource.structpb.Struct()
+    struct.ParseFromString(serialized)
+    desired = resource.struct_to_dict(struct)
+    spec = template(desired)
+    if spec is None:
+        return serialized
+    spec.pop("metadata", None)
+    return resource.dict_to_struct(desired).SerializeToString()
