@@ -8,7 +8,9 @@ fleet with `kubectl get ic`, and the scheduler counts what it reports:
   declared `nodes`, with the CapacityObserved condition saying which and why.
   A remote cluster is observed through the inventory reporter composed onto
   it (reporter.py); the control-plane cluster's Nodes are read directly;
-* the nodes the ModelReplicas placed on each pool hold, and what is free.
+* the nodes the ModelReplicas placed on each pool hold, and what is free;
+* the devices other claims (ResourceClaims this project did not compose)
+  hold on each pool's counted nodes (taken.py), while the observation counts.
 
 It marks the cluster not ready when the provider-kubernetes
 ClusterProviderConfig it names does not exist, which keeps the scheduler
@@ -24,13 +26,14 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.cluster import monitoring, observe, reporter
+from function.cluster import monitoring, observe, reporter, taken
 from function.contract.api import (
     API_VERSION,
     DRA_API_VERSION,
     KIND_MODEL_REPLICA,
     LABEL_CLUSTER,
     LABEL_POOL,
+    REQUIRE_CLAIMS,
     REQUIRE_DEVICE_CLASSES,
     REQUIRE_NODES,
     REQUIRE_REPLICAS,
@@ -92,6 +95,8 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         # Every slice and class: a slice names its node, not its pool.
         response.require_resources(rsp, REQUIRE_SLICES, DRA_API_VERSION, "ResourceSlice")
         response.require_resources(rsp, REQUIRE_DEVICE_CLASSES, DRA_API_VERSION, "DeviceClass")
+        # Every claim, every namespace: what they hold is what pods can no longer have.
+        response.require_resources(rsp, REQUIRE_CLAIMS, DRA_API_VERSION, "ResourceClaim")
     composed = dict(reporter.objects(cluster)) if reporting else {}
     pod_monitor = Monitoring.model_validate(spec.get("monitoring") or {}).podMonitor
     if pod_monitor is not None:
@@ -110,11 +115,13 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         observation = None
     elif not cluster.remote:
         wanted = [f"{REQUIRE_NODES}/{p.name}" for p in pools]
-        if all(req.resolved(w) for w in (*wanted, REQUIRE_SLICES, REQUIRE_DEVICE_CLASSES)):
+        if all(req.resolved(w) for w in (*wanted, REQUIRE_SLICES, REQUIRE_DEVICE_CLASSES,
+                                         REQUIRE_CLAIMS)):
             nodes = [n for w in wanted for n in req.required(w)]
             observation = observe.local(nodes, pools, dig(ic, "status"), clock,
                                         req.required(REQUIRE_SLICES),
-                                        req.required(REQUIRE_DEVICE_CLASSES))
+                                        req.required(REQUIRE_DEVICE_CLASSES),
+                                        req.required(REQUIRE_CLAIMS))
         else:
             observation = "the cluster's Nodes are not read yet"
     elif not reporting:
@@ -142,6 +149,14 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
             used[pool_name] = used.get(pool_name, 0) + n
 
     devices, notes = observe.devices(pools, observation, dig(ic, "status"))
+    # What others hold, while the observation counts (else the declared view: nothing).
+    held: dict[str, list[dict[str, Any]]] = {}
+    held_notes: list[str] = []
+    if verdict.status == "True" and isinstance(observation, Observation) \
+            and observation.taken is not None:
+        counted = {p.name: [d.spec for d in p.devices] if p.declares_devices
+                   else devices.get(p.name, []) for p in pools}
+        held, held_notes = taken.entries(pools, counted, observation.taken)
     status_pools = []
     for count in verdict.pools:
         in_use = used.get(count.name, 0)
@@ -152,6 +167,8 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
                          observedAt=verdict.observed_at)
         if count.name in devices:
             entry["publishedDevices"] = devices[count.name]
+        if count.name in held:
+            entry["takenDevices"] = held[count.name]
         status_pools.append(entry)
         if in_use > count.counted:
             response.warning(rsp, f"pool {count.name!r} is overcommitted: {in_use} nodes "
@@ -162,8 +179,10 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         "freeNodes": sum(p["freeNodes"] for p in status_pools),
         "nodePools": status_pools,
     }})
-    message = verdict.message if not notes else \
-        f"{verdict.message}; published devices: {'; '.join(notes)}"
+    message = verdict.message
+    for what, said in (("published devices", notes), ("taken devices", held_notes)):
+        if said:
+            message += f"; {what}: {'; '.join(said)}"
     response.set_conditions(rsp, resource.Condition(
         typ=observe.CONDITION, status=verdict.status, reason=verdict.reason,
         message=message[:observe.MAX_MESSAGE]))

@@ -40,6 +40,10 @@ def replica_header_value(namespace: str, name: str) -> str:
     ModelEndpoint sets (composer/routing/gateway.py, scheduler/endpoints.py)."""
     return f"{namespace}/{name}"
 
+# A composed pod's name for its ResourceClaim (composer/pods.py), which Kubernetes
+# records on the claim it makes from the template.
+POD_CLAIM = "devices"
+
 # The node label that pins pods to their pool.
 LABEL_POOL = f"{GROUP}/pool"
 
