@@ -251,3 +251,13 @@ def test_a_pool_capped_by_its_declaration_counts_its_freest_nodes():
     assert parse_cluster(with_taken(local(nodes=2), taken, 3)).pools[0].taken == (
         (("gpu", 1),),)
     assert parse_cluster(with_taken(local(nodes=1), taken, 3)).pools[0].taken == ()
+
+
+def test_the_reduction_is_deterministic_whatever_the_order_of_its_inputs():
+    pairs = [gpu_node(n) for n in ("a", "b", "c")]
+    claims = [claim(f"c{i}", "abc"[i % 3], i % 8, (i + 3) % 8) for i in range(9)]
+    nodes, slices = [n for n, _ in pairs], [s for _, s in pairs]
+    forward = allocated.taken(nodes, slices, allocated.held(claims))
+    backward = allocated.taken(nodes[::-1], slices[::-1], allocated.held(claims[::-1]))
+    assert inventory_report.render({}, NOW, taken=forward) == \
+        inventory_report.render({}, NOW, taken=backward)
