@@ -621,11 +621,11 @@ def inference_cluster() -> dict:
             "deployment's placement strategy ranks equal, within one firstAvailable priority "
             "level, the scheduler takes the cheapest: this cost times each pod's share of its "
             "node (the share of the node's devices of its scarcest kind it claims: one GPU of "
-            "eight is an eighth), summed over the replica's pods. Cost never outranks the strategy: a Spread deployment "
-            "spreads and a Pack one packs as without prices, and a cluster where the deployment's "
-            "ModelCache is Ready comes before a cheaper one. Unset means unknown: ranked after "
-            "every priced pool. \"0\" marks nodes that cost nothing more to use (owned "
-            "hardware).",
+            "eight is an eighth), summed over the replica's pods. Cost never outranks the "
+            "strategy: a Spread deployment spreads and a Pack one packs as without prices, "
+            "and a cluster where the deployment's ModelCache is Ready comes before a cheaper "
+            "one. Unset means unknown: ranked after every priced pool. \"0\" marks nodes that "
+            "cost nothing more to use (owned hardware).",
             pattern=cost.PATTERN),
     }, "A group of identical nodes.", required=["name", "nodes"])
     spec = obj({
@@ -760,6 +760,23 @@ def inference_cluster() -> dict:
                                   "the first DeviceClass that selects it. The scheduler counts "
                                   "them for a pool whose spec leaves `devices` out.",
                                   map_keys=["name"]),
+        "takenDevices": array(obj({
+            "node": string(253, "The node's name."),
+            "devices": array(obj({
+                "name": string(63, "The pool's device (spec.nodePools[].devices[].name, or "
+                               "publishedDevices[].name when the spec leaves them out)."),
+                "count": integer(1, 128, "How many of them other claims hold on the node."),
+            }, "Devices of one kind held on the node.", required=["name", "count"]), 16,
+                "By name.", map_keys=["name"]),
+        }, "One node the pool counts and the devices other claims hold there.",
+            required=["node", "devices"]), 256,
+            "Observed, while CapacityObserved is True: the devices ResourceClaims this "
+            "project did not compose have allocated on the pool's counted nodes (Ready, "
+            "uncordoned, repelling none of its pods), one entry per node holding any, by "
+            "node name. The scheduler starts each node's device count from them. At most "
+            "256 nodes per pool (those holding most) and 1024 per cluster; the "
+            "CapacityObserved message says when nodes were left out.",
+            map_keys=["node"]),
     }, "Capacity of one pool.")
     status = obj({
         "nodes": integer(0, 10000000, "Nodes over all pools."),

@@ -117,15 +117,16 @@ def test_a_malformed_report_says_what_is_wrong(text, why):
 # --- The control-plane cluster: its Nodes, read directly ----------------------
 
 def run_cluster(ic: dict, *, nodes: dict[str, list] | None = None, observed=None,
-                replicas=(), slices=(), classes=()) -> fnv1.RunFunctionResponse:
+                replicas=(), slices=(), classes=(), claims=()) -> fnv1.RunFunctionResponse:
     """The cluster function with its requirements resolved: the replicas, and
-    when `nodes` are given, each pool's Nodes and the cluster's ResourceSlices
-    and DeviceClasses (none unless given)."""
+    when `nodes` are given, each pool's Nodes and the cluster's ResourceSlices,
+    DeviceClasses and ResourceClaims (none unless given)."""
     required = {"model-replicas": list(replicas)}
     for name, ns in (nodes or {}).items():
         required[f"nodes/{name}"] = ns
     if nodes is not None:
-        required.update({"resource-slices": list(slices), "device-classes": list(classes)})
+        required.update({"resource-slices": list(slices), "device-classes": list(classes),
+                         "resource-claims": list(claims)})
     return fn.run_function(request(ic, required=required, observed=observed))
 
 
@@ -147,7 +148,8 @@ def test_cordoned_and_not_ready_nodes_are_not_counted():
     assert pools_status(rsp) == [{
         "name": "h100", "nodes": 2, "declaredNodes": 4, "readyNodes": 3, "schedulableNodes": 2,
         "observedAt": "2026-11-22T12:00:00Z", "usedNodes": 0, "freeNodes": 2,
-        "publishedDevices": []}]  # no DRA driver publishes anything here
+        "publishedDevices": [],  # no DRA driver publishes anything here
+        "takenDevices": []}]     # and no claim holds anything
     assert condition(rsp, "CapacityObserved") == (
         "True", "Observed", "schedulable of declared: h100 2/4")
 
@@ -375,7 +377,8 @@ def test_the_reporter_lists_every_page_and_writes_one_configmap():
         pools = tool.report_once(core, custom, "modelplane-system", lambda: NOW)
     assert core.selectors == ["modelplane.ai/pool"] * 6
     assert custom.calls == ["resource.k8s.io/v1/resourceslices",
-                            "resource.k8s.io/v1/deviceclasses"] * 2
+                            "resource.k8s.io/v1/deviceclasses",
+                            "resource.k8s.io/v1/resourceclaims"] * 2
     assert sum(g.nodes for g in pools["h100"]) == 8
     [(where, cm)] = core.configmaps.items()
     assert where == ("modelplane-system", "modelplane-inventory")

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import re
+
+import pytest
 
 from composer_support import (
     GPU_SELECTOR as GPU,
     LOCAL,
+    REMOTE,
     cluster,
     compose,
     container,
     device,
     engine_container,
     gang,
+    inner,
     member,
     pod_templates,
     replica,
@@ -240,6 +245,34 @@ def test_the_pod_references_its_claim_template_and_the_engine_claims_it():
     (claim,) = pod["spec"]["resourceClaims"]
     assert claim["resourceClaimTemplateName"] == rct["metadata"]["name"]
     assert engine_container(pod)["resources"]["claims"] == [{"name": claim["name"]}]
+
+
+def test_the_claims_made_from_a_template_carry_the_replicas_labels():
+    # Kubernetes copies spec.metadata onto each ResourceClaim it makes from the
+    # template: that is how observed allocations tell this project's claims,
+    # which the scheduler charges itself, from everyone else's (contract/allocated.py).
+    rct = compose(replica()).one("ResourceClaimTemplate")
+    assert rct["spec"]["metadata"] == {"labels": {"modelplane.ai/deployment": "llama",
+                                                  "modelplane.ai/replica": "llama-us-east-1-0"}}
+
+
+@pytest.mark.parametrize("where", [LOCAL, REMOTE])
+def test_a_template_composed_before_the_labels_is_left_as_it_is(where):
+    # A template's spec is immutable: adding spec.metadata to one that exists
+    # would fail on the API server, so it stays as it was composed.
+    mr = replica(standalone(pool="l4" if where == LOCAL else "l4-4x"), cluster=where)
+    fresh = compose(mr)
+    key, composed = next((k, v) for k, v in fresh.desired.items()
+                         if inner(v)["kind"] == "ResourceClaimTemplate")
+    old = copy.deepcopy(composed)
+    inner(old)["spec"].pop("metadata")
+    again = compose(mr, observed={key: old})
+    assert "metadata" not in inner(again.desired[key])["spec"]
+    assert again.desired[key] == old
+    # Everything else composes as before; a template with its labels keeps them.
+    assert {k: v for k, v in again.desired.items() if k != key} == \
+        {k: v for k, v in fresh.desired.items() if k != key}
+    assert compose(mr, observed={key: composed}).desired[key] == composed
 
 
 def test_synthetic_devices_are_never_claimed():

@@ -4,12 +4,13 @@ The control plane cannot list a remote cluster's Nodes through Crossplane:
 provider-kubernetes observes one named object per `Object`, never a list. So
 each remote cluster runs this small loop (the InferenceCluster function
 composes it there as a Deployment of the project's own image, with a
-ServiceAccount that may only list Nodes, ResourceSlices and DeviceClasses and
-write one ConfigMap): every
+ServiceAccount that may only list Nodes, ResourceSlices, DeviceClasses and
+ResourceClaims and write one ConfigMap): every
 `interval` it lists the Nodes that carry modelplane.ai/pool, and the DRA
-ResourceSlices and DeviceClasses, reduces them to the inventory report
-(contract/inventory_report.py and contract/published.py, the same reductions the
-function applies to the control-plane cluster's own) and writes it to the
+ResourceSlices, DeviceClasses and ResourceClaims, reduces them to the inventory
+report (contract/inventory_report.py, contract/published.py and
+contract/allocated.py, the same reductions the function applies to the
+control-plane cluster's own) and writes it to the
 ConfigMap modelplane-system/modelplane-inventory. The InferenceCluster reads
 it back through an observe-only provider-kubernetes Object; the report's
 `observedAt` is its heartbeat, so a reporter that stops is noticed as a stale
@@ -23,9 +24,10 @@ import json
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from function.contract.allocated import held, taken
 from function.contract.api import DRA_API_VERSION, LABEL_POOL
 from function.contract.inventory_report import REPORT_KEY, REPORT_NAME, NodeGroup, render, summarize
 from function.contract.published import pool_devices
@@ -34,16 +36,20 @@ log = logging.getLogger("inventory")
 PAGE = 500  # Nodes per list call: a large cluster is listed in pages
 
 
-def _all_pages(fetch: Callable[[str | None], dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every item of a list the API serves in pages: `fetch(token)` is one page."""
-    items: list[dict[str, Any]] = []
+def _pages(fetch: Callable[[str | None], dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The pages of a list the API serves in pages: `fetch(token)` is one page."""
     token = None
     while True:
         page = fetch(token)
-        items.extend(page.get("items") or [])
+        yield page.get("items") or []
         token = (page.get("metadata") or {}).get("continue")
         if not token:
-            return items
+            return
+
+
+def _all_pages(fetch: Callable[[str | None], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every item of a list the API serves in pages."""
+    return [item for page in _pages(fetch) for item in page]
 
 
 def list_nodes(core: Any) -> list[dict[str, Any]]:
@@ -52,13 +58,24 @@ def list_nodes(core: Any) -> list[dict[str, Any]]:
         label_selector=LABEL_POOL, limit=PAGE, _continue=token, _preload_content=False).data))
 
 
-def list_dra(custom: Any, plural: str) -> list[dict[str, Any]]:
-    """Every ResourceSlice or DeviceClass (resource.k8s.io/v1), paged like Nodes.
-    Listed as plain JSON through the generic API: the client's typed models
-    would drop fields newer than the client."""
+def _dra_pages(custom: Any, plural: str) -> Iterator[list[dict[str, Any]]]:
+    """ResourceSlices, DeviceClasses or ResourceClaims (resource.k8s.io/v1, every
+    namespace), paged like Nodes. Listed as plain JSON through the generic API:
+    the client's typed models would drop fields newer than the client."""
     group, version = DRA_API_VERSION.split("/")
-    return _all_pages(lambda token: custom.list_cluster_custom_object(
+    return _pages(lambda token: custom.list_cluster_custom_object(
         group, version, plural, limit=PAGE, _continue=token))
+
+
+def list_dra(custom: Any, plural: str) -> list[dict[str, Any]]:
+    """Every ResourceSlice or DeviceClass."""
+    return [item for page in _dra_pages(custom, plural) for item in page]
+
+
+def held_devices(custom: Any) -> list[tuple[str, str, str, str]]:
+    """The devices other claims hold, reduced page by page: a cluster of
+    thousands of claims is never all in memory."""
+    return [d for page in _dra_pages(custom, "resourceclaims") for d in held(page)]
 
 
 def write(core: Any, namespace: str, report: str) -> None:
@@ -81,9 +98,10 @@ def report_once(core: Any, custom: Any, namespace: str,
                 now: Callable[[], datetime.datetime]) -> dict[str, tuple[NodeGroup, ...]]:
     nodes = list_nodes(core)
     pools = summarize(nodes)
-    found = pool_devices(nodes, list_dra(custom, "resourceslices"),
-                         list_dra(custom, "deviceclasses"))
-    write(core, namespace, render(pools, now(), found.devices, found.notes))
+    slices = list_dra(custom, "resourceslices")
+    found = pool_devices(nodes, slices, list_dra(custom, "deviceclasses"))
+    others = taken(nodes, slices, held_devices(custom))
+    write(core, namespace, render(pools, now(), found.devices, found.notes, others))
     return pools
 
 

@@ -10,7 +10,9 @@ fleet with `kubectl get ic`, and the scheduler counts what it reports:
   it (reporter.py); the control-plane cluster's Nodes are read directly;
 * the devices the ModelReplicas placed on each pool take, node by node
   (contract/nodes.py packs their pods as the scheduler's ledger does), and
-  what is free: per device kind, and the nodes nothing holds.
+  what is free: per device kind, and the nodes nothing holds;
+* the devices other claims (ResourceClaims this project did not compose)
+  hold on each pool's counted nodes (taken.py), while the observation counts.
 
 It marks the cluster not ready when the provider-kubernetes
 ClusterProviderConfig it names does not exist, which keeps the scheduler
@@ -27,13 +29,14 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.cluster import monitoring, observe, reporter
+from function.cluster import monitoring, observe, reporter, taken
 from function.contract.api import (
     API_VERSION,
     DRA_API_VERSION,
     KIND_MODEL_REPLICA,
     LABEL_CLUSTER,
     LABEL_POOL,
+    REQUIRE_CLAIMS,
     REQUIRE_DEVICE_CLASSES,
     REQUIRE_NODES,
     REQUIRE_REPLICAS,
@@ -115,6 +118,8 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         # Every slice and class: a slice names its node, not its pool.
         response.require_resources(rsp, REQUIRE_SLICES, DRA_API_VERSION, "ResourceSlice")
         response.require_resources(rsp, REQUIRE_DEVICE_CLASSES, DRA_API_VERSION, "DeviceClass")
+        # Every claim, every namespace: what they hold is what pods can no longer have.
+        response.require_resources(rsp, REQUIRE_CLAIMS, DRA_API_VERSION, "ResourceClaim")
     composed = dict(reporter.objects(cluster)) if reporting else {}
     pod_monitor = Monitoring.model_validate(spec.get("monitoring") or {}).podMonitor
     if pod_monitor is not None:
@@ -133,11 +138,13 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         observation = None
     elif not cluster.remote:
         wanted = [f"{REQUIRE_NODES}/{p.name}" for p in pools]
-        if all(req.resolved(w) for w in (*wanted, REQUIRE_SLICES, REQUIRE_DEVICE_CLASSES)):
+        if all(req.resolved(w) for w in (*wanted, REQUIRE_SLICES, REQUIRE_DEVICE_CLASSES,
+                                         REQUIRE_CLAIMS)):
             nodes = [n for w in wanted for n in req.required(w)]
             observation = observe.local(nodes, pools, dig(ic, "status"), clock,
                                         req.required(REQUIRE_SLICES),
-                                        req.required(REQUIRE_DEVICE_CLASSES))
+                                        req.required(REQUIRE_DEVICE_CLASSES),
+                                        req.required(REQUIRE_CLAIMS))
         else:
             observation = "the cluster's Nodes are not read yet"
     elif not reporting:
@@ -148,29 +155,39 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         observation = observe.remote(req.observed().get(reporter.REPORT))
     verdict = observe.judge(pools, observation, clock, stale_after, live=not cluster.remote)
 
-    held = []
+    holdings = []
     for mr in req.required(REQUIRE_REPLICAS):
         mr_spec = dig(mr, "spec")
         if mr_spec.get("clusterName") != name:
             continue  # a forged label; the spec is what places a replica
         try:
             usage = replica_usage(mr_spec.get("engines") or [])
-        except (TypeError, ValueError, AttributeError) as exc:
-            # Skip only the bad object, and say so: its nodes go uncounted.
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # Skip only the bad object, and say so: its devices go uncounted.
             meta = dig(mr, "metadata")
             response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
                              f"is malformed and left out of the pool usage: {exc}")
             continue
-        held.append(usage)
-    used = merged(held)
+        holdings.append(usage)
+    used = merged(holdings)
 
     devices, notes = observe.devices(pools, observation, dig(ic, "status"))
+    # What others hold, while the observation counts (else the declared view: nothing).
+    held: dict[str, list[dict[str, Any]]] = {}
+    held_notes: list[str] = []
+    if verdict.status == "True" and isinstance(observation, Observation) \
+            and observation.taken is not None:
+        counted = {p.name: [d.spec for d in p.devices] if p.declares_devices
+                   else devices.get(p.name, []) for p in pools}
+        held, held_notes = taken.entries(pools, counted, observation.taken)
     status_pools = []
     summary = []
     by_name = {p.name: p for p in pools}
     for count in verdict.pools:
-        bins = packed(dataclasses.replace(by_name[count.name], nodes=count.counted),
-                      used.get(count.name) or {})
+        others = tuple(tuple(sorted((d["name"], d["count"]) for d in e["devices"]))
+                       for e in held.get(count.name, ()))[:count.counted]
+        bins = packed(dataclasses.replace(by_name[count.name], nodes=count.counted,
+                                          taken=others), used.get(count.name) or {})
         in_use = bins.busy_nodes() + sum(bins.over.values())
         entry = {"name": count.name, "nodes": count.counted, "declaredNodes": count.declared,
                  "usedNodes": in_use, "freeNodes": max(0, count.counted - in_use)}
@@ -183,6 +200,8 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
                          observedAt=verdict.observed_at)
         if count.name in devices:
             entry["publishedDevices"] = devices[count.name]
+        if count.name in held:
+            entry["takenDevices"] = held[count.name]
         status_pools.append(entry)
         if bins.overcommitted():
             response.warning(rsp, f"pool {count.name!r} is overcommitted: "
@@ -195,8 +214,10 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         "freeDevices": ", ".join(summary)[:FREE_DEVICES_MAX],
         "nodePools": status_pools,
     }})
-    message = verdict.message if not notes else \
-        f"{verdict.message}; published devices: {'; '.join(notes)}"
+    message = verdict.message
+    for what, said in (("published devices", notes), ("taken devices", held_notes)):
+        if said:
+            message += f"; {what}: {'; '.join(said)}"
     response.set_conditions(rsp, resource.Condition(
         typ=observe.CONDITION, status=verdict.status, reason=verdict.reason,
         message=message[:observe.MAX_MESSAGE]))

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function.contract import inventory_report, published
+from function.contract import allocated, inventory_report, published
 from function.contract.inventory_report import Observation
 from function.contract.records import Malformed, Pool
 from function.contract.validation import dig
@@ -60,13 +60,15 @@ class Verdict:
 def local(nodes: Sequence[Mapping[str, Any]], pools: Sequence[Pool],
           previous: Mapping[str, Any], now: datetime.datetime,
           slices: Sequence[Mapping[str, Any]] = (),
-          classes: Sequence[Mapping[str, Any]] = ()) -> Observation:
-    """The control-plane cluster's own Nodes (and the devices its ResourceSlices
-    publish), observed now; `observedAt` stays as the previous status had it
-    while every pool's counts are unchanged."""
+          classes: Sequence[Mapping[str, Any]] = (),
+          claims: Sequence[Mapping[str, Any]] = ()) -> Observation:
+    """The control-plane cluster's own Nodes (the devices its ResourceSlices
+    publish, and those its ResourceClaims hold), observed now; `observedAt`
+    stays as the previous status had it while every pool's counts are unchanged."""
     found = published.pool_devices(nodes, slices, classes)
     observation = Observation(inventory_report.summarize(nodes), inventory_report.rfc3339(now),
-                              found.devices, found.notes)
+                              found.devices, found.notes,
+                              allocated.taken(nodes, slices, allocated.held(claims)))
     before = _previous_pools(previous)
     since = next((p.get("observedAt") for p in before.values()), None)
     # parse_time is None for anything but a string.

@@ -4,8 +4,8 @@ For an InferenceCluster with a ClusterProviderConfig, the function composes,
 through provider-kubernetes `Object`s on the control plane:
 
 * on the workload cluster: namespace modelplane-system (never deleted: other
-  things may live there), a ServiceAccount that may list Nodes, ResourceSlices
-  and DeviceClasses (ClusterRole)
+  things may live there), a ServiceAccount that may list Nodes, ResourceSlices,
+  DeviceClasses and ResourceClaims (ClusterRole)
   and write one ConfigMap (Role), and a one-replica Deployment of the
   project's own image running `function-model-serving inventory`
   (agent/inventory.py); it tolerates every taint, so it runs on any node;
@@ -65,9 +65,10 @@ def objects(cluster: Cluster) -> dict[str, dict[str, Any]]:
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": NAME, "labels": dict(_APP)},
             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
-                      # What DRA drivers publish: a pool's devices (published.py).
+                      # What DRA drivers publish: a pool's devices (published.py),
+                      # and what claims hold of them (allocated.py).
                       {"apiGroups": [DRA_API_VERSION.split("/")[0]],
-                       "resources": ["resourceslices", "deviceclasses"],
+                       "resources": ["resourceslices", "deviceclasses", "resourceclaims"],
                        "verbs": ["get", "list"]}],
         }, None),
         "clusterrolebinding": ({
@@ -114,7 +115,7 @@ def _deployment(meta: Mapping[str, Any]) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": dict(_APP)},
                 "spec": {
-                    "serviceAccountName": NAME,  # its token: it lists Nodes, ResourceSlices
+                    "serviceAccountName": NAME,  # its token: it lists Nodes and DRA objects
                     # Pod Security "restricted" (docs/security.md): with the container's
                     # settings below, the whole profile.
                     "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},

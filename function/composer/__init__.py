@@ -36,7 +36,17 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.composer import keep, kinds, memo, naming, placement, podsecurity, status, trust
+from function.composer import (
+    claims,
+    keep,
+    kinds,
+    memo,
+    naming,
+    placement,
+    podsecurity,
+    status,
+    trust,
+)
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed, Role
 from function.composer.modelcache import mounts
@@ -113,7 +123,7 @@ def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, A
     items = []
     for key, role, manifest in placed.objects:
         state = kinds.judge(observed.get(key))
-        memo.write(rsp, key, manifest)
+        memo.write(rsp, key, claims.as_composed(manifest, observed.get(key)))
         rsp.desired.resources[key].ready = desired_ready(state.ready)
         items.append(status.Observed(key, role, state))
     summary = status.summarize(items, not_routed=placed.not_routed)

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from function.composer.model import Engine, Member, Replica
 from function.composer.placement import Owner
-from function.contract.api import GROUP, LABEL_DEPLOYMENT
+from function.contract.api import GROUP, LABEL_DEPLOYMENT, LABEL_REPLICA
 from function.contract.names import MAX, dns_label, tagged_label
 
 # Pod and object labels. Values are DNS labels of at most 63 characters.
-LABEL_REPLICA = f"{GROUP}/replica"      # every object and pod of a replica
+# LABEL_REPLICA (contract/api.py) is on every object and pod of a replica.
 LABEL_ENGINE = f"{GROUP}/engine"        # pods of one engine
 LABEL_ROLE = f"{GROUP}/role"            # Standalone, Leader or Worker
 LABEL_WORKLOAD = f"{GROUP}/workload"    # pods of one Deployment/LWS: its selector

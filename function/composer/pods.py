@@ -37,14 +37,14 @@ from typing import Any
 
 from function.composer import naming, podsecurity
 from function.composer.model import Engine, Member, Replica
-from function.contract.api import LABEL_POOL, LABEL_SERVING, SERVING_PORT_NAME
+from function.contract.api import LABEL_POOL, LABEL_SERVING, POD_CLAIM, SERVING_PORT_NAME
 from function.contract.enums import EngineContainerName, TolerationOperator
 from function.contract.records import Taint
 
 SERVING_PORT = 8000
 HEALTH_PATH = "/health"
 # The pod's own name for its ResourceClaim; the engine container claims it.
-CLAIM = "devices"
+CLAIM = POD_CLAIM
 
 # LeaderWorkerSet labels every pod of a group with its index (0 = leader) and
 # its webhook puts LWS_LEADER_ADDRESS first in every container's environment

@@ -16,6 +16,10 @@ KIND_MODEL_SERVICE = "ModelService"
 # Labels the scheduler puts on every ModelReplica; keys under GROUP/ are
 # reserved, so users cannot forge them through template metadata.
 LABEL_DEPLOYMENT = f"{GROUP}/deployment"
+# Every object and pod a ModelReplica composes, and the ResourceClaims made from its
+# ResourceClaimTemplates: what tells the project's device claims from others'
+# (contract/allocated.py).
+LABEL_REPLICA = f"{GROUP}/replica"
 LABEL_CLUSTER = f"{GROUP}/cluster"
 LABEL_REPLICA_INDEX = f"{GROUP}/replica-index"
 # The ModelCache a ModelReplica mounts: its cache requires the replicas by it.
@@ -35,6 +39,10 @@ def replica_header_value(namespace: str, name: str) -> str:
     """HEADER_REPLICA's value for a ModelReplica: what its route matches and its
     ModelEndpoint sets (composer/routing/gateway.py, scheduler/endpoints.py)."""
     return f"{namespace}/{name}"
+
+# A composed pod's name for its ResourceClaim (composer/pods.py), which Kubernetes
+# records on the claim it makes from the template.
+POD_CLAIM = "devices"
 
 # The node label that pins pods to their pool.
 LABEL_POOL = f"{GROUP}/pool"
@@ -66,6 +74,7 @@ REQUIRE_FRONT_DOOR = "front-door"  # the InferenceCluster whose gateway a ModelS
 REQUIRE_NODES = "nodes"  # the control-plane cluster's Nodes of one pool: "nodes/<pool>"
 REQUIRE_SLICES = "resource-slices"         # the control-plane cluster's ResourceSlices, all
 REQUIRE_DEVICE_CLASSES = "device-classes"  # and its DeviceClasses, all
+REQUIRE_CLAIMS = "resource-claims"         # and its ResourceClaims, every namespace
 
-# Dynamic Resource Allocation's API: ResourceSlices, DeviceClasses, ResourceClaimTemplates.
+# Dynamic Resource Allocation's API: ResourceSlices, DeviceClasses, ResourceClaim(Template)s.
 DRA_API_VERSION = "resource.k8s.io/v1"

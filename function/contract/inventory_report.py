@@ -50,6 +50,28 @@ class NodeGroup:
 
 
 @dataclass(frozen=True)
+class NodeTaken:
+    """One Ready, uncordoned node and the devices other claims hold on it (allocated.py)."""
+
+
+    node: str
+    taints: tuple[str, ...]               # NoSchedule/NoExecute, as NodeGroup's
+    devices: tuple[tuple[int, int], ...]  # (index into the pool's kinds, count), by index
+
+
+@dataclass(frozen=True)
+class PoolTaken:
+    kinds: tuple[dict[str, Any], ...]     # {"driver", "attributes", "capacity"}
+    nodes: tuple[NodeTaken, ...]          # by node name
+
+
+@dataclass(frozen=True)
+class Taken:
+    pools: Mapping[str, PoolTaken]        # pool name -> what others hold on its nodes
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Observation:
     pools: Mapping[str, tuple[NodeGroup, ...]]  # pool name -> its nodes, grouped
     observed_at: str                            # RFC 3339, UTC
@@ -57,6 +79,9 @@ class Observation:
     # pool without an entry publishes none, or the report predates devices.
     devices: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what the device reduction left out, and why
+    # The devices other claims hold on each pool's nodes (allocated.py); None
+    # when the report predates them: nothing known, nothing taken.
+    taken: Taken | None = None
 
 
 def summarize(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[NodeGroup, ...]]:
@@ -69,7 +94,7 @@ def summarize(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[NodeGroup, 
             continue
         spec, status = dig(node, "spec"), dig(node, "status")
         state = (ready(status), spec.get("unschedulable") is True,
-                 _repelling(spec.get("taints")))
+                 repelling(spec.get("taints")))
         groups = counts.setdefault(pool, {})
         groups[state] = groups.get(state, 0) + 1
     return {pool: tuple(NodeGroup(r, u, t, n) for (r, u, t), n in sorted(groups.items()))
@@ -83,7 +108,7 @@ def ready(status: Mapping[str, Any]) -> bool:
         for c in conditions)
 
 
-def _repelling(taints: Any) -> tuple[str, ...]:
+def repelling(taints: Any) -> tuple[str, ...]:
     out = set()
     for t in taints if isinstance(taints, list) else ():
         if isinstance(t, Mapping) and t.get("effect") in _REPELLING and t.get("key"):
@@ -107,11 +132,19 @@ def count(groups: Iterable[NodeGroup], pool_taints: Iterable[Taint]) -> tuple[in
 
 def render(pools: Mapping[str, tuple[NodeGroup, ...]], observed_at: datetime.datetime,
            devices: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-           notes: Sequence[str] = ()) -> str:
+           notes: Sequence[str] = (), taken: Taken | None = None) -> str:
     """The report as the reporter writes it: canonical JSON. `devices` and
-    `notes` are published.py's (optional: a reader of version 1 without them
-    counts nodes alone)."""
+    `notes` are published.py's, `taken` allocated.py's (optional: a reader of
+    version 1 without them counts nodes alone)."""
+    extra = {} if taken is None else {"taken": {
+        "pools": {pool: {"kinds": list(t.kinds),
+                         "nodes": [{"node": n.node, "taints": list(n.taints),
+                                    "devices": [{"kind": k, "count": c} for k, c in n.devices]}
+                                   for n in t.nodes]}
+                  for pool, t in sorted(taken.pools.items())},
+        "notes": list(taken.notes)}}
     return json.dumps({
+        **extra,
         "version": VERSION,
         "observedAt": rfc3339(observed_at),
         "pools": {pool: [{"ready": g.ready, "unschedulable": g.unschedulable,
@@ -152,7 +185,47 @@ def parse(text: Any) -> Observation:
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         raise Malformed("the report's notes is not a list of strings")
     return Observation(out, observed_at, {p: tuple(ds) for p, ds in devices.items()},
-                       tuple(notes))
+                       tuple(notes), _taken(doc.get("taken")))
+
+
+def _taken(doc: Any) -> Taken | None:
+    """The report's `taken`, None when it has none (a reporter older than it)."""
+    if doc is None:
+        return None
+    bad = Malformed("the report's taken devices are malformed")
+    if not isinstance(doc, dict) or not isinstance(doc.get("pools"), dict) \
+            or not _strings(doc.get("notes", [])):
+        raise bad
+    pools = {}
+    for pool, t in doc["pools"].items():
+        kinds = t.get("kinds") if isinstance(t, dict) else None
+        nodes = t.get("nodes") if isinstance(t, dict) else None
+        if not isinstance(kinds, list) or not all(
+                isinstance(k, dict) and isinstance(k.get("driver"), str)
+                and isinstance(k.get("attributes"), dict) and isinstance(k.get("capacity"), dict)
+                for k in kinds) or not isinstance(nodes, list):
+            raise bad
+        entries = []
+        for n in nodes:
+            held = n.get("devices") if isinstance(n, dict) else None
+            if not isinstance(n, dict) or not isinstance(n.get("node"), str) \
+                    or not _strings(n.get("taints")) or not isinstance(held, list) \
+                    or not all(isinstance(d, dict) and _count(d.get("kind"), len(kinds) - 1)
+                               and _count(d.get("count"), None) for d in held):
+                raise bad
+            entries.append(NodeTaken(n["node"], tuple(n["taints"]),
+                                     tuple((d["kind"], d["count"]) for d in held)))
+        pools[pool] = PoolTaken(tuple(kinds), tuple(entries))
+    return Taken(pools, tuple(doc.get("notes", [])))
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _count(value: Any, most: int | None) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        and (most is None or value <= most)
 
 
 def _group(pool: str, g: Any) -> NodeGroup:

@@ -154,7 +154,7 @@ def _pool(pool: str, reference: Sequence[str],
     per_node: list[Counter] = [Counter() for _ in reference]
     for driver in drivers:
         devices = [by_node.get(n, {}).get(driver, ()) for n in reference]
-        identity = _identity(devices)
+        identity = identity_attributes(devices)
         for counter, node_devices in zip(per_node, devices):
             for d in node_devices:
                 attributes = {k: v for k, v in (d.get("attributes") or {}).items()
@@ -212,7 +212,7 @@ def _misfit(device: Any) -> str:
     return ""
 
 
-def _identity(devices: Sequence[Sequence[Mapping[str, Any]]]) -> set[str]:
+def identity_attributes(devices: Sequence[Sequence[Mapping[str, Any]]]) -> set[str]:
     """Attribute names that tell devices of one driver apart (see the module's note)."""
     names = {k for node in devices for d in node for k in (d.get("attributes") or {})}
 

@@ -314,6 +314,9 @@ def parse_cluster(obj: Mapping[str, Any],
     if observed:
         pools = tuple(dataclasses.replace(p, nodes=min(p.nodes, observed[p.name]))
                       if observed.get(p.name, p.nodes) < p.nodes else p for p in pools)
+        taken = _taken(obj, pools, observed)
+        pools = tuple(dataclasses.replace(p, taken=taken[p.name]) if taken.get(p.name) else p
+                      for p in pools)
     try:
         # Read strictly: a selector that cannot be read must not admit anyone.
         admitted = parse_selector(spec.get("namespaceSelector"), "spec.namespaceSelector")
@@ -341,6 +344,45 @@ def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:
         if isinstance(n, int) and not isinstance(n, bool) and n >= 0 \
                 and isinstance(p.get("name"), str):
             out[p["name"]] = n
+    return out
+
+
+def _taken(obj: Mapping[str, Any], pools: Sequence[Pool],
+           schedulable: Mapping[str, int]) -> dict[str, tuple[tuple[tuple[str, int], ...], ...]]:
+    """The devices other claims hold on each pool's counted nodes (`takenDevices`,
+    written by the cluster function: cluster/taken.py), read only while the
+    observation counts, as `_schedulable`. Each node's counts are of the pool's
+    devices, at most what a node has. When the declaration caps the pool below its
+    schedulable nodes, the pool counts the freest of them: the untaken nodes
+    first, then those holding least."""
+    by_name = {p.name: p for p in pools}
+    out = {}
+    for status in obj["status"].get("nodePools") or []:
+        pool = by_name.get(str(status.get("name"))) if isinstance(status, Mapping) else None
+        listed = status.get("takenDevices") if pool is not None else None
+        if pool is None or not isinstance(listed, list):
+            continue
+        most = {d.name: d.count for d in pool.devices}
+        nodes: dict[str, tuple[tuple[str, int], ...]] = {}
+        for entry in listed:
+            node = entry.get("node") if isinstance(entry, Mapping) else None
+            devices = entry.get("devices") if isinstance(node, str) else None
+            if not isinstance(node, str) or not isinstance(devices, list) or node in nodes:
+                continue  # the status is this function's own output: never expected
+            counts: dict[str, int] = {}
+            for d in devices:
+                name, n = (d.get("name"), d.get("count")) if isinstance(d, Mapping) else ("", 0)
+                if isinstance(name, str) and name in most and isinstance(n, int) \
+                        and not isinstance(n, bool) and n > 0:
+                    counts[name] = min(most[name], counts.get(name, 0) + n)
+            if counts:
+                nodes[node] = tuple(sorted(counts.items()))
+        untaken = max(0, schedulable.get(pool.name, pool.nodes) - len(nodes))
+        keep = max(0, pool.nodes - untaken)
+        if len(nodes) > keep:
+            freest = sorted(nodes, key=lambda n: (sum(c for _, c in nodes[n]), n))[:keep]
+            nodes = {n: nodes[n] for n in freest}
+        out[pool.name] = tuple(nodes[n] for n in sorted(nodes))
     return out
 
 

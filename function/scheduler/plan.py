@@ -309,7 +309,9 @@ def _repair_overcommit(candidates: list[_Candidate], others: Sequence[Replica],
             (r, r.usage) for r in others if r.cluster == cluster_name and r.usage.get(pool_name)]
         holders += [(c.replica, _usage(c)) for c in ours.values()
                     if c.replica.cluster == cluster_name and _usage(c).get(pool_name)]
-        packed = Bins(pool)
+        # Without what other claims hold: that is an observation, which may count
+        # one of ours as another's; it keeps new pods away, it never moves one.
+        packed = Bins(dataclasses.replace(pool, taken=()))
         for replica, held in sorted(holders, key=lambda h: h[0].age_key):
             pods = vectors(pool, held[pool_name])
             if packed.fits(pods):

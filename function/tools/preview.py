@@ -304,14 +304,13 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
         for p in cluster.pools:
             bins = packed(p, used.get(p.name) or {})
             free = bins.free_devices()
-            kinds = [(d.name, bins.cap[i]) for i, d in enumerate(p.devices) if bins.cap[i]]
+            kinds = [i for i in range(len(p.devices)) if bins.cap[i]]  # the claimable ones
             first = (name, p.name, str(p.nodes), str(bins.busy_nodes()))
-            for i, (kind, per_node) in enumerate((k for k in kinds)):
-                index = [d.name for d in p.devices].index(kind)
-                total = per_node * p.nodes
-                pools.append((*(first if i == 0 else ("",) * 4), kind,
-                              str(max(0, total - free[index])), f"{free[index]}/{total}",
-                              str(max(0, bins.largest_free(index)))))
+            for row, i in enumerate(kinds):
+                total = bins.cap[i] * p.nodes
+                pools.append((*(first if row == 0 else ("",) * 4), p.devices[i].name,
+                              str(max(0, total - free[i])), f"{free[i]}/{total}",
+                              str(max(0, bins.largest_free(i)))))
             if not kinds:
                 pools.append((*first, "none", "", "", ""))
     lines += ["", "Pools after placement:", *_columns(pools)]

@@ -554,6 +554,27 @@ class PublishedDevice(BaseModel):
     ]
 
 
+class Device2(BaseModel):
+    count: Annotated[
+        StrictInt,
+        Field(
+            description="How many of them other claims hold on the node.", ge=1, le=128
+        ),
+    ]
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="The pool's device (spec.nodePools[].devices[].name, or publishedDevices[].name when the spec leaves them out).",
+            max_length=63,
+        ),
+    ]
+
+
+class TakenDevice(BaseModel):
+    devices: Annotated[list[Device2], Field(description="By name.", max_length=16)]
+    node: Annotated[StrictStr, Field(description="The node's name.", max_length=253)]
+
+
 class NodePool1(BaseModel):
     declaredNodes: Annotated[
         StrictInt | None, Field(description="spec.nodePools[].nodes.", ge=0, le=100000)
@@ -605,6 +626,13 @@ class NodePool1(BaseModel):
             description="Observed: Ready nodes that are not cordoned and carry no NoSchedule or NoExecute taint beyond the pool's own.",
             ge=0,
             le=100000,
+        ),
+    ] = None
+    takenDevices: Annotated[
+        list[TakenDevice] | None,
+        Field(
+            description="Observed, while CapacityObserved is True: the devices ResourceClaims this project did not compose have allocated on the pool's counted nodes (Ready, uncordoned, repelling none of its pods), one entry per node holding any, by node name. The scheduler starts each node's device count from them. At most 256 nodes per pool (those holding most) and 1024 per cluster; the CapacityObserved message says when nodes were left out.",
+            max_length=256,
         ),
     ] = None
     usedNodes: Annotated[
