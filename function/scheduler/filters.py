@@ -175,15 +175,25 @@ class EnginePlacement:
     fit: EngineFit
     pods: Mapping[Shape, int]  # the device-claiming pods it runs on the pool, by shape
     weight: Fraction           # node-hours per hour: each pod's share of its node, summed
-
-    @property
-    def cost(self) -> int:
-        return cost.of(self.pool.cost, self.weight)
+    vectors: Sequence[Vector]  # each pod's devices on the pool, largest first (ledger.vectors)
+    cost: int                  # per hour at the pool's price (cost.UNKNOWN: unpriced)
 
 
-def place_engine(engine: Mapping[str, Any], pool: Pool, fit: EngineFit) -> EnginePlacement:
-    pods = engine_pods(engine, fit)
-    return EnginePlacement(pool, fit, pods, weight(pool, pods))
+def place_engine(engine: Mapping[str, Any], pool: Pool, fit: EngineFit,
+                 memo: dict | None = None) -> EnginePlacement:
+    """Where `engine` would run on `pool` with `fit`. `memo` (Matcher.memo: it
+    lives as long as the engines and fits it is keyed by) keeps the pods, their
+    devices and their share of nodes, which depend on the pool's devices only:
+    capacity asks for them per cluster, and the L fleet's pools share a few shapes."""
+    key = (id(engine), id(fit))
+    found = memo.get(key) if memo is not None else None
+    if found is None:
+        pods = engine_pods(engine, fit)
+        found = (pods, weight(pool, pods), vectors(pool, pods))
+        if memo is not None:
+            memo[key] = found
+    pods, share, each = found
+    return EnginePlacement(pool, fit, pods, share, each, cost.of(pool.cost, share))
 
 
 def engine_pods(engine: Mapping[str, Any], fit: EngineFit) -> dict[Shape, int]:
@@ -259,7 +269,7 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
         for pool in cluster.pools:
             fit = matcher.engine_fit(engine, pool, level)
             if fit is not None:
-                opts.append(place_engine(engine, pool, fit))
+                opts.append(place_engine(engine, pool, fit, matcher.memo))
                 priced = priced or pool.cost is not None
         if dep.strategy == PlacementStrategy.PACK:
             # Stable: the listed order breaks what both leave tied.
@@ -290,9 +300,8 @@ def capacity(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger
             if steps > budget:
                 return False
             held = trial.get(opt.pool.name, [])
-            mine = vectors(opt.pool, opt.pods)
-            if ledger.fits(name, opt.pool, held + mine):
-                trial[opt.pool.name] = held + mine
+            if ledger.fits(name, opt.pool, [*held, *opt.vectors]):
+                trial[opt.pool.name] = [*held, *opt.vectors]
                 chosen[dep.engines[i]["name"]] = opt
                 if search(i + 1):
                     return True
@@ -311,7 +320,7 @@ def _capacity_reason(dep: Deployment, cluster: Cluster, options, ledger: Ledger)
     for engine, opts in zip(dep.engines, options):
         if not opts:
             return f'{{has}} no pool matching engine "{engine["name"]}"'
-        if not any(ledger.fits(cluster.name, o.pool, vectors(o.pool, o.pods)) for o in opts):
+        if not any(ledger.fits(cluster.name, o.pool, o.vectors) for o in opts):
             best = max(opts, key=lambda o: (ledger.free(cluster.name, o.pool), -opts.index(o)))
             return short_of(ledger.bins(cluster.name, best.pool), best)
     names = ", ".join(f'"{e["name"]}"' for e in dep.engines)
@@ -322,7 +331,7 @@ def short_of(bins: Bins, placed: EnginePlacement) -> str:
     """Why the engine's pods do not fit the pool's free devices, naming them: the
     first pod (largest first) that finds no node, and the most one node has free."""
     pool = placed.pool
-    wanted = vectors(pool, placed.pods)
+    wanted = list(placed.vectors)
     if bins.overcommitted():
         return f'{{has}} pool "{pool.name}" overcommitted (its pods exceed its nodes)'
     for v in dict.fromkeys(wanted):

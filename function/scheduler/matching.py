@@ -82,6 +82,9 @@ class Matcher:
         # engine_key is a repr of the engine's requests: computed once per
         # engine (engines live for the whole reconcile), not per pool.
         self._engine_keys: dict[int, str] = {}
+        # What callers derive from an (engine, fit) pair, by their ids: both live
+        # as long as this matcher (filters.place_engine).
+        self.memo: dict = {}
 
     def compile_all(self, engines: Sequence[Mapping[str, Any]]) -> list[str]:
         """Compile every selector once; return user-facing errors for bad ones."""

@@ -272,7 +272,7 @@ def _classify(index: int, r: Replica, clusters: Mapping[str, Cluster],
         fit = matcher.engine_fit(engine, pool) if pool is not None else None
         if pool is None or fit is None:
             return c  # re-fit within the cluster once the ledger is known
-        engines[engine["name"]] = place_engine(engine, pool, fit)
+        engines[engine["name"]] = place_engine(engine, pool, fit, matcher.memo)
     c.engines = engines
     return c
 

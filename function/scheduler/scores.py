@@ -42,7 +42,7 @@ from function.contract.records import Cluster, Pool
 from function.contract.nodes import Vector
 from function.scheduler.filters import place_engine
 from function.scheduler.framework import CycleState, Score
-from function.scheduler.ledger import Ledger, vectors
+from function.scheduler.ledger import Ledger
 
 __all__ = ["SCORES", "Score"]
 
@@ -110,10 +110,9 @@ def engine_nodes(state: CycleState, level: int) -> Prices:
     out = {}
     for shape, pool in shapes.items():
         fits = (matcher.engine_fit(e, pool, level) for e in dep.engines)
-        placed = (None if f is None else place_engine(e, pool, f)
+        placed = (None if f is None else place_engine(e, pool, f, matcher.memo)
                   for e, f in zip(dep.engines, fits))
-        out[shape] = tuple(None if p is None else (p.weight, vectors(pool, p.pods))
-                           for p in placed)
+        out[shape] = tuple(None if p is None else (p.weight, list(p.vectors)) for p in placed)
     return Prices(state.ledger, out)
 
 
