@@ -138,6 +138,12 @@ def array(items: dict, max_items: int, description: str = "", *, min_items: int 
     if min_items is not None:
         s["minItems"] = min_items
     if map_keys:
+        # The API server refuses a CRD whose list-map key is neither required nor
+        # defaulted (Crossplane then never establishes it): fail here instead.
+        loose = [k for k in map_keys if k not in (items.get("required") or ())
+                 and "default" not in (items.get("properties") or {}).get(k, {})]
+        if loose:
+            raise ValueError(f"list-map keys {loose} must be required or defaulted")
         s["x-kubernetes-list-type"] = "map"
         s["x-kubernetes-list-map-keys"] = map_keys
     s["items"] = items
@@ -751,7 +757,8 @@ def inference_cluster() -> dict:
             "free": integer(0, 100000000, "total - used, never below 0."),
             "largestFree": integer(0, 1000000, "The most free on any one node: the largest "
                                    "single pod that still fits."),
-        }, "One claimable device kind of the pool, as the scheduler counts it."), 16,
+        }, "One claimable device kind of the pool, as the scheduler counts it.",
+            required=["name", "perNode", "total", "used", "free", "largestFree"]), 16,
             "Devices per kind: a pod takes the devices its DRA requests got from one node, "
             "and pods of any deployment share a node while its devices last.",
             map_keys=["name"]),

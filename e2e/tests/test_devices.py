@@ -1,12 +1,14 @@
 """Devices, not nodes: what the scheduler promises is what kube-scheduler allocates.
 
 us-east-1's `h100-8x` pool has two kwok nodes, each publishing eight H100s in a
-ResourceSlice as a DRA driver would. One-GPU replicas share a node until its
-eight GPUs are claimed; a ninth waits with the reason the function gives; a
-four-GPU engine goes where four are free on one node, and waits, naming the
-most any one node has free, where none has. Every claim kube-scheduler
-allocates is on the node its pod runs on, and `preview`, given the same fleet
-and replicas, predicts the same number of replicas as the cluster runs.
+ResourceSlice as a DRA driver would. A pod of nobody's deployment claims two
+of one node's GPUs: the InferenceCluster observes them taken, and one-GPU
+replicas share the node until the six others are claimed; the rest wait with
+the reason the function gives. A four-GPU engine goes where four are free on
+one node, and waits, naming the most any one node has free, where none has.
+Every claim kube-scheduler allocates is on the node its pod runs on, and
+`preview`, given the InferenceCluster as observed and the replicas that run,
+predicts the same number of replicas as the cluster runs.
 
 The engines run an image the harness does not map, so their pods are kwok's
 (nothing is served): what is checked is placement and allocation.
@@ -30,6 +32,7 @@ from e2e.controlplane import fleet
 from e2e.controlplane.core import ControlPlane
 
 NS = "devices-team"
+OTHER = "devices-elsewhere"  # a namespace this project composes nothing in
 CLUSTER, POOL = "us-east-1", "h100-8x"
 NODES = [fleet.node_name(CLUSTER, POOL, i) for i in range(2)]
 H100 = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA-H100-80GB"'
@@ -92,20 +95,18 @@ def wait_allocated(cp: ControlPlane, name: str, want: dict[str, int]) -> None:
     wait(f"{name}'s claims allocated as {want}", check, SETTLE)
 
 
-def preview_scheduled(cp: ControlPlane, tmp: pathlib.Path, md: dict, nodes: int,
+def preview_scheduled(cp: ControlPlane, tmp: pathlib.Path, md: dict,
                       existing: list[dict]) -> int:
-    """What `preview` predicts for `md` on us-east-1 with the pool at `nodes` nodes,
-    beside `existing` replicas: the scheduled count in the deployment's status."""
-    ic = next(i for i in fleet.load_fleet(REPO / "examples" / "fleet")
-              if i["metadata"]["name"] == CLUSTER)
-    for p in ic["spec"]["nodePools"]:
-        if p["name"] == POOL:
-            p["nodes"] = nodes
-    (tmp / "fleet").mkdir(exist_ok=True)
+    """What `preview` predicts for `md` on us-east-1 as it is observed now (the live
+    InferenceCluster, status and all), beside `existing` replicas: the scheduled
+    count in the deployment's status."""
+    ic = get(cp, IC, CLUSTER) or {}
+    ic["metadata"] = {k: v for k, v in ic["metadata"].items() if k in ("name", "labels")}
+    for sub in ("fleet", "replicas"):
+        (tmp / sub).mkdir(exist_ok=True)
+        for f in (tmp / sub).glob("*.yaml"):
+            f.unlink()
     (tmp / "fleet" / "ic.yaml").write_text(yaml.safe_dump(ic))
-    (tmp / "replicas").mkdir(exist_ok=True)
-    for f in (tmp / "replicas").glob("*.yaml"):
-        f.unlink()
     for i, mr in enumerate(existing):
         kept = {k: mr[k] for k in ("apiVersion", "kind", "spec")}
         kept["metadata"] = {k: mr["metadata"][k] for k in
@@ -120,9 +121,32 @@ def preview_scheduled(cp: ControlPlane, tmp: pathlib.Path, md: dict, nodes: int,
     return int(doc["status"]["replicas"]["scheduled"])
 
 
+def foreign(gpus: int) -> list[dict]:
+    """A ResourceClaim and a pod using it, made by hand: nothing this project composed."""
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "someone-elses", "namespace": OTHER},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                 "deviceClassName": "gpu.nvidia.com", "count": gpus,
+                 "selectors": [{"cel": {"expression": H100}}]}}]}}}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "someone-elses", "namespace": OTHER},
+           "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "someone-elses"}],
+                    "containers": [{"name": "job", "image": IMAGE,
+                                    "resources": {"claims": [{"name": "gpu"}]}}]}}
+    return [claim, pod]
+
+
+def taken_on(cp: ControlPlane) -> dict[str, int]:
+    """Node -> GPUs the InferenceCluster observes other claims holding on the pool."""
+    return {e["node"]: sum(d["count"] for d in e["devices"] if d["name"] == "gpu")
+            for e in pool_status(cp).get("takenDevices") or []}
+
+
 @pytest.fixture(scope="module", autouse=True)
 def namespace(cp: ControlPlane):
     ensure_namespace(cp, NS)
+    ensure_namespace(cp, OTHER, cluster=cp.cluster(CLUSTER))
 
 
 def test_one_gpu_replicas_share_a_node_until_its_gpus_are_claimed(cp: ControlPlane, timings,
@@ -130,20 +154,33 @@ def test_one_gpu_replicas_share_a_node_until_its_gpus_are_claimed(cp: ControlPla
     one, four = h100("one-gpu", 9, 1), h100("four-gpu", 3, 4)
     handle = cp.cluster(CLUSTER)
     try:
-        # One node counts: eight one-GPU replicas fill it, the ninth waits.
+        # One node counts, and someone else's pod holds two of its GPUs.
         cp.kubectl("cordon", NODES[1], cluster=handle)
+        apply_docs(cp, foreign(2), cluster=handle)
         wait_nodes(cp, 1)
         clock = Stopwatch()
+        wait("the InferenceCluster to observe 2 GPUs taken on the first node",
+             lambda: taken_on(cp) == {NODES[0]: 2} or fail(taken_on(cp)), OBSERVED)
+        timings["devices: a foreign claim observed (s)"] = clock.seconds()
+
+        # Six one-GPU replicas fill what is left of the node; the others wait.
+        clock = Stopwatch()
         apply_docs(cp, [one])
-        status = wait_scheduled(cp, NS, "one-gpu", 8)["status"]
-        (waiting,) = status["unscheduled"]
-        assert f'no node of pool "{POOL}" with 1 gpu free' in waiting["reason"], waiting
+        status = wait_scheduled(cp, NS, "one-gpu", 6)["status"]
+        assert len(status["unscheduled"]) == 3, status
+        assert all(f'no node of pool "{POOL}" with 1 gpu free' in u["reason"]
+                   for u in status["unscheduled"]), status
+        wait_allocated(cp, "one-gpu", {NODES[0]: 6})
+        timings["devices: six one-GPU replicas beside a foreign claim (s)"] = clock.seconds()
+        assert preview_scheduled(cp, tmp_path, one, []) == 6
+        gpu = next(d for d in pool_status(cp)["devices"] if d["name"] == "gpu")
+        assert (gpu["used"], gpu["free"], gpu["largestFree"]) == (8, 0, 0), gpu
+
+        # The foreign pod goes: its two GPUs take two more replicas.
+        for kind in ("pod", "resourceclaim"):
+            cp.kubectl("delete", kind, "someone-elses", "-n", OTHER, cluster=handle)
+        wait_scheduled(cp, NS, "one-gpu", 8, OBSERVED)
         wait_allocated(cp, "one-gpu", {NODES[0]: 8})
-        timings["devices: eight one-GPU replicas allocated on one node (s)"] = clock.seconds()
-        assert preview_scheduled(cp, tmp_path, one, 1, []) == 8
-        got = pool_status(cp)
-        gpu = next(d for d in got["devices"] if d["name"] == "gpu")
-        assert (gpu["used"], gpu["free"], gpu["largestFree"]) == (8, 0, 0), got
 
         # Both nodes: the ninth takes one GPU of the second; of three four-GPU
         # replicas one fits (seven free there), the next finds three on any node.
@@ -157,9 +194,10 @@ def test_one_gpu_replicas_share_a_node_until_its_gpus_are_claimed(cp: ControlPla
         assert all('with 4 gpu free (a pod needs them on one node; the most free on one is '
                    '3 gpu)' in u["reason"] for u in status["unscheduled"]), status
         wait_allocated(cp, "four-gpu", {NODES[1]: 4})
-        assert preview_scheduled(cp, tmp_path, four, 2, existing) == 1
+        assert preview_scheduled(cp, tmp_path, four, existing) == 1
 
         # Three more one-GPU replicas fill the second node exactly: sixteen of sixteen.
+        clock = Stopwatch()
         one["spec"]["replicas"] = 12
         apply_docs(cp, [one])
         wait_scheduled(cp, NS, "one-gpu", 12)
@@ -168,7 +206,14 @@ def test_one_gpu_replicas_share_a_node_until_its_gpus_are_claimed(cp: ControlPla
         timings["devices: two nodes filled by 4- and 1-GPU engines (s)"] = clock.seconds()
     finally:
         cp.kubectl("uncordon", NODES[1], cluster=handle, check=False)
+        for kind in ("pod", "resourceclaim"):
+            cp.kubectl("delete", kind, "someone-elses", "-n", OTHER, "--ignore-not-found",
+                       cluster=handle, check=False)
         for name in ("one-gpu", "four-gpu"):
             cp.kubectl("delete", MD, name, "-n", NS, "--ignore-not-found", "--wait=false")
         for name in ("one-gpu", "four-gpu"):
             delete_and_wait(cp, NS, name)
+
+
+def fail(got):
+    raise AssertionError(got)

@@ -460,37 +460,35 @@ class Spec(BaseModel):
 
 class Device1(BaseModel):
     free: Annotated[
-        StrictInt | None,
-        Field(description="total - used, never below 0.", ge=0, le=100000000),
-    ] = None
+        StrictInt, Field(description="total - used, never below 0.", ge=0, le=100000000)
+    ]
     largestFree: Annotated[
-        StrictInt | None,
+        StrictInt,
         Field(
             description="The most free on any one node: the largest single pod that still fits.",
             ge=0,
             le=1000000,
         ),
-    ] = None
+    ]
     name: Annotated[
-        StrictStr | None,
-        Field(description="spec.nodePools[].devices[].name.", max_length=63),
-    ] = None
+        StrictStr, Field(description="spec.nodePools[].devices[].name.", max_length=63)
+    ]
     perNode: Annotated[
-        StrictInt | None,
+        StrictInt,
         Field(description="Devices of this kind one node offers.", ge=0, le=1000000),
-    ] = None
+    ]
     total: Annotated[
-        StrictInt | None,
+        StrictInt,
         Field(description="perNode times the nodes counted.", ge=0, le=100000000),
-    ] = None
+    ]
     used: Annotated[
-        StrictInt | None,
+        StrictInt,
         Field(
             description="Devices the pods of the ModelReplicas placed on the pool take (and, observed, claims this project did not compose).",
             ge=0,
             le=100000000,
         ),
-    ] = None
+    ]
 
 
 class Value4(RootModel[StrictStr]):
