@@ -750,7 +750,8 @@ def inference_cluster() -> dict:
             "free": integer(0, 100000000, "total - used, never below 0."),
             "largestFree": integer(0, 1000000, "The most free on any one node: the largest "
                                    "single pod that still fits."),
-        }, "One claimable device kind of the pool, as the scheduler counts it."), 16,
+        }, "One claimable device kind of the pool, as the scheduler counts it.",
+            required=["name"]), 16,
             "Devices per kind: a pod takes the devices its DRA requests got from one node, "
             "and pods of any deployment share a node while its devices last.",
             map_keys=["name"]),

@@ -472,9 +472,8 @@ class Device1(BaseModel):
         ),
     ] = None
     name: Annotated[
-        StrictStr | None,
-        Field(description="spec.nodePools[].devices[].name.", max_length=63),
-    ] = None
+        StrictStr, Field(description="spec.nodePools[].devices[].name.", max_length=63)
+    ]
     perNode: Annotated[
         StrictInt | None,
         Field(description="Devices of this kind one node offers.", ge=0, le=1000000),
