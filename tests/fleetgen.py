@@ -208,20 +208,22 @@ def stamp(n: int) -> str:
 def foreign_replica(name: str, cluster_name: str, usage: Mapping[str, int], *,
                     deployment_name: str = "other", namespace: str = "other-team",
                     index: int = 0, created: str | None = None,
-                    claim: str = "DRA", gpus: int = 8) -> dict:
+                    claim: str = "DRA", gpus: int = 8, device_class: str = GPU) -> dict:
     """Another deployment's ModelReplica running `usage` pods per pool, each
     claiming `gpus` GPUs on one node.
 
     Each pool gets one Standalone engine with `copies` = pods. With the default
     8 every pod takes a whole node of the fleets' 8-GPU pools, so `usage` is the
-    nodes it holds there; on a 4-GPU (L4) pool pass gpus=4 for the same.
+    nodes it holds there; on a 4-GPU (L4) pool pass gpus=4 for the same. The
+    requests resolved to DeviceClass `device_class`.
     """
     engines = []
     for i, (pool_name, nodes) in enumerate(sorted(usage.items())):
         member = {"role": "Standalone", "nodePoolName": pool_name,
                   "nodeSelector": {"devices": [{"name": "gpu", "count": gpus}]},
                   "deviceRequests": [{"name": "gpu", "claim": claim, "count": gpus,
-                                      **({"deviceClassName": GPU} if claim == "DRA" else {})}],
+                                      **({"deviceClassName": device_class}
+                                         if claim == "DRA" else {})}],
                   "template": _container("foreign")}
         engines.append({"name": f"e{i}", "copies": nodes, "members": [member]})
     meta: dict[str, Any] = {"name": name, "namespace": namespace,
