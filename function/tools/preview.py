@@ -306,7 +306,7 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
             free = bins.free_devices()
             kinds = [(d.name, bins.cap[i]) for i, d in enumerate(p.devices) if bins.cap[i]]
             first = (name, p.name, str(p.nodes), str(bins.busy_nodes()))
-            for i, (kind, per_node) in enumerate((k for k in kinds)):
+            for i, (kind, per_node) in enumerate(kinds):
                 index = [d.name for d in p.devices].index(kind)
                 total = per_node * p.nodes
                 pools.append((*(first if i == 0 else ("",) * 4), kind,
