@@ -181,11 +181,17 @@ def deployment(name: str, *engines: Mapping[str, Any], replicas: int = 1, namesp
 
 
 
+# GPUs one node offers, per product, in these fleets (device()'s default is 8).
+PER_NODE = {"H100": 8, "L4": 4}
+
+
 def one_node(name: str, replicas: int, strategy: str | None = None,
              product: str = "H100") -> dict:
-    """A deployment of one-GPU Standalone replicas (one node each) of `product`,
-    under placement.strategy `strategy` (None: the default, Spread)."""
-    md = deployment(name, engine("vllm", standalone(req("gpu", 1, product_is(product)))),
+    """A deployment of Standalone replicas taking a whole node of `product` each
+    (every GPU one node offers, PER_NODE), under placement.strategy `strategy`
+    (None: the default, Spread)."""
+    md = deployment(name, engine("vllm", standalone(req("gpu", PER_NODE[product],
+                                                        product_is(product)))),
                     replicas=replicas)
     if strategy:
         md["spec"]["template"]["spec"]["placement"] = {"strategy": strategy}
@@ -202,18 +208,22 @@ def stamp(n: int) -> str:
 def foreign_replica(name: str, cluster_name: str, usage: Mapping[str, int], *,
                     deployment_name: str = "other", namespace: str = "other-team",
                     index: int = 0, created: str | None = None,
-                    claim: str = "DRA") -> dict:
-    """Another deployment's ModelReplica holding `usage` nodes per pool.
+                    claim: str = "DRA", gpus: int = 8, device_class: str = GPU) -> dict:
+    """Another deployment's ModelReplica running `usage` pods per pool, each
+    claiming `gpus` GPUs on one node.
 
-    Each pool gets one Standalone engine with `copies` = nodes, which costs
-    exactly that many nodes by the contract.
+    Each pool gets one Standalone engine with `copies` = pods. With the default
+    8 every pod takes a whole node of the fleets' 8-GPU pools, so `usage` is the
+    nodes it holds there; on a 4-GPU (L4) pool pass gpus=4 for the same. The
+    requests resolved to DeviceClass `device_class`.
     """
     engines = []
     for i, (pool_name, nodes) in enumerate(sorted(usage.items())):
         member = {"role": "Standalone", "nodePoolName": pool_name,
-                  "nodeSelector": {"devices": [{"name": "gpu", "count": 1}]},
-                  "deviceRequests": [{"name": "gpu", "claim": claim, "count": 1,
-                                      **({"deviceClassName": GPU} if claim == "DRA" else {})}],
+                  "nodeSelector": {"devices": [{"name": "gpu", "count": gpus}]},
+                  "deviceRequests": [{"name": "gpu", "claim": claim, "count": gpus,
+                                      **({"deviceClassName": device_class}
+                                         if claim == "DRA" else {})}],
                   "template": _container("foreign")}
         engines.append({"name": f"e{i}", "copies": nodes, "members": [member]})
     meta: dict[str, Any] = {"name": name, "namespace": namespace,

@@ -20,8 +20,8 @@ from fleetgen import (
     World,
     cluster,
     condition,
-    deployment,
     device,
+    one_node,
     own_replica,
     placements,
     pool,
@@ -148,6 +148,9 @@ def test_cordoned_and_not_ready_nodes_are_not_counted():
     assert pools_status(rsp) == [{
         "name": "h100", "nodes": 2, "declaredNodes": 4, "readyNodes": 3, "schedulableNodes": 2,
         "observedAt": "2026-11-22T12:00:00Z", "usedNodes": 0, "freeNodes": 2,
+        # Devices on the nodes that count, not the declared ones.
+        "devices": [{"name": "gpu", "perNode": 8, "total": 16, "used": 0, "free": 16,
+                     "largestFree": 8}],
         "publishedDevices": [],  # no DRA driver publishes anything here
         "takenDevices": []}]     # and no claim holds anything
     assert condition(rsp, "CapacityObserved") == (
@@ -178,7 +181,9 @@ def test_declared_inventory_reads_no_nodes_and_says_so():
     assert not any(k.startswith("nodes/") for k in rsp.requirements.resources)
     rsp = run_cluster(ic)
     assert pools_status(rsp) == [{"name": "h100", "nodes": 4, "declaredNodes": 4,
-                                  "usedNodes": 0, "freeNodes": 4}]
+                                  "usedNodes": 0, "freeNodes": 4, "devices": [
+                                      {"name": "gpu", "perNode": 8, "total": 32, "used": 0,
+                                       "free": 32, "largestFree": 8}]}]
     assert condition(rsp, "CapacityObserved")[:2] == ("False", "Declared")
     assert desired(rsp) == {}
 
@@ -240,7 +245,9 @@ def test_a_stale_report_falls_back_to_the_declared_nodes_and_says_so():
         report(node("a"), at=old))})
     assert pool_entry(rsp) == {"name": "h100", "nodes": 4, "declaredNodes": 4, "readyNodes": 1,
                                "schedulableNodes": 1, "observedAt": "2026-11-22T11:54:59Z",
-                               "usedNodes": 0, "freeNodes": 4}
+                               "usedNodes": 0, "freeNodes": 4, "devices": [
+                                   {"name": "gpu", "perNode": 8, "total": 32, "used": 0,
+                                    "free": 32, "largestFree": 8}]}
     state, reason, msg = condition(rsp, "CapacityObserved")
     assert (state, reason) == ("False", "Stale")
     assert "older than 300s (spec.inventory.staleAfterSeconds)" in msg
@@ -302,14 +309,14 @@ def test_the_scheduler_counts_observed_schedulable_nodes_only_while_they_count()
 
 
 def test_replicas_go_where_the_nodes_are_not_where_they_were_typed():
-    md = deployment("llama", replicas=3)
+    md = one_node("llama", 3)  # a whole node each
     a, b = cluster("a", pool("h100", 4, H100)), cluster("b", pool("h100", 4, H100))
     rsp = World(md, [observed_status(a, 1), b]).run()
     assert sorted(c for c, _ in placements(rsp).values()) == ["a", "b", "b"]
 
 
 def test_a_pool_that_loses_nodes_moves_its_youngest_replicas_and_keeps_the_oldest():
-    md = deployment("llama", replicas=3)
+    md = one_node("llama", 3)  # a whole node each
     observed = {f"llama-a-{i}": own_replica(md, "a", i, {"vllm": "h100"}, created=stamp(i))
                 for i in range(3)}
     a = observed_status(cluster("a", pool("h100", 3, H100)), 1)

@@ -37,7 +37,7 @@ from function.contract.records import Malformed, parse_cluster
 from function.contract.selectors import SelectorError, parse_selector
 from function.runtime import fn
 
-H100 = device("gpu", "H100", count=8)
+H100 = device("gpu", "H100", count=1)  # one GPU a node: a one-GPU replica takes a node
 TEAM_A = {"tenant": "a"}
 
 

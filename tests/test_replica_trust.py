@@ -132,7 +132,7 @@ from fleetgen import (  # noqa: E402
 )
 from fleetgen import standalone as standalone_member  # noqa: E402
 
-H100 = device("gpu", "H100", count=8)
+H100 = device("gpu", "H100", count=1)  # one GPU a node: a one-GPU replica takes a node
 
 
 def one_gpu(name: str = "llama", replicas: int = 1) -> dict:
@@ -156,7 +156,7 @@ def two_pool_cluster() -> list[dict]:
 
 
 def test_another_deployments_replica_on_two_pools_holds_both_and_nothing_lands_there():
-    held = across_two_pools(foreign_replica("gang-0", "a", {"p1": 1}, created=stamp(1)))
+    held = across_two_pools(foreign_replica("gang-0", "a", {"p1": 1}, gpus=1, created=stamp(1)))
     rsp = World(one_gpu(), two_pool_cluster(), [held]).run()
     # Before, it was left out of the ledger and replica 0 went onto its nodes on a.
     assert placements(rsp) == {0: ("b", {"vllm": "h100"})}

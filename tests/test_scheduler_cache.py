@@ -24,7 +24,7 @@ from function.contract.api import LABEL_MODEL_CACHE, REQUIRE_MODEL_CACHE
 from function.runtime import fn
 from builders import desired
 
-H100 = device("gpu", "H100", count=8)
+H100 = device("gpu", "H100", count=1)  # one GPU a node: a one-GPU replica takes a node
 
 
 def stored(name: str, *, labels=None, storage: bool = True, nodes: int = 4) -> dict:
@@ -85,7 +85,8 @@ def test_new_replicas_go_only_inside_the_footprint_and_where_storage_exists():
     assert placements(rsp) == {0: ("a", {"vllm": "h100"})}
     [entry] = status(rsp)["unscheduled"]
     assert {c["name"]: c["reason"] for c in entry["clusters"]} == {
-        "a": 'has too few free nodes on pool "h100" (needs 1, has 0)',
+        "a": 'has no node of pool "h100" with 1 gpu free (a pod needs them on one node; '
+             "the most free on one is 0 gpu)",
         "b": "is outside ModelCache qwen's clusterSelector",
         "c": "has no storage for ModelCache qwen (spec.storage)",
     }

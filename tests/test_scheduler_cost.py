@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import fleetgen
 from fleetgen import (
+    GPU,
     World,
     cluster,
     deployment,
@@ -102,7 +103,7 @@ def test_within_a_cluster_the_cheaper_pool_wins_over_the_listed_order():
 def test_a_full_cheap_pool_is_passed_over_for_the_next_cheapest_with_room():
     fleet = [cluster("a", priced(pool("cheap", 1, H100), "1"), priced(pool("dear", 4, H100), "9")),
              cluster("b", priced(pool("mid", 4, H100), "5"))]
-    md = deployment("pair", engine("vllm", standalone(req("gpu", 1, product_is("H100"))),
+    md = deployment("pair", engine("vllm", standalone(req("gpu", 8, product_is("H100"))),
                                    copies=2))
     placed = placements(World(md, fleet).run())
     # Two nodes: the cheap pool has one, so a's replica would take the dear
@@ -134,16 +135,18 @@ def test_equal_prices_fall_back_to_the_name():
 
 
 def test_two_engines_take_the_cheapest_placement_together_not_one_at_a_time():
-    # Prefill (two H100 nodes) fits the cheap and the mid pool, decode (one L4
-    # node) the cheap and the dear one. Prefill first on the cheap pool fills
-    # it and leaves decode the dear one: 2 x 1 + 10 = 12. Prefill on the mid
-    # pool and decode on the cheap one: 2 x 3 + 1 = 7.
-    fleet = [cluster("a", priced(pool("cheap", 2, H100, device("l4", "L4", count=4)), "1"),
-                     priced(pool("mid", 2, H100), "3"),
-                     priced(pool("dear", 1, L4), "10"))]
+    # One GPU a node. Prefill (two H100 pods) fits the cheap and the mid pool,
+    # decode (one pod on an NVLink GPU) the cheap and the dear one. Prefill first
+    # on the cheap pool fills it and leaves decode the dear one: 2 x 1 + 10 = 12.
+    # Prefill on the mid pool and decode on the cheap one: 2 x 3 + 1 = 7.
+    nvlink, plain = (device("gpu", "H100", count=1, nvlink=v) for v in (True, False))
+    fleet = [cluster("a", priced(pool("cheap", 2, nvlink), "1"),
+                     priced(pool("mid", 2, plain), "3"),
+                     priced(pool("dear", 1, device("gpu", "L4", count=1, nvlink=True)), "10"))]
     md = deployment("pd", engine("prefill", standalone(req("gpu", 1, product_is("H100"))),
                                  copies=2),
-                    engine("decode", standalone(req("gpu", 1, product_is("L4")))))
+                    engine("decode", standalone(req("gpu", 1,
+                                                    f'device.attributes["{GPU}"].nvlink'))))
     assert placements(World(md, fleet).run()) == {0: ("a", {"prefill": "mid", "decode": "cheap"})}
 
 
@@ -156,10 +159,10 @@ def test_the_first_alternative_beats_a_cheaper_pool_of_the_second():
 
 
 def test_within_the_fallback_level_the_cheapest_pool_wins():
-    fleet = [cluster("a", priced(pool("l4", 1, L4), "0.5")),
+    fleet = [cluster("a", priced(pool("l4", 1, device("gpu", "L4", count=1)), "0.5")),
              cluster("b", priced(pool("h100", 4, H100), "9")),
              cluster("c", priced(pool("h100", 4, H100), "4"))]
-    # The L4 node takes the first replica; then no L4 fits anywhere, and of
+    # The one L4 GPU takes the first replica; then no L4 fits anywhere, and of
     # the H100 pools the cheaper takes the next.
     assert where(World(fungible(2, "Pack"), fleet).run()) == [("a", "l4"), ("c", "h100")]
 

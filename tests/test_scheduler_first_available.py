@@ -79,5 +79,5 @@ def test_when_no_alternative_fits_the_reason_says_why_per_cluster():
     unscheduled = composite(rsp)["status"]["unscheduled"]
     assert [u["index"] for u in unscheduled] == [8, 9]
     assert unscheduled[0]["reason"].startswith("0/3 clusters fit replica 8: ")
-    assert 'too few free nodes on pool "h100-8x-rdma" (needs 1, has 0)' in \
-        unscheduled[0]["reason"]
+    assert ('1 has no node of pool "h100-8x-rdma" with 8 gpu free (a pod needs them on one '
+            "node; the most free on one is 0 gpu)") in unscheduled[0]["reason"]

@@ -28,7 +28,7 @@ from function.scheduler import filters, scores
 from function.scheduler.filters import Eviction, Filter
 from function.scheduler.scores import Score
 
-H100 = device("gpu", "H100", count=8)
+H100 = device("gpu", "H100", count=1)  # one GPU a node: a one-GPU replica takes a node
 MAINTENANCE = "example.com/maintenance"
 
 

@@ -14,8 +14,9 @@ from fleetgen import GPU, World, cluster, deployment, device, engine, placements
 from function.scheduler import scores
 from function.scheduler.scores import Score
 
-H100 = device("gpu", "H100", count=8)
-H200 = device("gpu", "H200", count=8)
+# One GPU a node: each one-GPU replica takes a whole node, so "fits" counts nodes.
+H100 = device("gpu", "H100", count=1)
+H200 = device("gpu", "H200", count=1)
 
 
 def gold_clusters(state, level):

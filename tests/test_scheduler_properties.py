@@ -2,7 +2,8 @@
 
 A fleet is a few InferenceClusters of a few pools, each node offering up to two
 GPU kinds (and sometimes a Synthetic fabric), with taints, readiness and
-labels; other deployments' ModelReplicas already hold some nodes. A
+labels; other deployments' ModelReplicas already hold some devices, their pods
+sharing nodes. A
 deployment has one engine (Unified) or two (PrefillDecode), each a Standalone
 or a Leader/Worker gang, with device requests over the GPU kinds.
 
@@ -47,6 +48,7 @@ from fleetgen import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from packing import dra_kinds, packs, pod_vectors
 
 from function.contract.api import LABEL_REPLICA_INDEX
 from function.contract.models.modelreplica import ModelReplica
@@ -175,16 +177,22 @@ def deployments(draw, name: str = "llama") -> dict:
 
 @st.composite
 def foreign(draw, fleet: list[dict]) -> list[dict]:
-    """Other deployments' replicas: within each pool's nodes, of any age."""
+    """Other deployments' replicas, of any age: pods of one GPU kind of a pool, as
+    many as fill at most half its nodes (so they fit, several to a node)."""
     out = []
     for c in fleet:
         for p in c["spec"]["nodePools"]:
-            held = draw(st.integers(0, p["nodes"] // 2))
+            kinds = dra_kinds(p)
+            if not kinds:
+                continue
+            cls, per_node = draw(st.sampled_from(kinds))
+            gpus = draw(st.integers(1, per_node))
+            held = draw(st.integers(0, p["nodes"] // 2 * (per_node // gpus)))
             if held:
                 n = len(out)
                 out.append(foreign_replica(
                     f"other-{n}", c["metadata"]["name"], {p["name"]: held}, index=n,
-                    deployment_name=f"other-{n % 2}",
+                    deployment_name=f"other-{n % 2}", gpus=gpus, device_class=cls,
                     created=stamp(draw(st.integers(0, 20_000)))))
     return out
 
@@ -263,22 +271,29 @@ def _kept(rsp: fnv1.RunFunctionResponse, mr: dict) -> bool:
 
 def check_no_overcommit(rsp: fnv1.RunFunctionResponse, world: World,
                         before: dict[tuple[str, str], int]) -> None:
-    """Our output never adds nodes to a pool beyond what it has: its observed
-    schedulable nodes when they count, else its declared ones.
+    """Our output never puts more on a pool than its nodes hold, device by device:
+    on its observed schedulable nodes when they count, else its declared ones.
 
-    Where our usage of a pool grew, other deployments' replicas plus ours fit
-    in its nodes. (Where it did not grow, an overcommit is someone else's to
-    repair: a younger replica of another deployment, or one of ours that had
-    nowhere to go and was kept as it was.)
+    Where our pods on a pool grew, other deployments' pods plus ours can be
+    packed onto its nodes, each pod's devices on one node (packing.py: exact,
+    and blind to the scheduler's own ledger). (Where they did not grow, an
+    overcommit is someone else's to repair: a younger replica of another
+    deployment, or one of ours that had nowhere to go and was kept as it was.)
     """
-    nodes = {(c["metadata"]["name"], name): n
-             for c in world.clusters for name, n in counted_nodes(c).items()}
-    ours = usage_by_pool(mrs(rsp).values())
-    theirs = usage_by_pool(world.others)
-    for where, n in nodes.items():
-        if ours.get(where, 0) > before.get(where, 0):
-            assert theirs.get(where, 0) + ours[where] <= n, (where, theirs.get(where, 0),
-                                                             ours[where], n)
+    ours = mrs(rsp).values()
+    grew = usage_by_pool(ours)
+    for c in world.clusters:
+        name = c["metadata"]["name"]
+        nodes = counted_nodes(c)
+        for p in c["spec"]["nodePools"]:
+            where = (name, p["name"])
+            if grew.get(where, 0) <= before.get(where, 0):
+                continue
+            pods = [v for mr in [*world.others, *ours] if mr["spec"]["clusterName"] == name
+                    for v in pod_vectors(mr, p)]
+            per_node = [n for _, n in dra_kinds(p)]
+            assert packs(pods, per_node, nodes[p["name"]]), (where, sorted(pods), per_node,
+                                                             nodes[p["name"]])
 
 
 def check_replicas_valid(rsp: fnv1.RunFunctionResponse) -> None:
@@ -499,3 +514,15 @@ def test_a_malformed_input_never_raises_and_never_loses_a_replica(world, rnd, wh
         assert isinstance(index, str) and index.isdigit(), (k, mr.get("metadata"))
         i = int(index)
         assert i in placed or i in drained, (k, i, placed, drained)
+
+
+def test_the_packing_oracle_is_exact():
+    # First-fit decreasing fails the first (5 4 | 3 3 3 | 2 left over); it fits
+    # as 5 3 2 | 4 3 3.
+    assert packs([(5,), (4,), (3,), (3,), (3,), (2,)], (10,), 2)
+    assert not packs([(5,), (4,), (3,), (3,), (3,), (3,)], (10,), 2)
+    # Six free devices in all, but a 3-device pod per node at most.
+    assert not packs([(3,), (3,), (3,)], (4,), 2)
+    assert packs([(4, 0), (0, 4), (4, 4)], (4, 4), 2)
+    assert not packs([(1,)], (8,), 0) and packs([(0,)], (8,), 0)
+    assert not packs([(9,)], (8,), 4)

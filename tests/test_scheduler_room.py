@@ -205,14 +205,15 @@ def test_only_the_oldest_waiting_deployments_are_weighed():
 
 def test_a_move_under_a_quota_the_replicas_fill_exactly_still_happens():
     # The moved replica gives back its devices before it takes them again
-    # elsewhere: a quota of exactly the deployment's two GPUs never refuses it.
+    # elsewhere: a quota of exactly the deployment's two whole nodes (16 GPUs)
+    # never refuses it.
     from test_scheduler_quota import quota, run
     md = small(2)
     world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[gang(4)])
-    rsp = run(world, quotas=[quota(devices=2)])
+    rsp = run(world, quotas=[quota(devices=16)])
     assert placements(rsp) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
     # Already over: the youngest waits (quota repair) and nothing moves for the other.
-    tighter = run(world, quotas=[quota(devices=1)])
+    tighter = run(world, quotas=[quota(devices=8)])
     assert placements(tighter) == {0: ("a", ON_H100)}
-    assert "quota team-a-gpus/h100 is over its limit (2 of 1 devices in use)" in \
+    assert "quota team-a-gpus/h100 is over its limit (16 of 8 devices in use)" in \
         status(tighter)["unscheduled"][0]["reason"]

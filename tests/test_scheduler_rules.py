@@ -17,6 +17,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetgen import (
     GPU,
     NS,
+    PER_NODE,
     World,
     cluster,
     condition,
@@ -68,13 +69,16 @@ L4 = device("gpu", "L4", count=4, memory="24Gi")
 
 # These rules are about where replicas go, so most engines here take whole nodes:
 # device by device, pods sharing nodes, is tests/test_scheduler_devices.py.
-PER_NODE = {"H100": 8, "L4": 4}
 
-
-def one_gpu(product: str = "H100", copies: int | None = None, name: str = "vllm") -> dict:
+def whole_node(product: str = "H100", copies: int | None = None, name: str = "vllm") -> dict:
     """A Standalone engine taking every GPU of one node (one pod, one node)."""
-    return engine(name, standalone(req("gpu", PER_NODE.get(product, 1), product_is(product))),
+    return engine(name, standalone(req("gpu", PER_NODE[product], product_is(product))),
                   copies=copies)
+
+
+def on_whole_nodes(name: str, **kw) -> dict:
+    """A deployment whose replicas each take one whole H100 node."""
+    return deployment(name, whole_node(), **kw)
 
 
 def gang(workers: int, *, count: int = 8, product: str = "H100", copies: int | None = None,
@@ -429,15 +433,19 @@ def test_the_cheapest_reason_names_the_first_failing_filter_per_cluster():
         "1 is not ready, 1 is tainted (x:NoSchedule)")
 
 
-# --- 3. Capacity in nodes -----------------------------------------------------
+# --- 3. Capacity in pods and their devices ------------------------------------
 
-def test_a_standalone_costs_one_node_per_copy():
-    md = deployment("llama", one_gpu(copies=3), replicas=2)
-    clusters = [cluster("a", pool("h100", 4, H100))]
+def test_each_copy_of_a_standalone_is_a_pod_taking_its_devices_on_one_node():
+    # Three GPUs a pod: two pods take six of a node's eight, and the two left on
+    # each node fit no third pod although four are free in all.
+    md = deployment("llama", engine("vllm", standalone(req("gpu", 3, product_is("H100"))),
+                                    copies=2), replicas=3)
+    clusters = [cluster("a", pool("h100", 2, H100))]
     rsp = World(md, clusters).run()
-    assert used(rsp, clusters) == {("a", "h100"): 3}
-    assert status(rsp)["unscheduled"][0]["reason"] == \
-        '0/1 clusters fit replica 1: 1 has too few free nodes on pool "h100" (needs 3, has 1)'
+    assert used(rsp, clusters) == {("a", "h100"): 4}
+    assert status(rsp)["unscheduled"][0]["reason"] == (
+        '0/1 clusters fit replica 2: 1 has no node of pool "h100" with 3 gpu free (a pod '
+        "needs them on one node; the most free on one is 2 gpu)")
 
 
 def test_a_worker_costs_its_nodes_times_copies():
@@ -447,8 +455,9 @@ def test_a_worker_costs_its_nodes_times_copies():
     world = World(md, clusters)
     rsp = world.step()
     assert used(rsp, clusters) == {("a", "h100"): 8}
-    assert status(rsp)["unscheduled"][0]["reason"] == \
-        '0/1 clusters fit replica 1: 1 has too few free nodes on pool "h100" (needs 8, has 0)'
+    assert status(rsp)["unscheduled"][0]["reason"] == (
+        '0/1 clusters fit replica 1: 1 has no node of pool "h100" with 8 gpu free (a pod '
+        "needs them on one node; the most free on one is 0 gpu)")
 
 
 def test_a_leader_that_claims_no_device_rides_on_its_engines_pool():
@@ -456,8 +465,9 @@ def test_a_leader_that_claims_no_device_rides_on_its_engines_pool():
     clusters = [cluster("a", pool("h100", 5, H100))]
     rsp = World(md, clusters).run()
     assert used(rsp, clusters) == {("a", "h100"): 4}
-    assert status(rsp)["unscheduled"][0]["reason"] == \
-        '0/1 clusters fit replica 1: 1 has too few free nodes on pool "h100" (needs 4, has 1)'
+    assert status(rsp)["unscheduled"][0]["reason"] == (
+        '0/1 clusters fit replica 1: 1 has room on pool "h100" for 1 of the 4 pods that each '
+        "need 8 gpu on one node")
     assert member_of(rsp, 0, member=0)["deviceRequests"] == []
     assert member_of(rsp, 0, member=0)["nodePoolName"] == "h100"
 
@@ -470,9 +480,9 @@ def test_other_deployments_replicas_take_capacity():
 
 
 def test_two_engines_of_one_replica_never_double_book_a_pool():
-    md = deployment("pd", engine("prefill", standalone(req("gpu", 1, product_is("H100"))),
+    md = deployment("pd", engine("prefill", standalone(req("gpu", 8, product_is("H100"))),
                                  copies=2, phase="Prefill"),
-                    engine("decode", standalone(req("gpu", 1, product_is("H100"))),
+                    engine("decode", standalone(req("gpu", 8, product_is("H100"))),
                            copies=2, phase="Decode"), mode="PrefillDecode")
     # Each engine alone fits the 3-node pool; together they need 4.
     clusters = [cluster("a", pool("big", 3, H100), pool("small", 2, H100))]
@@ -482,23 +492,24 @@ def test_two_engines_of_one_replica_never_double_book_a_pool():
 
 
 def test_two_engines_that_only_fit_a_pool_separately_are_rejected_together():
-    md = deployment("pd", engine("prefill", standalone(req("gpu", 1, product_is("H100"))),
+    md = deployment("pd", engine("prefill", standalone(req("gpu", 8, product_is("H100"))),
                                  copies=2, phase="Prefill"),
-                    engine("decode", standalone(req("gpu", 1, product_is("H100"))),
+                    engine("decode", standalone(req("gpu", 8, product_is("H100"))),
                            copies=2, phase="Decode"), mode="PrefillDecode")
     rsp = World(md, [cluster("a", pool("big", 3, H100))]).run()
     assert placements(rsp) == {}
     assert status(rsp)["unscheduled"][0]["reason"] == (
-        '0/1 clusters fit replica 0: 1 has too few free nodes for engines '
+        '0/1 clusters fit replica 0: 1 has too few free devices for engines '
         '"prefill", "decode" together')
 
 
 def test_the_search_over_pools_finds_a_placement_the_first_choice_would_miss():
-    # Prefill fits both pools and tries "big" first; decode only fits "big".
-    # The search puts prefill on "small" so decode can have "big".
-    md = deployment("pd", engine("prefill", standalone(req("gpu", 1, product_is("H100", "L4"))),
+    # Prefill fits both pools and tries "big" first (where its two 4-GPU pods
+    # share a node); decode, three whole nodes, only fits "big". The search puts
+    # prefill on "small" (a whole L4 node each) so decode can have "big".
+    md = deployment("pd", engine("prefill", standalone(req("gpu", 4, product_is("H100", "L4"))),
                                  copies=2, phase="Prefill"),
-                    engine("decode", standalone(req("gpu", 1, product_is("H100"))),
+                    engine("decode", standalone(req("gpu", 8, product_is("H100"))),
                            copies=3, phase="Decode"), mode="PrefillDecode")
     clusters = [cluster("a", pool("big", 3, H100), pool("small", 2, L4))]
     rsp = World(md, clusters).run()
@@ -514,8 +525,9 @@ def test_an_engine_is_never_split_across_pools():
     assert placements(rsp) == {0: ("b", {"vllm": "h100"})}
     only_a = World(md, clusters[:1]).run()
     assert placements(only_a) == {}
-    assert status(only_a)["unscheduled"][0]["reason"] == \
-        '0/1 clusters fit replica 0: 1 has too few free nodes on pool "h100-a" (needs 3, has 2)'
+    assert status(only_a)["unscheduled"][0]["reason"] == (
+        '0/1 clusters fit replica 0: 1 has room on pool "h100-a" for 2 of the 3 pods that '
+        "each need 8 gpu on one node")
 
 
 def test_a_gang_whose_members_match_only_different_pools_fails_closed():
@@ -673,17 +685,18 @@ def test_a_replica_whose_pool_no_longer_matches_refits_within_its_cluster():
 
 
 def test_a_replica_refitted_within_its_cluster_holds_its_new_nodes():
-    md = deployment("llama", replicas=2)
+    md = on_whole_nodes("llama", replicas=2)
     observed = {key("a", 0): own_replica(md, "a", 0, {"vllm": "old"}, created=stamp(1))}
     clusters = [cluster("a", pool("old", 4, L4), pool("new", 1, H100))]
     rsp = World(md, clusters, observed=observed).run()
     assert placements(rsp) == {0: ("a", {"vllm": "new"})}
-    assert status(rsp)["unscheduled"][0]["reason"] == \
-        '0/1 clusters fit replica 1: 1 has too few free nodes on pool "new" (needs 1, has 0)'
+    assert status(rsp)["unscheduled"][0]["reason"] == (
+        '0/1 clusters fit replica 1: 1 has no node of pool "new" with 8 gpu free (a pod needs '
+        "them on one node; the most free on one is 0 gpu)")
 
 
 def test_a_retained_replica_follows_the_deployments_current_template():
-    md = deployment("llama", one_gpu(copies=1))
+    md = deployment("llama", whole_node(copies=1))
     observed = {key("a", 0): own_replica(md, "a", 0, {"vllm": "h100"}, created=stamp(1))}
     md["spec"]["template"]["spec"]["engines"][0]["copies"] = 2
     rsp = World(md, [cluster("a", pool("h100", 4, H100))], observed=observed).run()
@@ -696,7 +709,7 @@ def test_a_retained_replica_follows_the_deployments_current_template():
 def test_an_overcommitted_pool_re_places_its_youngest_replica():
     # The pool shrank from 2 nodes to 1. Replica 1 is the older one, so
     # replica 0 (the younger, despite its lower index) moves.
-    md = deployment("llama", replicas=2)
+    md = on_whole_nodes("llama", replicas=2)
     observed = {key("a", 0): own_replica(md, "a", 0, {"vllm": "h100"}, created=stamp(5)),
                 key("a", 1): own_replica(md, "a", 1, {"vllm": "h100"}, created=stamp(1))}
     clusters = [cluster("a", pool("h100", 1, H100)), cluster("b", pool("h100", 4, H100))]
@@ -707,7 +720,7 @@ def test_an_overcommitted_pool_re_places_its_youngest_replica():
 
 
 def test_an_older_replica_of_another_deployment_keeps_its_place_over_ours():
-    md = deployment("llama")
+    md = on_whole_nodes("llama")
     observed = {key("a", 0): own_replica(md, "a", 0, {"vllm": "h100"}, created=stamp(5))}
     others = [foreign_replica("other-0", "a", {"h100": 2}, created=stamp(1))]
     clusters = [cluster("a", pool("h100", 2, H100)), cluster("b", pool("h100", 2, H100))]
@@ -718,7 +731,7 @@ def test_an_older_replica_of_another_deployment_keeps_its_place_over_ours():
 def test_our_older_replica_keeps_its_place_when_another_deployment_raced_in():
     # The other deployment's replica is younger: it is the one its own
     # scheduler re-places; ours stays.
-    md = deployment("llama")
+    md = on_whole_nodes("llama")
     observed = {key("a", 0): own_replica(md, "a", 0, {"vllm": "h100"}, created=stamp(1))}
     others = [foreign_replica("other-0", "a", {"h100": 2}, created=stamp(5))]
     clusters = [cluster("a", pool("h100", 2, H100)), cluster("b", pool("h100", 2, H100))]
@@ -727,7 +740,7 @@ def test_our_older_replica_keeps_its_place_when_another_deployment_raced_in():
 
 
 def test_overcommit_repair_keeps_the_oldest_that_fit_and_moves_every_younger_one():
-    md = deployment("llama", replicas=3)
+    md = on_whole_nodes("llama", replicas=3)
     observed = {key("a", i): own_replica(md, "a", i, {"vllm": "h100"}, created=stamp(10 - i))
                 for i in range(3)}
     clusters = [cluster("a", pool("h100", 1, H100)), cluster("b", pool("h100", 4, H100)),
@@ -739,7 +752,7 @@ def test_overcommit_repair_keeps_the_oldest_that_fit_and_moves_every_younger_one
 
 
 def test_overcommit_repair_breaks_equal_timestamps_by_name():
-    md = deployment("llama", replicas=2)
+    md = on_whole_nodes("llama", replicas=2)
     observed = {key("a", i): own_replica(md, "a", i, {"vllm": "h100"}, created=stamp(1))
                 for i in range(2)}
     clusters = [cluster("a", pool("h100", 1, H100)), cluster("b", pool("h100", 4, H100))]
@@ -749,18 +762,19 @@ def test_overcommit_repair_breaks_equal_timestamps_by_name():
 
 
 def test_an_overcommitted_replica_with_nowhere_to_go_stays():
-    md = deployment("llama", replicas=2)
+    md = on_whole_nodes("llama", replicas=2)
     observed = {key("a", 0): own_replica(md, "a", 0, {"vllm": "h100"}, created=stamp(1)),
                 key("a", 1): own_replica(md, "a", 1, {"vllm": "h100"}, created=stamp(2))}
     rsp = World(md, [cluster("a", pool("h100", 1, H100))], observed=observed).run()
     assert set(desired(rsp)) == {key("a", 0), key("a", 1)}
     state, reason, msg = condition(rsp, "ReplicasScheduled")
     assert (state, reason) == ("False", "KeptAsIs")
-    assert "replica 1 on a: pool h100 on a is overcommitted (2 nodes used of 1)" in msg
+    assert ("replica 1 on a: pool h100 on a is overcommitted (its pods need more devices "
+            "than its 1 nodes have)") in msg
 
 
 def test_a_replica_moved_off_an_overcommitted_pool_may_land_on_another_pool_of_its_cluster():
-    md = deployment("llama", replicas=2)
+    md = on_whole_nodes("llama", replicas=2)
     observed = {key("a", 0): own_replica(md, "a", 0, {"vllm": "p1"}, created=stamp(1)),
                 key("a", 1): own_replica(md, "a", 1, {"vllm": "p1"}, created=stamp(2))}
     clusters = [cluster("a", pool("p1", 1, H100), pool("p2", 1, H100))]
@@ -787,8 +801,8 @@ def test_a_displaced_replica_keeps_its_nodes_until_it_has_a_new_place():
     assert placements(rsp) == {0: ("b", {"prefill": "p0", "decode": "p0"}),
                                1: ("b", {"prefill": "p1", "decode": "p1"})}
     assert used(rsp, clusters)[("b", "p1")] == 2
-    assert "replica 1 moved from b to b: pool p0 on b is overcommitted (3 nodes used of 0) " \
-        "and it is among the youngest" in messages(rsp)
+    assert "replica 1 moved from b to b: pool p0 on b is overcommitted (its pods need more " \
+        "devices than its 0 nodes have) and it is among the youngest" in messages(rsp)
 
 
 # --- 6. ModelReplica output ---------------------------------------------------
@@ -987,21 +1001,22 @@ def test_the_unschedulable_message_reads_like_kube_scheduler():
     clusters = [
         cluster("a", pool("h100", 8, h100x4)),  # 4 per node: decode wants 8
         cluster("b", pool("h100", 8, h100x4)),
-        cluster("c", pool("h100", 4, H100)),     # fits one replica, then 2 nodes too few
+        cluster("c", pool("h100", 4, H100)),     # 2 nodes held: decode's 4 pods need 4
         cluster("d", pool("h100", 8, H100), taints=[taint("dedicated", "NoSchedule", "batch")]),
     ]
     others = [foreign_replica("other-0", "c", {"h100": 2}, created=stamp(0))]
     rsp = World(md, clusters, others).run()
     assert placements(rsp) == {}
     want = ('0/4 clusters fit replica 2: 2 have no pool matching engine "decode", '
-            '1 has too few free nodes on pool "h100" (needs 4, has 2), '
+            '1 has room on pool "h100" for 2 of the 4 pods that each need 8 gpu on one node, '
             "1 is tainted (dedicated=batch:NoSchedule)")
     st = status(rsp)
     # Beside the summary, each cluster's own verdict, by name.
     assert st["unscheduled"][2] == {"index": 2, "reason": want, "clusters": [
         {"name": "a", "reason": 'has no pool matching engine "decode"'},
         {"name": "b", "reason": 'has no pool matching engine "decode"'},
-        {"name": "c", "reason": 'has too few free nodes on pool "h100" (needs 4, has 2)'},
+        {"name": "c", "reason": 'has room on pool "h100" for 2 of the 4 pods that each need '
+                                '8 gpu on one node'},
         {"name": "d", "reason": "is tainted (dedicated=batch:NoSchedule)"}]}
     assert st["replicas"] == {"desired": 3, "scheduled": 0, "ready": 0}
     state, reason, msg = condition(rsp, "ReplicasScheduled")
@@ -1031,32 +1046,40 @@ def test_each_unscheduled_replica_names_at_most_100_clusters_the_summary_counts_
 
 
 def test_a_partial_shortfall_is_never_reported_true():
-    md = deployment("llama", replicas=3)
+    md = on_whole_nodes("llama", replicas=3)
     rsp = World(md, [cluster("a", pool("h100", 2, H100))]).run()
     assert status(rsp)["replicas"] == {"desired": 3, "scheduled": 2, "ready": 0}
+    why = ('has no node of pool "h100" with 8 gpu free (a pod needs them on one node; '
+           "the most free on one is 0 gpu)")
     assert status(rsp)["unscheduled"] == [{
-        "index": 2,
-        "reason": '0/1 clusters fit replica 2: 1 has too few free nodes on pool "h100" '
-                  "(needs 1, has 0)",
-        "clusters": [{"name": "a", "reason": 'has too few free nodes on pool "h100" '
-                                             "(needs 1, has 0)"}]}]
+        "index": 2, "reason": f"0/1 clusters fit replica 2: 1 {why}",
+        "clusters": [{"name": "a", "reason": why}]}]
     assert condition(rsp, "ReplicasScheduled")[0] == "False"
 
 
-def test_the_inference_cluster_reports_nodes_used_by_the_placed_replicas():
+def test_the_inference_cluster_reports_the_devices_and_nodes_the_placed_replicas_hold():
+    # Two gangs of three 8-GPU pods hold six whole H100 nodes. On the L4 pool
+    # (4 GPUs a node) a 3-GPU pod and two 1-GPU pods share: packed largest first
+    # onto the fullest node, the 3 and a 1 fill one node and the other 1 uses a
+    # second, so both nodes are in use while 3 GPUs remain free on one.
     md = deployment("llama", gang(2, copies=1), replicas=2)
     ic = cluster("a", pool("h100", 8, H100), pool("l4", 2, L4))
-    others = [foreign_replica("other-0", "a", {"l4": 1}, created=stamp(0))]
+    others = [foreign_replica("other-0", "a", {"l4": 2}, gpus=1, created=stamp(0)),
+              foreign_replica("other-1", "a", {"l4": 1}, gpus=3, created=stamp(0))]
     world = World(md, [ic], others)
     world.step()
     replicas = [*world.observed.values(), *others]
     rsp = fn.run_function(request(ic, required={REQUIRE_REPLICAS: replicas}))
     from builders import composite
-    pools = to_plain(composite(rsp))["status"]["nodePools"]
-    assert pools == [{"name": "h100", "nodes": 8, "declaredNodes": 8, "usedNodes": 6,
-                      "freeNodes": 2},
-                     {"name": "l4", "nodes": 2, "declaredNodes": 2, "usedNodes": 1,
-                      "freeNodes": 1}]
+    st = to_plain(composite(rsp))["status"]
+    assert st["nodePools"] == [
+        {"name": "h100", "nodes": 8, "declaredNodes": 8, "usedNodes": 6, "freeNodes": 2,
+         "devices": [{"name": "gpu", "perNode": 8, "total": 64, "used": 48, "free": 16,
+                      "largestFree": 8}]},
+        {"name": "l4", "nodes": 2, "declaredNodes": 2, "usedNodes": 2, "freeNodes": 0,
+         "devices": [{"name": "gpu", "perNode": 4, "total": 8, "used": 5, "free": 3,
+                      "largestFree": 3}]}]
+    assert st["freeDevices"] == "h100: 16/64 gpu, l4: 3/8 gpu"
     assert cluster_fn.REQUIRE_REPLICAS == REQUIRE_REPLICAS
 
 
@@ -1098,7 +1121,7 @@ def test_a_selector_whose_value_is_not_boolean_on_a_device_selects_nothing():
 
 
 def test_a_malformed_cluster_keeps_its_replicas():
-    md = deployment("llama", replicas=2)
+    md = on_whole_nodes("llama", replicas=2)
     observed = {key("bad", 0): own_replica(md, "bad", 0, {"vllm": "h100"}, created=stamp(1))}
     bad = cluster("bad", pool("h100", 4, H100))
     bad["spec"]["nodePools"][0]["nodes"] = "many"
@@ -1110,13 +1133,11 @@ def test_a_malformed_cluster_keeps_its_replicas():
     assert any(m.startswith("InferenceCluster bad is malformed and skipped")
                for m in messages(rsp, fnv1.SEVERITY_WARNING))
     st = status(rsp)
+    why = ('has no node of pool "h100" with 8 gpu free (a pod needs them on one node; '
+           "the most free on one is 0 gpu)")
     assert st["unscheduled"] == [{
-        "index": 1,
-        "reason": '0/2 clusters fit replica 1: 1 has too few free nodes on pool "h100" '
-                  "(needs 1, has 0), 1 is malformed",
-        "clusters": [{"name": "a", "reason": 'has too few free nodes on pool "h100" '
-                                             "(needs 1, has 0)"},
-                     {"name": "bad", "reason": "is malformed"}]}]
+        "index": 1, "reason": f"0/2 clusters fit replica 1: 1 {why}, 1 is malformed",
+        "clusters": [{"name": "a", "reason": why}, {"name": "bad", "reason": "is malformed"}]}]
     assert condition(rsp, "ReplicasScheduled")[0] == "False"
 
 
@@ -1169,7 +1190,7 @@ def test_a_malformed_model_replica_is_kept_as_is_and_reported():
 
 
 def test_a_model_replica_without_its_index_label_is_kept_and_its_nodes_counted():
-    md = deployment("llama")
+    md = on_whole_nodes("llama")
     mr = own_replica(md, "a", 0, {"vllm": "h100"}, created=stamp(1))
     del mr["metadata"]["labels"][LABEL_REPLICA_INDEX]
     clusters = [cluster("a", pool("h100", 1, H100)), cluster("b", pool("h100", 1, H100))]
@@ -1208,7 +1229,7 @@ def test_every_kind_of_malformed_foreign_replica_is_read_without_raising(breakag
     bad = foreign_replica("other-0", "a", {"h100": 1}, created=stamp(0))
     breakage(bad)
     good = foreign_replica("other-1", "a", {"h100": 1}, created=stamp(0))
-    rsp = World(deployment("llama", replicas=2),
+    rsp = World(on_whole_nodes("llama", replicas=2),
                 [cluster("a", pool("h100", 2, H100))], [bad, good]).run()
     assert not fatal(rsp)
     holds = counted and says != "(no nodes)"
