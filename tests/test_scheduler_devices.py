@@ -226,7 +226,7 @@ def test_overcommit_repair_at_device_level_moves_the_youngest():
     rsp = World(md, fleet, observed=observed).run()
     assert by_cluster(rsp) == {0: "b", 1: "a", 2: "a"}
     assert ("replica 0 moved from a to b: pool h100 on a is overcommitted (its pods need more "
-            "devices than its 1 nodes have) and it is among the youngest") in messages(rsp)
+            "devices than its 1 node has) and it is among the youngest") in messages(rsp)
 
 
 def test_pods_that_share_a_node_are_not_overcommitted():

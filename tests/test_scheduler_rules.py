@@ -770,7 +770,7 @@ def test_an_overcommitted_replica_with_nowhere_to_go_stays():
     state, reason, msg = condition(rsp, "ReplicasScheduled")
     assert (state, reason) == ("False", "KeptAsIs")
     assert ("replica 1 on a: pool h100 on a is overcommitted (its pods need more devices "
-            "than its 1 nodes have)") in msg
+            "than its 1 node has)") in msg
 
 
 def test_a_replica_moved_off_an_overcommitted_pool_may_land_on_another_pool_of_its_cluster():

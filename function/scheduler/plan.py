@@ -320,7 +320,8 @@ def _repair_overcommit(candidates: list[_Candidate], others: Sequence[Replica],
             c = ours.get(id(replica))
             if c is not None and not c.displaced:
                 c.displaced = (f"pool {pool_name} on {cluster_name} is overcommitted (its "
-                               f"pods need more devices than its {pool.nodes} nodes have) "
+                               f"pods need more devices than its {pool.nodes} "
+                               f"node{'' if pool.nodes == 1 else 's'} {'has' if pool.nodes == 1 else 'have'}) "
                                "and it is among the youngest")
                 ledger.release(cluster_name, _usage(c))
                 c.engines = None
