@@ -137,6 +137,12 @@ def foreign(gpus: int) -> list[dict]:
     return [claim, pod]
 
 
+def gpu_status(cp: ControlPlane) -> tuple[int, int, int]:
+    """(used, free, largestFree) of the pool's GPUs, as the InferenceCluster reports them."""
+    gpu = next((d for d in pool_status(cp).get("devices") or [] if d["name"] == "gpu"), {})
+    return gpu.get("used", -1), gpu.get("free", -1), gpu.get("largestFree", -1)
+
+
 def taken_on(cp: ControlPlane) -> dict[str, int]:
     """Node -> GPUs the InferenceCluster observes other claims holding on the pool."""
     return {e["node"]: sum(d["count"] for d in e["devices"] if d["name"] == "gpu")
@@ -173,8 +179,9 @@ def test_one_gpu_replicas_share_a_node_until_its_gpus_are_claimed(cp: ControlPla
         wait_allocated(cp, "one-gpu", {NODES[0]: 6})
         timings["devices: six one-GPU replicas beside a foreign claim (s)"] = clock.seconds()
         assert preview_scheduled(cp, tmp_path, one, []) == 6
-        gpu = next(d for d in pool_status(cp)["devices"] if d["name"] == "gpu")
-        assert (gpu["used"], gpu["free"], gpu["largestFree"]) == (8, 0, 0), gpu
+        # `kubectl get ic` follows: every GPU of the node used, none free on it.
+        wait("the InferenceCluster to count the node's 8 GPUs used",
+             lambda: gpu_status(cp) == (8, 0, 0) or fail(gpu_status(cp)), OBSERVED)
 
         # The foreign pod goes: its two GPUs take two more replicas.
         for kind in ("pod", "resourceclaim"):
