@@ -171,10 +171,11 @@ def test_the_replay_loses_what_spreading_costs_on_the_same_problem():
 
 
 def test_settling_gives_a_pack_deployment_s_block_to_the_gang_that_arrived_after_it():
-    # Two 1-node replicas pack onto a; the first 3-node gang takes b, the
-    # second fits nowhere (a has 2 free, b 1). Reconciled again, the small
-    # deployment moves one replica into b's spare node and a takes the gang.
-    case = corpus.Case("hand", "hand", two_clusters_of_four(), [], [small(2), gang(2, workers=2)])
+    # Two whole-node replicas (8 GPUs each) pack onto a; the first 3-node gang
+    # takes b, the second fits nowhere (a has 2 free, b 1). Reconciled again, the
+    # small deployment moves one replica into b's spare node and a takes the gang.
+    case = corpus.Case("hand", "hand", two_clusters_of_four(), [],
+                       [small(2, gpus=8), gang(2, workers=2)])
     pack = quality.replay(case, "Pack")
     assert pack.first == {"d00-small": 2, "d01-gang": 1}
     assert pack.placed == {"d00-small": 2, "d01-gang": 2}
