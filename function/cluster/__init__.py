@@ -69,7 +69,7 @@ def device_status(bins: Bins) -> list[dict[str, Any]]:
         per_node = bins.cap[i]
         if not per_node:
             continue  # synthetic: never claimed
-        total = per_node * len(bins.used)
+        total = per_node * bins.nodes
         out.append({"name": device.name, "perNode": per_node, "total": total,
                     "used": max(0, total - free[i]), "free": free[i],
                     "largestFree": max(0, bins.largest_free(i))})

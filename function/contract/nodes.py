@@ -37,10 +37,18 @@ _RESOLVED: dict[tuple[str, Shape], Vector | None] = {}
 _RESOLVED_LIMIT = 50_000
 
 
+_CAPACITY: dict[str, Vector] = {}
+
+
 def capacity(pool: Pool) -> Vector:
     """What one node of the pool offers of each claimable device kind (0 for the
     synthetic ones, which no pod claims)."""
-    return tuple(d.count if d.claim == DeviceClaim.DRA else 0 for d in pool.devices)
+    found = _CAPACITY.get(pool.shape)
+    if found is None:
+        found = tuple(d.count if d.claim == DeviceClaim.DRA else 0 for d in pool.devices)
+        if len(_CAPACITY) < _RESOLVED_LIMIT:
+            _CAPACITY[pool.shape] = found
+    return found
 
 
 def resolve(shape: Shape, pool: Pool) -> Vector:
@@ -97,34 +105,52 @@ def units(vector: Vector) -> int:
     return sum(vector)
 
 
-class Bins:
-    """One pool's nodes on one cluster: devices used per node and the pods on each.
+State = tuple[Vector, tuple[Vector, ...]]  # one node: devices in use, and its pods (sorted)
 
+
+class Bins:
+    """One pool's nodes on one cluster: the devices in use on each and the pods using them.
+
+    The nodes of a pool are alike, so they are kept as a multiset of node states
+    (what is used, and the pods using it), most often a handful however many nodes
+    the pool has: a 64-node pool nothing runs on is one state held 64 times.
     `over` holds pods that fit on no node (the pool shrank, two schedulers raced):
     the pool is overcommitted while it is not empty."""
 
-    __slots__ = ("pool", "cap", "used", "pods", "over", "free_units")
+    __slots__ = ("pool", "cap", "nodes", "states", "over", "free_units", "_units", "_fits")
 
     def __init__(self, pool: Pool) -> None:
+        # fits() answers while nothing changes: a Bins the ledger shares between
+        # reconciles (scheduler/binscache.py) is asked alike for many clusters.
+        self._fits: dict[tuple[Vector, ...], bool] = {}
         self.pool = pool
         self.cap = capacity(pool)
+        self._units = units(self.cap)
+        self.nodes = max(0, pool.nodes)
         names = [d.name for d in pool.devices]
-        self.used: list[list[int]] = [[0] * len(self.cap) for _ in range(max(0, pool.nodes))]
-        for node, taken in zip(self.used, pool.taken):
-            for name, count in taken:
+        self.states: dict[State, int] = {}
+        taken = 0
+        for held in pool.taken[:self.nodes]:
+            used = [0] * len(self.cap)
+            for name, count in held:
                 if name in names:
-                    node[names.index(name)] += count
-        self.pods: list[dict[Vector, int]] = [{} for _ in self.used]
+                    used[names.index(name)] += count
+            self._count((tuple(used), ()), 1)
+            taken += 1
+        if self.nodes > taken:
+            self._count(((0,) * len(self.cap), ()), self.nodes - taken)
         self.over: dict[Vector, int] = {}
-        self.free_units = sum(max(0, units(self.cap) - sum(u)) for u in self.used)
+        self.free_units = sum(n * max(0, self._units - units(st[0]))
+                              for st, n in self.states.items())
 
     def copy(self) -> Bins:
         other = Bins.__new__(Bins)
-        other.pool, other.cap = self.pool, self.cap
-        other.used = [list(u) for u in self.used]
-        other.pods = [dict(p) for p in self.pods]
+        other.pool, other.cap, other.nodes, other._units = self.pool, self.cap, self.nodes, \
+            self._units
+        other.states = dict(self.states)
         other.over = dict(self.over)
         other.free_units = self.free_units
+        other._fits = {}
         return other
 
     # -- reading
@@ -134,44 +160,52 @@ class Bins:
 
     def busy_nodes(self) -> int:
         """Nodes with any device in use."""
-        return sum(1 for u in self.used if any(u))
+        return sum(n for (used, _), n in self.states.items() if any(used))
 
     def free_devices(self) -> Vector:
         """Free devices of each kind, summed over the nodes."""
-        return tuple(sum(max(0, c - u[i]) for u in self.used) for i, c in enumerate(self.cap))
+        return tuple(sum(n * max(0, c - used[i]) for (used, _), n in self.states.items())
+                     for i, c in enumerate(self.cap))
 
     def largest_free(self, kind: int) -> int:
         """The most devices of one kind free on a single node."""
-        return max((self.cap[kind] - u[kind] for u in self.used), default=0)
+        return max((self.cap[kind] - used[kind] for used, _ in self.states), default=0)
 
     def fits(self, vectors: Sequence[Vector]) -> bool:
         """Whether pods taking `vectors` would all fit on top of what is held."""
-        if not vectors:
+        key = tuple(vectors)
+        known = self._fits.get(key)
+        if known is None:
+            if len(self._fits) >= 256:
+                self._fits.clear()  # bounded: a shared Bins lives across reconciles
+            known = self._fits[key] = self._fit(vectors)
+        return known
+
+    def _fit(self, vectors: Sequence[Vector]) -> bool:
+        wanted = [v for v in vectors if any(v)]
+        if not wanted:
             return True
         if self.overcommitted():
-            return not any(any(v) for v in vectors)
-        extra: dict[int, list[int]] = {}
-        for v in sorted(vectors, reverse=True):
-            if not any(v):
-                continue
-            node = self._best(v, extra)
-            if node is None:
+            return False
+        cap = self.cap
+        if len(wanted) <= self.states.get(((0,) * len(cap), ()), 0) and all(
+                n <= c for v in wanted for n, c in zip(v, cap)):
+            return True  # each pod can have an empty node of its own
+        if len(wanted) == 1:
+            v = wanted[0]
+            return any(all(u + n <= c for u, n, c in zip(used, v, cap)) for used, _ in self.states)
+        trial = self.copy()
+        for v in sorted(wanted, reverse=True):
+            if not trial._place(v):
                 return False
-            e = extra.setdefault(node, [0] * len(v))
-            for i, n in enumerate(v):
-                e[i] += n
         return True
 
     def room_for(self, vector: Vector, most: int) -> int:
         """How many pods of `vector` fit (at most `most`)."""
-        extra: dict[int, list[int]] = {}
+        trial = self.copy()
         for placed in range(most):
-            node = self._best(vector, extra)
-            if node is None:
+            if not trial._place(vector):
                 return placed
-            e = extra.setdefault(node, [0] * len(vector))
-            for i, n in enumerate(vector):
-                e[i] += n
         return most
 
     # -- changing
@@ -182,59 +216,60 @@ class Bins:
             self.add(v)
 
     def add(self, vector: Vector) -> None:
-        if not any(vector):
-            return
-        node = self._best(vector, {})
-        if node is None:
+        if any(vector) and not self._place(vector):
             self.over[vector] = self.over.get(vector, 0) + 1
-            return
-        used = self.used[node]
-        for i, n in enumerate(vector):
-            used[i] += n
-        self.pods[node][vector] = self.pods[node].get(vector, 0) + 1
-        self.free_units -= units(vector)
+            self._fits.clear()
 
     def remove(self, vector: Vector) -> None:
         if not any(vector):
             return
         if self.over.get(vector):
             self.over[vector] -= 1
+            self._fits.clear()
             return
-        holding = [i for i, p in enumerate(self.pods) if p.get(vector)]
+        holding = [st for st in self.states if vector in st[1]]
         if not holding:
             return  # never added here: nothing to give back
         # The emptiest node that holds such a pod gives it back, so what stays
         # stays packed on the fullest nodes.
-        node = max(holding, key=lambda i: (self._free(i, {}), -i))
-        used = self.used[node]
-        for i, n in enumerate(vector):
-            used[i] -= n
-        self.pods[node][vector] -= 1
+        used, pods = max(holding, key=lambda st: (self._units - units(st[0]), st))
+        self._count((used, pods), -1)
+        rest = list(pods)
+        rest.remove(vector)
+        self._count((tuple(u - n for u, n in zip(used, vector)), tuple(rest)), 1)
         self.free_units += units(vector)
 
     # -- inside
 
-    def _free(self, node: int, extra: Mapping[int, Sequence[int]]) -> int:
-        e = extra.get(node)
-        used = sum(self.used[node]) + (sum(e) if e else 0)
-        return units(self.cap) - used
+    def _count(self, state: State, n: int) -> None:
+        self._fits.clear()
+        left = self.states.get(state, 0) + n
+        if left:
+            self.states[state] = left
+        else:
+            del self.states[state]
 
-    def _best(self, vector: Vector, extra: Mapping[int, Sequence[int]]) -> int | None:
-        """The fullest node the pod fits on (fewest free devices left), lowest index first."""
-        best, best_free = None, 0
+    def _place(self, vector: Vector) -> bool:
+        """Put one pod on the fullest node it fits (fewest free devices left; the
+        smallest state breaks ties, so the choice never depends on dict order)."""
         cap = self.cap
-        for node, used in enumerate(self.used):
-            e = extra.get(node)
-            ok = True
-            for i, n in enumerate(vector):
-                if n and used[i] + (e[i] if e else 0) + n > cap[i]:
-                    ok = False
-                    break
-            if ok:
-                free = self._free(node, extra)
-                if best is None or free < best_free:
-                    best, best_free = node, free
-        return best
+        best: State | None = None
+        best_free = 0
+        for state in self.states:
+            used = state[0]
+            if any(n and used[i] + n > cap[i] for i, n in enumerate(vector)):
+                continue
+            free = self._units - units(used)
+            if best is None or free < best_free or (free == best_free and state < best):
+                best, best_free = state, free
+        if best is None:
+            return False
+        used, pods = best
+        self._count(best, -1)
+        self._count((tuple(u + n for u, n in zip(used, vector)),
+                     tuple(sorted((*pods, vector)))), 1)
+        self.free_units -= units(vector)
+        return True
 
 
 def packed(pool: Pool, pods: Mapping[Shape, int]) -> Bins:

@@ -155,6 +155,12 @@ class Cluster:
 
     # spec.namespaceSelector: the namespaces whose replicas may be placed here (None: all).
     namespace_selector: LabelSelector | None = None
+    # Pools by name (the first of a name, as the schema keys them): the ledger looks a
+    # pool up for every replica of the fleet.
+    by_pool: Mapping[str, Pool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_pool", {p.name: p for p in reversed(self.pools)})
 
     def admits(self, namespace_labels: Mapping[str, str] | None) -> bool:
         """Whether a namespace with these labels may place replicas here; None (its
@@ -164,7 +170,7 @@ class Cluster:
         return namespace_labels is not None and self.namespace_selector.matches(namespace_labels)
 
     def pool(self, name: str) -> Pool | None:
-        return next((p for p in self.pools if p.name == name), None)
+        return self.by_pool.get(name)
 
     @property
     def remote(self) -> bool:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from function.contract.capacity import Pods, Usage
-from function.contract.nodes import Bins, Vector, resolve
+from function.contract.capacity import Pods, Shape, Usage
+from function.contract.nodes import Bins, Vector, capacity, resolve
 from function.contract.records import Cluster, Pool
+from function.scheduler import binscache
 
 
 def vectors(pool: Pool, pods: Pods) -> list[Vector]:
@@ -31,16 +32,29 @@ def vectors(pool: Pool, pods: Pods) -> list[Vector]:
 
 
 class Ledger:
-    def __init__(self, clusters: Mapping[str, Cluster]) -> None:
+    def __init__(self, clusters: Mapping[str, Cluster], cache: bool = True) -> None:
         self._clusters = clusters
         self._bins: dict[tuple[str, str], Bins] = {}
+        self._cache = cache  # binscache: a pool loaded alike before is shared, not packed
+        # Keys whose Bins is binscache's own (shared, never changed): read as it is,
+        # copied on the first change (most pools are only read in a reconcile).
+        self._shared: set[tuple[str, str]] = set()
 
     def bins(self, cluster: str, pool: Pool) -> Bins:
+        """The pool's bins, to read."""
         key = (cluster, pool.name)
         found = self._bins.get(key)
         if found is None:
             found = self._bins[key] = Bins(pool)
         return found
+
+    def _mutable(self, cluster: str, pool: Pool) -> Bins:
+        """The pool's bins, to change: its own copy if it was shared."""
+        key = (cluster, pool.name)
+        if key in self._shared:
+            self._shared.discard(key)
+            self._bins[key] = self._bins[key].copy()
+        return self.bins(cluster, pool)
 
     def _pool(self, cluster: str, pool: str) -> Pool | None:
         c = self._clusters.get(cluster)
@@ -49,16 +63,25 @@ class Ledger:
     def load(self, holdings: Iterable[tuple[str, Usage]]) -> None:
         """Count what many replicas hold at once, largest pods first per pool, so
         the count does not depend on the order they are listed in."""
-        per_pool: dict[tuple[str, str], list[Vector]] = {}
+        per_pool: dict[tuple[str, str], dict[Shape, int]] = {}
         for cluster, usage in holdings:
             for pool_name, pods in usage.items():
-                pool = self._pool(cluster, pool_name)
-                if pool is not None:
-                    per_pool.setdefault((cluster, pool_name), []).extend(vectors(pool, pods))
-        for (cluster, pool_name), found in sorted(per_pool.items()):
-            pool = self._pool(cluster, pool_name)
-            assert pool is not None
-            self.bins(cluster, pool).load(found)
+                key = (cluster, pool_name)
+                counted = per_pool.get(key)
+                if counted is None:
+                    counted = per_pool[key] = {}
+                for shape, n in pods.items():
+                    counted[shape] = counted.get(shape, 0) + n
+        for key in per_pool:  # each pool on its own: the order changes nothing
+            pool = self._pool(*key)
+            if pool is None:
+                continue
+            if key in self._bins:
+                self._mutable(key[0], pool).load(vectors(pool, per_pool[key]))
+            else:
+                self._bins[key] = binscache.loaded(pool, per_pool[key], self._cache)
+                if self._cache:
+                    self._shared.add(key)
 
     def reserve(self, cluster: str, usage: Usage) -> None:
         """Count `usage` (pool name -> pods) as held on `cluster`. A pool the
@@ -66,7 +89,7 @@ class Ledger:
         for pool_name, pods in usage.items():
             pool = self._pool(cluster, pool_name)
             if pool is not None:
-                bins = self.bins(cluster, pool)
+                bins = self._mutable(cluster, pool)
                 for v in vectors(pool, pods):
                     bins.add(v)
 
@@ -75,26 +98,41 @@ class Ledger:
         for pool_name, pods in usage.items():
             pool = self._pool(cluster, pool_name)
             if pool is not None:
-                bins = self.bins(cluster, pool)
+                bins = self._mutable(cluster, pool)
                 for v in vectors(pool, pods):
                     bins.remove(v)
 
     def fits(self, cluster: str, pool: Pool, pods: Sequence[Vector]) -> bool:
         """Whether pods taking `pods` fit on the pool now, on top of what is held."""
         found = self._bins.get((cluster, pool.name))
+        if found is not None:
+            return found.fits(pods)
+        if not pool.taken:
+            # Nothing held there: enough when each pod can have a node of its own.
+            cap = capacity(pool)
+            wanted = [v for v in pods if any(v)]
+            if len(wanted) <= pool.nodes and all(n <= c for v in wanted for n, c in zip(v, cap)):
+                return True
         return (found if found is not None else self.bins(cluster, pool)).fits(pods)
 
     def free(self, cluster: str, pool: Pool) -> int:
         """Devices of `pool` on `cluster` nothing holds, summed over its nodes."""
         found = self._bins.get((cluster, pool.name))
+        if found is None and not pool.taken:
+            return sum(capacity(pool)) * max(0, pool.nodes)
         return (found if found is not None else self.bins(cluster, pool)).free_units
 
-    def snapshot(self) -> dict[tuple[str, str], Bins]:
+    def snapshot(self) -> tuple[dict[tuple[str, str], Bins], frozenset[tuple[str, str]]]:
         """What is held now, for `restore` to put back (a trial that failed)."""
-        return {key: b.copy() for key, b in self._bins.items()}
+        shared = self._shared
+        return ({key: b if key in shared else b.copy() for key, b in self._bins.items()},
+                frozenset(shared))
 
-    def restore(self, snapshot: Mapping[tuple[str, str], Bins]) -> None:
-        self._bins = {key: b.copy() for key, b in snapshot.items()}
+    def restore(self, snapshot: tuple[Mapping[tuple[str, str], Bins],
+                                      frozenset[tuple[str, str]]]) -> None:
+        saved, shared = snapshot
+        self._bins = {key: b if key in shared else b.copy() for key, b in saved.items()}
+        self._shared = set(shared)
 
     def overcommitted(self) -> list[tuple[str, str]]:
         """(cluster, pool) of every pool holding pods that fit on none of its nodes, sorted."""

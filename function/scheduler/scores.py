@@ -33,7 +33,7 @@ needs a later alternative never beats a pricier one the first alternative fits.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from function.contract import cost as prices
@@ -101,6 +101,17 @@ class Prices:
 
     ledger: Ledger
     nodes: Mapping[str, tuple[tuple[Fraction, list[Vector]] | None, ...]]
+    _charged: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def charged(self, price: int, took: tuple[Fraction, list[Vector]]) -> int:
+        """prices.of for what an engine takes (a value of `nodes`, alive as long as
+        this record, so its id names it), remembered: rank asks it per pool of every
+        cluster it ranks, and Fractions are slow to multiply and to hash."""
+        key = (price, id(took))
+        found = self._charged.get(key)
+        if found is None:
+            found = self._charged[key] = prices.of(price, took[0])
+        return found
 
 
 def engine_nodes(state: CycleState, level: int) -> Prices:
@@ -139,7 +150,7 @@ def cost(cluster: Cluster, fleet: Prices) -> int:
         for i, took in enumerate(per_engine):
             if took is None:
                 continue
-            charged = prices.of(price, took[0])
+            charged = fleet.charged(price, took)
             if charged < best[i] and ledger.fits(name, pool, took[1]):
                 best[i] = charged
     return -prices.total(best) if best else -prices.UNKNOWN
