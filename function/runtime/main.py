@@ -44,7 +44,7 @@ def serve(**kwargs) -> None:
 
 # The SDK's help says the send limit defaults to the receive limit; ours does not.
 for _param in serve.params:
-    if _param.name == "max_send_message_size":
+    if isinstance(_param, click.Option) and _param.name == "max_send_message_size":
         _param.help = ("Maximum size of sent gRPC messages in MB (Crossplane's client "
                        "reads at most 4).")
         _param.show_default = True
