@@ -1198,6 +1198,12 @@ def inference_quota() -> dict:
 DURATION = r"^([0-9]{1,5}(h|m|s|ms)){1,4}$"
 # An HTTP header name (RFC 7230 token), as Gateway API's HTTPHeaderName.
 HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"
+# A header value, or a model name (matched as the X-Gateway-Model-Name header's
+# value): printable ASCII, no leading or trailing space. No control character (a
+# line break would end the header and start another), nothing outside ASCII
+# (look-alike names), nothing a hop trims (such a value would never match).
+HEADER_VALUE = r"^[!-~]([ -~]*[!-~])?$"
+PRINTABLE_NOTE = " Printable ASCII, no leading or trailing space."
 # http(s)://host[:port][/path], no userinfo, query or fragment. The host is a
 # DNS name or an IPv4 address; the function checks the same (contract/endpoints.py).
 ENDPOINT_URL = (r"^https?://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?"
@@ -1258,7 +1264,8 @@ def model_endpoint() -> dict:
                                   "one.", pattern=HEADER_NAME, min_length=1),
                            [header_not_reserved("self")]),
         "value": string(4096, "Its value. Not for secrets: it is stored in the route (use "
-                        "spec.auth)."),
+                        "spec.auth). Empty, or printable ASCII with no leading or trailing "
+                        "space.", pattern="^(" + HEADER_VALUE[1:-1] + ")?$"),
     }, "A header the gateway sets on requests it sends to this endpoint.",
         required=["name", "value"])
     spec = obj({
@@ -1344,7 +1351,8 @@ def service_rule() -> dict:
                                   min_length=1), [header_not_reserved("self")]),
         "type": string(0, "Exact (default) or RegularExpression (RE2, Envoy's dialect, the "
                        "whole value).", enum=RULE_HEADER_TYPE, default="Exact"),
-        "value": string(1024, "The value, or the regular expression.", min_length=1),
+        "value": string(1024, "The value, or the regular expression." + PRINTABLE_NOTE,
+                        min_length=1, pattern=HEADER_VALUE),
     }, "A request header the rule requires.", required=["name", "value"])
     match = obj({
         "path": obj({
@@ -1400,9 +1408,10 @@ def model_service() -> dict:
                             "the `X-Gateway-Model-Name` header that the Gateway API Inference "
                             "Extension's body-based router sets from the request body. Leave "
                             "unset without that router: every request under the address "
-                            "matches.", min_length=1),
-        "loraAdapters": array(string(253, min_length=1), 16, "More `model` names (LoRA "
-                              "adapters) this service answers to, matched like modelName.",
+                            "matches." + PRINTABLE_NOTE, min_length=1, pattern=HEADER_VALUE),
+        "loraAdapters": array(string(253, min_length=1, pattern=HEADER_VALUE), 16,
+                              "More `model` names (LoRA adapters) this service answers to, "
+                              "matched like modelName." + PRINTABLE_NOTE,
                               rules=[("self.all(x, self.exists_one(y, x == y))",
                                       "loraAdapters must be unique")]),
         "timeout": string(32, "The request timeout (a Gateway API Duration, `30s`, `5m`); "

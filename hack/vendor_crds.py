@@ -53,10 +53,12 @@ SOURCES = [
            [f"package/crds/kubernetes.m.crossplane.io_{n}.yaml"
             for n in ("objects", "providerconfigs", "clusterproviderconfigs")],
            "provider-kubernetes"),
-    # The EnvironmentConfig naming the Prometheus servers autoscaling may query
-    # (examples/platform/), for validating the example; Crossplane installs its own.
+    # The EnvironmentConfig naming the Prometheus servers autoscaling may query, and
+    # the DeploymentRuntimeConfig recommended for the function (examples/platform/),
+    # for validating the examples; Crossplane installs its own.
     Source("crossplane-core", "github.com/crossplane/crossplane/v2",
-           ["cluster/crds/apiextensions.crossplane.io_environmentconfigs.yaml"], "crossplane"),
+           ["cluster/crds/apiextensions.crossplane.io_environmentconfigs.yaml",
+            "cluster/crds/pkg.crossplane.io_deploymentruntimeconfigs.yaml"], "crossplane"),
     Source("keda", "github.com/kedacore/keda/v2",
            ["config/crd/bases/keda.sh_scaledobjects.yaml",
             "config/crd/bases/keda.sh_triggerauthentications.yaml"], "keda"),

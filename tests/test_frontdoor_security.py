@@ -196,6 +196,30 @@ def test_an_endpoint_may_not_set_a_reserved_header(name):
     assert served(rsp) == set()
 
 
+@pytest.mark.parametrize("value", ["ml\r\nx-modelplane-replica: other-team/llama-0", "ml\x00",
+                                   "\u0455ql", " padded"], ids=["crlf", "nul", "not-ascii", "padded"])
+def test_a_header_value_or_model_name_is_printable_ascii_only(value):
+    # A line break in a value the route carries would end the header and start another.
+    me = endpoint("sneaky", "https://api.example.com",
+                  requestHeaders=[{"name": "x-team", "value": value}])
+    assert valid(me)[:2] == (FALSE, "InvalidSpec")
+    assert served(run(service(), [[me]])) == set()
+    for ms in (service(modelName=value), service(modelName="llama", loraAdapters=[value]),
+               service(rules=[{"name": "r", "matches": [{"headers": [
+                   {"name": "x-team", "value": value}]}],
+                   "endpoints": [{"selector": {"matchLabels": {"app": "a"}}}]}])):
+        assert routed(run(ms, [[endpoint("a")]])).reason == "InvalidSpec"
+
+
+def test_printable_header_values_and_model_names_are_accepted():
+    me = endpoint("ok", "https://api.example.com",
+                  requestHeaders=[{"name": "x-team", "value": "ML team (gold) ~ 1/2"},
+                                  {"name": "x-empty", "value": ""}])
+    assert valid(me)[0] == TRUE
+    ms = service(modelName="meta-llama/Llama-3.1-8B-Instruct", loraAdapters=["sql:v2"])
+    assert routed(run(ms, [[endpoint("a")]])).status == TRUE
+
+
 def test_the_replica_header_is_set_only_from_spec_replica_and_the_endpoints_namespace():
     replica = endpoint("llama-0", "http://10.0.0.1", {"app": "a"}, replica="llama-0")
     provider = endpoint("provider", "https://api.example.com", {"app": "a"},
@@ -289,7 +313,10 @@ def test_a_named_cluster_is_no_front_door_until_its_platform_team_admits_it():
 def test_a_front_door_serves_only_the_namespaces_it_lists():
     theirs = door(namespaces=["other-team"], allowedDestinations={"cidrs": ["10.0.0.0/8"]})
     rsp = run(service(), [[endpoint("a")]], door=[theirs])
-    assert routed(rsp).reason == "NoGateway" and "other-team" in routed(rsp).message
+    assert routed(rsp).reason == "NoGateway"
+    # It says ours is not listed, and not which tenants are (#33 finding 11).
+    assert f"does not admit namespace {NS} (spec.frontDoor.namespaces)" in routed(rsp).message
+    assert "other-team" not in routed(rsp).message
     ours = door(namespaces=[NS, "other-team"], allowedDestinations={"cidrs": ["10.0.0.0/8"]})
     assert routed(run(service(), [[endpoint("a")]], door=[ours])).status == TRUE
 

@@ -160,8 +160,8 @@ def test_another_deployments_replica_on_two_pools_holds_both_and_nothing_lands_t
     rsp = World(one_gpu(), two_pool_cluster(), [held]).run()
     # Before, it was left out of the ledger and replica 0 went onto its nodes on a.
     assert placements(rsp) == {0: ("b", {"vllm": "h100"})}
-    assert any("ModelReplica other-team/gang-0 is malformed and counted by the most it "
-               "can hold" in m for m in messages(rsp))
+    assert any("a ModelReplica in another namespace is malformed and counted by the most "
+               "it can hold" in m for m in messages(rsp))
 
 
 def test_our_own_replica_on_two_pools_is_kept_and_holds_both():

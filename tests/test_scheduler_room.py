@@ -206,10 +206,11 @@ def test_only_the_oldest_waiting_deployments_are_weighed():
 def test_a_move_under_a_quota_the_replicas_fill_exactly_still_happens():
     # The moved replica gives back its devices before it takes them again
     # elsewhere: a quota of exactly the deployment's two whole nodes (16 GPUs)
-    # never refuses it.
+    # never refuses it. (The gang waits in a namespace no quota covers: under
+    # this one it could never be placed, so no room would be made for it.)
     from test_scheduler_quota import quota, run
     md = small(2)
-    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[gang(4)])
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[_team_b_gang()])
     rsp = run(world, quotas=[quota(devices=16)])
     assert placements(rsp) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
     # Already over: the youngest waits (quota repair) and nothing moves for the other.
@@ -217,3 +218,77 @@ def test_a_move_under_a_quota_the_replicas_fill_exactly_still_happens():
     assert placements(tighter) == {0: ("a", ON_H100)}
     assert "quota team-a-gpus/h100 is over its limit (16 of 8 devices in use)" in \
         status(tighter)["unscheduled"][0]["reason"]
+
+
+# --- the waiting deployment's own quota (#33 finding 11) ----------------------------
+
+def _team_b_gang(**meta) -> dict:
+    md = gang(4, **meta)
+    md["metadata"]["namespace"] = "team-b"
+    return md
+
+
+def _team_b_quota(**spec) -> dict:
+    return {"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceQuota",
+            "metadata": {"name": "team-b"}, "spec": {"namespaces": ["team-b"], **spec}}
+
+
+def _h100s(devices: int) -> dict:
+    return {"limits": [{"name": "h100", "devices": devices,
+                        "selectors": [{"cel": product_is("H100")}]}]}
+
+
+@pytest.mark.parametrize("spec", [
+    _h100s(16),              # the 4-node gang needs 32 GPUs
+    {"maxPods": 3},          # ... and 4 pods
+    {"maxReplicas": 1},      # team-b already runs one replica
+], ids=["devices", "pods", "replicas"])
+def test_no_replica_moves_for_a_waiting_deployment_its_own_quota_would_refuse(spec):
+    from test_scheduler_quota import run
+    md = small(2)
+    # team-b's one replica sits on a third cluster and takes no node of a or b.
+    clusters = fleet(4, 4, 1)
+    held = [foreign_replica("b-old", "c", {"h100": 1}, namespace="team-b",
+                            deployment_name="old", created=stamp(1))]
+    world = World(md, clusters, observed=on(md, "a", "b"), others=held,
+                  deployments=[_team_b_gang()])
+    rsp = run(world, quotas=[_team_b_quota(**spec)])
+    assert placements(rsp) == {0: ("a", ON_H100), 1: ("b", ON_H100)}
+    assert not [m for m in messages(rsp) if "moved" in m]
+
+
+def test_a_waiting_deployment_its_quota_admits_is_still_made_room_for():
+    from test_scheduler_quota import run
+    md = small(2)
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[_team_b_gang()])
+    rsp = run(world, quotas=[_team_b_quota(**_h100s(32), maxPods=4, maxReplicas=1)])
+    assert placements(rsp) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
+
+
+def test_a_quota_of_another_namespace_does_not_stop_room_for_this_one():
+    from test_scheduler_quota import run
+    md = small(2)
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[_team_b_gang()])
+    other = {**_team_b_quota(maxReplicas=1), "metadata": {"name": "team-c"},
+             "spec": {"namespaces": ["team-c"], "maxReplicas": 1}}
+    assert placements(run(world, quotas=[other])) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
+
+
+def test_an_older_deployment_over_its_quota_does_not_keep_a_younger_one_waiting():
+    from test_scheduler_quota import run
+    md = small(2)
+    # The old one in team-b is over team-b's quota; the young one in NS has none.
+    over = _team_b_gang(name="old", creationTimestamp=stamp(10))
+    young = gang(4, name="young", creationTimestamp=stamp(20))
+    world = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[over, young])
+    rsp = run(world, quotas=[_team_b_quota(maxPods=3)])
+    assert placements(rsp) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
+    assert any(f"for ModelDeployment {NS}/young," in m for m in messages(rsp))
+
+
+def test_the_note_names_a_waiting_deployment_of_another_namespace_only_as_another():
+    md = small(2)
+    rsp = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[_team_b_gang()]).run()
+    assert ("replica 0 moved from a to b: making room on a for a deployment in another "
+            "namespace, whose next replica fits on no cluster") in messages(rsp)
+    assert not [m for m in messages(rsp) if "team-b" in m or "gang" in m]

@@ -1209,8 +1209,22 @@ def test_a_malformed_replica_of_another_deployment_is_counted_by_the_most_it_can
     bad["spec"]["engines"][0]["copies"] = "lots"
     rsp = World(deployment("llama"), [cluster("a", pool("h100", 1, H100))], [bad]).run()
     assert placements(rsp) == {}
-    assert any("other-team/other-0 is malformed and counted by the most it can hold on a "
-               "(1 node of pool h100)" in m for m in messages(rsp, fnv1.SEVERITY_WARNING))
+    assert "a ModelReplica in another namespace is malformed and counted by the most it can " \
+        "hold on a (1 node of pool h100)" in messages(rsp, fnv1.SEVERITY_WARNING)
+
+
+def test_a_warning_about_a_malformed_replica_names_it_only_in_our_own_namespace():
+    # Another tenant's object names (and what is wrong inside it) are not ours to read.
+    theirs = foreign_replica("their-secret-project-0", "a", {"h100": 1}, created=stamp(0))
+    theirs["spec"]["engines"][0]["copies"] = "their-secret-value"
+    mine = foreign_replica("my-other-0", "b", {"h100": 1}, namespace=NS, created=stamp(0))
+    mine["spec"]["engines"][0]["copies"] = "lots"
+    rsp = World(deployment("llama"), [cluster("a", pool("h100", 1, H100)),
+                                      cluster("b", pool("h100", 1, H100))], [theirs, mine]).run()
+    said = messages(rsp, fnv1.SEVERITY_WARNING)
+    assert not [m for m in said if "their-secret" in m or "other-team" in m], said
+    assert any(m.startswith(f"ModelReplica {NS}/my-other-0 is malformed and counted by the "
+                            "most it can hold on b") and "lots" in m for m in said), said
 
 
 @pytest.mark.parametrize("breakage,counted,says", [

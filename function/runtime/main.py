@@ -16,20 +16,38 @@ def cli() -> None:
 
 
 # The scheduler's request carries every InferenceCluster and ModelReplica of
-# the fleet: about 10 MB for 1000 clusters and 5000 replicas (benchmarks/,
-# size L). The SDK's 4 MB default would refuse it, so we accept 128 MB unless
-# told otherwise (--max-recv-message-size or MAX_RECV_MESSAGE_SIZE).
-DEFAULT_MAX_RECV_MB = 128
+# the fleet: 10.3 MB for 1000 clusters and 5000 replicas (benchmarks/, size L;
+# about 10 KB per cluster and 1 KB per replica). The SDK's 4 MB default would
+# refuse it; 32 MB takes three times L, and bounds what one request (of up to
+# MAX_CONCURRENT_RPCS in flight) makes the server hold. A larger fleet raises it
+# (--max-recv-message-size or MAX_RECV_MESSAGE_SIZE).
+DEFAULT_MAX_RECV_MB = 32
+# A response goes to Crossplane, whose gRPC client (internal/xfn/function_runner.go,
+# grpc-go's defaults) reads at most 4 MB: about 800 replicas of one deployment.
+# Sending more would only fail on its side (--max-send-message-size to change).
+DEFAULT_MAX_SEND_MB = 4
 
 
-@cli.command(context_settings={"default_map": {"max_recv_message_size": DEFAULT_MAX_RECV_MB}})
+@cli.command(context_settings={"default_map": {"max_recv_message_size": DEFAULT_MAX_RECV_MB,
+                                               "max_send_message_size": DEFAULT_MAX_SEND_MB}})
 @sdkcli.standard_options
+@click.option("--enable-reflection", is_flag=True, envvar="ENABLE_REFLECTION",
+              help="Serve gRPC server reflection (for grpcurl while debugging); off by default: "
+                   "Crossplane does not use it.")
 def serve(**kwargs) -> None:
     """Serve RunFunction over gRPC (mTLS unless --insecure)."""
     if not kwargs.get("insecure") and not kwargs.get("tls_certs_dir"):
         raise click.UsageError("serving needs mTLS certificates (--tls-certs-dir with tls.crt, "
                                "tls.key and ca.crt) or an explicit --insecure")
     server.run(fn.FunctionRunner(), **kwargs)
+
+
+# The SDK's help says the send limit defaults to the receive limit; ours does not.
+for _param in serve.params:
+    if isinstance(_param, click.Option) and _param.name == "max_send_message_size":
+        _param.help = ("Maximum size of sent gRPC messages in MB (Crossplane's client "
+                       "reads at most 4).")
+        _param.show_default = True
 
 
 @cli.command()

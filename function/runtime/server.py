@@ -6,8 +6,10 @@ scheduler that decode is most of the cost of a reconcile (see wire.py), so
 v1 RunFunction is registered here with no deserializer: the handler gets the
 bytes and `fn.run_serialized` decides how much to decode. Everything else is
 as the SDK does it: the v1beta1 service (converted to v1 by the SDK's
-wrapper), server reflection, mTLS or an explicit --insecure, and a graceful
-stop on SIGTERM.
+wrapper), mTLS or an explicit --insecure, and a graceful stop on SIGTERM.
+Unlike the SDK, server reflection is off unless asked for (`--enable-reflection`):
+Crossplane does not use it, and it lists the services to anyone who reaches the
+port. The message sizes are explicit (main.py says how they are sized).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import grpc
 from crossplane.function import logging, runtime
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection as grpc_reflection
 
 from function.runtime import fn
 
@@ -29,6 +31,7 @@ SERVICE = fnv1.DESCRIPTOR.services_by_name["FunctionRunnerService"].full_name
 # RunFunction calls in flight at once (running or waiting for a worker, fn.py);
 # beyond this gRPC refuses a call with RESOURCE_EXHAUSTED, and Crossplane retries.
 MAX_CONCURRENT_RPCS = 64
+MB = 1024 * 1024
 
 
 def run_function_handler(runner: fn.FunctionRunner) -> grpc.GenericRpcHandler:
@@ -41,21 +44,27 @@ def run_function_handler(runner: fn.FunctionRunner) -> grpc.GenericRpcHandler:
     })
 
 
+def options(max_recv_mb: int, max_send_mb: int) -> list[tuple[str, Any]]:
+    """The server's gRPC options: the largest request it reads and response it sends."""
+    return [("grpc.max_receive_message_length", max_recv_mb * MB),
+            ("grpc.max_send_message_length", max_send_mb * MB)]
+
+
 def run(runner: fn.FunctionRunner, *, debug: bool, address: str, tls_certs_dir: str | None,
-        insecure: bool, max_recv_message_size: int,
-        max_send_message_size: int | None) -> None:
+        insecure: bool, max_recv_message_size: int, max_send_message_size: int,
+        enable_reflection: bool = False) -> None:
     """The SDK's `cli.run`, serving through `serve` below."""
     logging.configure(level=logging.Level.DEBUG if debug else logging.Level.INFO)
-    send = max_recv_message_size if max_send_message_size is None else max_send_message_size
     # load_credentials returns None for None, though its signature says str.
     creds = None if tls_certs_dir is None else runtime.load_credentials(tls_certs_dir)
     serve(runner, address, creds=creds, insecure=insecure,
-          options=[("grpc.max_receive_message_length", max_recv_message_size * 1024 * 1024),
-                   ("grpc.max_send_message_length", send * 1024 * 1024)])
+          options=options(max_recv_message_size, max_send_message_size),
+          reflection=enable_reflection)
 
 
 def serve(runner: fn.FunctionRunner, address: str, *, creds: grpc.ServerCredentials | None,
-          insecure: bool, options: Sequence[tuple[str, Any]] | None = None) -> None:
+          insecure: bool, options: Sequence[tuple[str, Any]] | None = None,
+          reflection: bool = False) -> None:
     if creds is None and not insecure:
         raise ValueError("no credentials were provided - did you provide credentials or use "
                          "the insecure flag?")
@@ -70,7 +79,8 @@ def serve(runner: fn.FunctionRunner, address: str, *, creds: grpc.ServerCredenti
     server.add_generic_rpc_handlers((run_function_handler(runner),))
     grpcv1beta1.add_FunctionRunnerServiceServicer_to_server(
         runtime.BetaFunctionRunner(wrapped=runner), server)
-    reflection.enable_server_reflection(runtime.SERVICE_NAMES, server)
+    if reflection:
+        grpc_reflection.enable_server_reflection(runtime.SERVICE_NAMES, server)
     if creds is not None:
         server.add_secure_port(address, creds)
     if insecure:

@@ -10,7 +10,9 @@ an existing replica because an input is missing or unreadable; it keeps it and s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from crossplane.function import resource, response
@@ -47,6 +49,7 @@ from function.scheduler import (autoscaling, demand, drain, endpoints, output, p
                                 prometheus, reasons, room)
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
+from function.scheduler.quotas import QuotaLedger
 from function.scheduler.quotas import ledger as quota_ledger
 
 MAX_MESSAGE = 4000
@@ -115,12 +118,13 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
 
     dep = demand.deployment(tspec, _cache(req, ref, ns), ns,
                             namespace_labels(req, REQUIRE_OWN_NAMESPACE, ns))
+    quota_of = _quota_ledgers(req, quotas, fleet)
     result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
                          malformed_clusters=fleet.malformed_clusters, own=fleet.own,
                          others=fleet.others, reserved=fleet.reserved,
-                         quota=_quota_ledger(req, quotas, ns, fleet),
-                         waiting=_waiting(req, ns, name) if strategy == PlacementStrategy.PACK
-                         else ()))
+                         quota=quota_of(ns) if quota_of is not None else None,
+                         waiting=_waiting(req, ns, name, quota_of)
+                         if strategy == PlacementStrategy.PACK else ()))
 
     # Replicas share the deployment's dicts and their members' resolved device
     # requests: each is built and converted once.
@@ -152,9 +156,12 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
         _condition(rsp, autoscaling.capacity(want, len(result.placements)))
 
 
-def _waiting(req: Request, ns: str, name: str) -> list[room.Waiting]:
+def _waiting(req: Request, ns: str, name: str,
+             quota_of: Callable[[str], QuotaLedger | None] | None) -> list[room.Waiting]:
     """The other ModelDeployments waiting for capacity that placement can read
-    (demand.py), each parsed once per content (parsecache.DEPLOYMENTS)."""
+    (demand.py), each parsed once per content (parsecache.DEPLOYMENTS), with the
+    ledger of its namespace's quotas (room.py makes room only within them) and the
+    name our notes may give it (another namespace's is never named)."""
     out = []
     for item in req.required_items(REQUIRE_DEPLOYMENTS):
         try:
@@ -162,7 +169,11 @@ def _waiting(req: Request, ns: str, name: str) -> list[room.Waiting]:
         except Malformed:
             continue  # its own reconcile says what is wrong with it
         if found.waiting is not None and (found.namespace, found.name) != (ns, name):
-            out.append(found.waiting)
+            out.append(dataclasses.replace(
+                found.waiting,
+                shown=f"ModelDeployment {found.waiting.name}" if found.namespace == ns
+                else room.ANOTHER,
+                quota=None if quota_of is None else functools.partial(quota_of, found.namespace)))
     return out
 
 
@@ -224,7 +235,10 @@ def _quota_inputs(rsp: fnv1.RunFunctionResponse, quotas: list[Quota]) -> list[st
     return [REQUIRE_QUOTA_CLUSTERS]
 
 
-def _quota_ledger(req: Request, quotas: list[Quota], ns: str, fleet: Fleet):
+def _quota_ledgers(req: Request, quotas: list[Quota],
+                   fleet: Fleet) -> Callable[[str], QuotaLedger | None] | None:
+    """A namespace -> the ledger of the InferenceQuotas that apply to it (None: none
+    does), each built once, when first asked; None when no InferenceQuota exists."""
     if not quotas:
         return None
     labels: dict[str, dict[str, str]] = {}
@@ -241,7 +255,12 @@ def _quota_ledger(req: Request, quotas: list[Quota], ns: str, fleet: Fleet):
             clusters[c.name] = c
         except Malformed:
             continue  # reported by the InferenceCluster itself
-    return quota_ledger(quotas, ns, labels, [*fleet.own, *fleet.others], clusters)
+    replicas = [*fleet.own, *fleet.others]
+
+    @functools.cache
+    def of(ns: str) -> QuotaLedger | None:
+        return quota_ledger(quotas, ns, labels, replicas, clusters)
+    return of
 
 
 def _cache(req: Request, ref: cacheview.CacheRef | None, ns: str) -> cacheview.Cache | None:

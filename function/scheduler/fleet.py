@@ -29,6 +29,9 @@ from function.scheduler import parsecache
 from function.kit import structs, wire
 from function.scheduler.model import Replica, parse_replica, worst_case
 
+# How a warning names a ModelReplica of another namespace.
+ANOTHER_REPLICA = "a ModelReplica in another namespace"
+
 
 @dataclass(frozen=True)
 class Broken:
@@ -108,14 +111,17 @@ def read(req: Request, observed: Mapping[str, Mapping[str, Any]],
             # Left out, its nodes would look free to every scheduler: count it
             # by the most it can hold (model.worst_case).
             held = worst_case(structs.to_dict(wire.resource(item).resource))
+            # The warning goes onto this deployment: another namespace's replica is
+            # not named, nor what is wrong inside it.
+            who, why = ((f"ModelReplica {mr_ns}/{mr_name}", f": {exc}") if mr_ns == namespace
+                        else (ANOTHER_REPLICA, ""))
             if held is None:
-                fleet.warnings.append(f"ModelReplica {mr_ns}/{mr_name} is malformed and names "
-                                      f"no cluster, so holds nothing anywhere: {exc}")
+                fleet.warnings.append(f"{who} is malformed and names no cluster, so holds "
+                                      f"nothing anywhere{why}")
                 continue
             fleet.others.append(held)
-            fleet.warnings.append(f"ModelReplica {mr_ns}/{mr_name} is malformed and counted by "
-                                  f"the most it can hold on {held.cluster} "
-                                  f"({_nodes(held.usage)}): {exc}")
+            fleet.warnings.append(f"{who} is malformed and counted by the most it can hold on "
+                                  f"{held.cluster} ({_nodes(held.usage)}){why}")
             continue
         if (r.namespace, r.name) in own_names:
             continue  # ours: counted through `own` (observed as composed)

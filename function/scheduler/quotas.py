@@ -133,7 +133,16 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
         return out
     counting = any(q.counts() for q in applying)
     by_ns: dict[str, list[Holder]] = {}
+    # Only the quotas' namespaces hold anything here: what the others' replicas
+    # hold is never read (one pass, each namespace judged once).
+    covered: dict[str, bool] = {}
     for r in replicas:
+        inside = covered.get(r.namespace)
+        if inside is None:
+            inside = covered[r.namespace] = any(
+                q.applies(r.namespace, namespace_labels.get(r.namespace, {})) for q in applying)
+        if not inside:
+            continue
         cluster = clusters.get(r.cluster)
         held = tuple(devices(r.claims, cluster)) if cluster is not None else ()
         # Replicas and pods count wherever they run: a replica on a cluster that is

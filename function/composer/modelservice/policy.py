@@ -38,8 +38,10 @@ def admitted(objs: Sequence[Mapping[str, Any]], cluster: Cluster, ns: str) -> tu
                       "platform team sets spec.frontDoor.enabled: true to let ModelServices "
                       "attach routes to its gateway")
     if not door.admits_namespace(ns):
-        return door, (f"InferenceCluster {cluster.name} is a front door for the namespaces "
-                      f"{', '.join(door.namespaces)} (spec.frontDoor.namespaces), not {ns}")
+        # Which other namespaces it admits is not this tenant's to read.
+        return door, (f"InferenceCluster {cluster.name} is a front door that does not admit "
+                      f"namespace {ns} (spec.frontDoor.namespaces): its platform team lists "
+                      "the namespaces it serves")
     return door, ""
 
 

@@ -51,8 +51,9 @@ class RequestHeader(BaseModel):
     value: Annotated[
         StrictStr,
         Field(
-            description="Its value. Not for secrets: it is stored in the route (use spec.auth).",
+            description="Its value. Not for secrets: it is stored in the route (use spec.auth). Empty, or printable ASCII with no leading or trailing space.",
             max_length=4096,
+            pattern="^([!-~]([ -~]*[!-~])?)?$",
         ),
     ]
 

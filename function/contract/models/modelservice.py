@@ -107,7 +107,9 @@ class Gateway(BaseModel):
 
 
 class LoraAdapter(RootModel[StrictStr]):
-    root: Annotated[StrictStr, Field(max_length=253, min_length=1)]
+    root: Annotated[
+        StrictStr, Field(max_length=253, min_length=1, pattern="^[!-~]([ -~]*[!-~])?$")
+    ]
 
 
 class Retry(BaseModel):
@@ -192,9 +194,10 @@ class Header(BaseModel):
     value: Annotated[
         StrictStr,
         Field(
-            description="The value, or the regular expression.",
+            description="The value, or the regular expression. Printable ASCII, no leading or trailing space.",
             max_length=1024,
             min_length=1,
+            pattern="^[!-~]([ -~]*[!-~])?$",
         ),
     ]
 
@@ -298,16 +301,17 @@ class Spec(BaseModel):
     loraAdapters: Annotated[
         list[LoraAdapter] | None,
         Field(
-            description="More `model` names (LoRA adapters) this service answers to, matched like modelName.",
+            description="More `model` names (LoRA adapters) this service answers to, matched like modelName. Printable ASCII, no leading or trailing space.",
             max_length=16,
         ),
     ] = None
     modelName: Annotated[
         StrictStr | None,
         Field(
-            description="The request's `model` this service answers to, matched on the `X-Gateway-Model-Name` header that the Gateway API Inference Extension's body-based router sets from the request body. Leave unset without that router: every request under the address matches.",
+            description="The request's `model` this service answers to, matched on the `X-Gateway-Model-Name` header that the Gateway API Inference Extension's body-based router sets from the request body. Leave unset without that router: every request under the address matches. Printable ASCII, no leading or trailing space.",
             max_length=253,
             min_length=1,
+            pattern="^[!-~]([ -~]*[!-~])?$",
         ),
     ] = None
     retry: Annotated[
