@@ -55,3 +55,18 @@ def test_a_shared_pool_is_never_changed_by_the_ledger_that_read_it():
     assert shared.states == before            # the next reconcile reads it as it was
     assert ledger.free("a", c.pools[0]) == 16 - 6
     assert isinstance(shared, Bins)
+
+
+def test_a_pool_nothing_was_loaded_on_is_read_shared_and_changed_privately():
+    from function.contract.capacity import shape
+    from function.scheduler.ledger import Ledger
+
+    c = parse_cluster(cluster("a", pool("h100", 2, device("gpu", "H100", count=8))))
+    one = shape([(c.pools[0].devices[0].device_class, (product_is("H100"),), 1)])
+    vector = ((1,),)
+    binscache.clear()
+    first = Ledger({"a": c})
+    assert first.fits("a", c.pools[0], list(vector))  # read: the shared empty pool
+    first.reserve("a", {"h100": {one: 9}})             # changed: its own copy
+    assert first.free("a", c.pools[0]) == 16 - 9
+    assert Ledger({"a": c}).free("a", c.pools[0]) == 16  # the next reconcile's is empty

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from function.contract.capacity import Pods, Shape, Usage
-from function.contract.nodes import Bins, Vector, capacity, resolve
+from function.contract.nodes import Bins, Vector, resolve
 from function.contract.records import Cluster, Pool
 from function.scheduler import binscache
 
@@ -41,20 +41,26 @@ class Ledger:
         self._shared: set[tuple[str, str]] = set()
 
     def bins(self, cluster: str, pool: Pool) -> Bins:
-        """The pool's bins, to read."""
+        """The pool's bins, to read (a pool nothing was loaded on shares the empty
+        one of its shape)."""
+        key = (cluster, pool.name)
+        found = self._bins.get(key)
+        if found is None:
+            found = self._bins[key] = binscache.loaded(pool, {}, self._cache)
+            if self._cache:
+                self._shared.add(key)
+        return found
+
+    def _mutable(self, cluster: str, pool: Pool) -> Bins:
+        """The pool's bins, to change: its own, copied if it was shared."""
         key = (cluster, pool.name)
         found = self._bins.get(key)
         if found is None:
             found = self._bins[key] = Bins(pool)
-        return found
-
-    def _mutable(self, cluster: str, pool: Pool) -> Bins:
-        """The pool's bins, to change: its own copy if it was shared."""
-        key = (cluster, pool.name)
-        if key in self._shared:
+        elif key in self._shared:
             self._shared.discard(key)
-            self._bins[key] = self._bins[key].copy()
-        return self.bins(cluster, pool)
+            found = self._bins[key] = found.copy()
+        return found
 
     def _pool(self, cluster: str, pool: str) -> Pool | None:
         c = self._clusters.get(cluster)
@@ -105,21 +111,11 @@ class Ledger:
     def fits(self, cluster: str, pool: Pool, pods: Sequence[Vector]) -> bool:
         """Whether pods taking `pods` fit on the pool now, on top of what is held."""
         found = self._bins.get((cluster, pool.name))
-        if found is not None:
-            return found.fits(pods)
-        if not pool.taken:
-            # Nothing held there: enough when each pod can have a node of its own.
-            cap = capacity(pool)
-            wanted = [v for v in pods if any(v)]
-            if len(wanted) <= pool.nodes and all(n <= c for v in wanted for n, c in zip(v, cap)):
-                return True
         return (found if found is not None else self.bins(cluster, pool)).fits(pods)
 
     def free(self, cluster: str, pool: Pool) -> int:
         """Devices of `pool` on `cluster` nothing holds, summed over its nodes."""
         found = self._bins.get((cluster, pool.name))
-        if found is None and not pool.taken:
-            return sum(capacity(pool)) * max(0, pool.nodes)
         return (found if found is not None else self.bins(cluster, pool)).free_units
 
     def snapshot(self) -> tuple[dict[tuple[str, str], Bins], frozenset[tuple[str, str]]]:
