@@ -54,9 +54,12 @@ SOURCES = [
             for n in ("objects", "providerconfigs", "clusterproviderconfigs")],
            "provider-kubernetes"),
     # The EnvironmentConfig naming the Prometheus servers autoscaling may query
-    # (examples/platform/), for validating the example; Crossplane installs its own.
+    # (examples/platform/), for validating the example, and the Usage an
+    # InferenceCluster's stack composes per replica (cluster/stack.py), for
+    # validating it; Crossplane installs its own.
     Source("crossplane-core", "github.com/crossplane/crossplane/v2",
-           ["cluster/crds/apiextensions.crossplane.io_environmentconfigs.yaml"], "crossplane"),
+           ["cluster/crds/apiextensions.crossplane.io_environmentconfigs.yaml",
+            "cluster/crds/protection.crossplane.io_usages.yaml"], "crossplane"),
     Source("keda", "github.com/kedacore/keda/v2",
            ["config/crd/bases/keda.sh_scaledobjects.yaml",
             "config/crd/bases/keda.sh_triggerauthentications.yaml"], "keda"),
