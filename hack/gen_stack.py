@@ -30,12 +30,11 @@ from vendor_crds import pinned
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from function.contract.stack import COMPONENTS, Component, Tier  # noqa: E402
+from function.contract.stack import COMPONENTS, LABEL_COMPONENT, Component, Tier  # noqa: E402
 
 OUT = ROOT / "function" / "cluster" / "stackdata"
 MAX_MANIFEST_BYTES = 256 * 1024  # compact JSON; about four times this is stored per Object
 PART_OF = {"app.kubernetes.io/part-of": "function-model-serving"}
-LABEL_COMPONENT = "modelplane.ai/stack-component"
 SCHEMA_CHILDREN = ("items", "additionalProperties", "not")
 SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
 

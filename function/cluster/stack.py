@@ -40,13 +40,12 @@ from function.contract.api import API_VERSION, GROUP, KIND_MODEL_REPLICA, LABEL_
 from function.contract.enums import StackMode
 from function.contract.names import tagged_label
 from function.contract.records import Cluster
-from function.contract.stack import COMPONENTS, Component, Tier
+from function.contract.stack import COMPONENTS, LABEL_COMPONENT, Component, Tier
 
 DATA = pathlib.Path(__file__).resolve().parent / "stackdata"
 USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 REQUIRE_STACK = "stack-crds"  # the control-plane cluster's probe CRDs: "stack-crds/<field>"
-LABEL_COMPONENT = f"{GROUP}/stack-component"
 PURPOSE = "stack"
 # Everything but Delete (reporter._SHARED): what a CRD's Object may do.
 KEEP = ["Observe", "Create", "Update", "LateInitialize"]

@@ -22,6 +22,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from function.contract.api import GROUP
+
+# On every object the stack composes, and on the manifests it installs: the component.
+LABEL_COMPONENT = f"{GROUP}/stack-component"
+
 
 class Tier(IntEnum):
     """Install order: a tier's objects are composed once every earlier tier's are Ready."""
