@@ -326,3 +326,14 @@ def test_invalid_combinations_are_refused(spec, says):
 def test_a_valid_stack_breaks_no_rule():
     assert spec_errors(remote(**MANAGED, envoyGateway={"mode": "External"})["spec"]) == []
     assert spec_errors({"stack": {"keda": {"mode": "External"}}}) == []
+
+
+def test_the_objects_sent_are_exactly_the_objects_built():
+    """The manifests are copied from Structs built once (stack.put): the same objects."""
+    ic = remote(**MANAGED, envoyGateway={"mode": "External"})
+    sent = desired(run_cluster(ic))
+    components = stack.declared(ic["spec"])
+    assert components is not None
+    built = {**stack.managed_objects(parse_cluster(ic), components, {}),
+             **stack.probe_objects(parse_cluster(ic), components)}
+    assert {k: to_plain(v) for k, v in sent.items() if k in built} == to_plain(built)

@@ -127,7 +127,7 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
     # The serving stack, only when declared (a cluster without one composes, requires
     # and reports nothing more than before).
     components = stack.declared(spec)
-    seen: dict[str, dict[str, Any]] = req.observed() if components is not None else {}
+    seen = stack.observed_states(req) if components is not None else {}
     if components is not None:
         if cluster.remote:
             composed.update(stack.managed_objects(cluster, components, seen))
@@ -138,7 +138,10 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
                     rsp, f"{stack.REQUIRE_STACK}/{d.component.field}", stack.CRD_API_VERSION,
                     "CustomResourceDefinition", match_name=d.component.probe)
     for key, obj in composed.items():
-        resource.update(rsp.desired.resources[key], obj)
+        if key.startswith("stack-"):
+            stack.put(rsp.desired.resources[key], obj)
+        else:
+            resource.update(rsp.desired.resources[key], obj)
         # The reporter's, the PodMonitor's and the stack's health never show in the
         # cluster's readiness: an unready cluster takes no new replicas (the stack's
         # has its own condition, StackReady).

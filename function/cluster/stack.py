@@ -35,12 +35,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from google.protobuf import struct_pb2
+
 from function.cluster import reporter
 from function.contract.api import API_VERSION, GROUP, KIND_MODEL_REPLICA, LABEL_CLUSTER
 from function.contract.enums import StackMode
 from function.contract.names import tagged_label
 from function.contract.records import Cluster
 from function.contract.stack import COMPONENTS, LABEL_COMPONENT, Component, Tier
+from function.kit import structs
+from function.kit.request import Request
 
 DATA = pathlib.Path(__file__).resolve().parent / "stackdata"
 USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
@@ -86,6 +92,32 @@ def rendered(field: str) -> Rendered:
                                   for o in data["objects"]))
 
 
+@functools.cache
+def _manifest_struct(field: str, name: str) -> struct_pb2.Struct | None:
+    """A rendered manifest as a protobuf Struct, built once per process."""
+    for m in rendered(field).objects:
+        if m.name == name:
+            s = struct_pb2.Struct()
+            s.update(m.manifest)
+            return s
+    return None
+
+
+def put(target: fnv1.Resource, obj: Mapping[str, Any]) -> None:
+    """`resource.update(target, obj)`, the manifest of a rendered component copied from
+    its Struct built once (converting a full stack's manifests cost about 20 ms a call)."""
+    manifest = obj["spec"]["forProvider"]["manifest"]
+    field = obj["metadata"]["labels"].get(LABEL_COMPONENT, "")
+    built = _manifest_struct(field, manifest["metadata"]["name"]) \
+        if field and obj["spec"].get("managementPolicies") != ["Observe"] else None
+    if built is None:
+        resource.update(target, dict(obj))
+        return
+    resource.update(target, {**obj, "spec": {**obj["spec"], "forProvider": {}}})
+    target.resource.fields["spec"].struct_value.fields["forProvider"].struct_value \
+        .fields["manifest"].struct_value.CopyFrom(built)
+
+
 def declared(spec: Mapping[str, Any]) -> list[Declared] | None:
     """The components spec.stack declares, in install order; None without a stack."""
     stack = spec.get("stack")
@@ -93,6 +125,26 @@ def declared(spec: Mapping[str, Any]) -> list[Declared] | None:
         return None
     return [Declared(c, StackMode(stack[c.field]["mode"])) for c in COMPONENTS
             if isinstance(stack.get(c.field), Mapping)]
+
+
+def observed_states(req: Request) -> dict[str, dict[str, Any]]:
+    """The stack's observed composed resources by key, with only what the stack reads:
+    their conditions, and a probe's observed CRD. A Managed CRD's Object carries its
+    manifest twice (spec and status, about 1 MB for a full stack): decoding all of it
+    on every reconcile cost about 120 ms."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, r in req.message.observed.resources.items():
+        if not key.startswith("stack-"):
+            continue
+        fields = r.resource.fields
+        status = fields["status"].struct_value.fields if "status" in fields else {}
+        state: dict[str, Any] = {}
+        if "conditions" in status:
+            state["conditions"] = structs.value(status["conditions"])
+        if key.endswith("-probe") and "atProvider" in status:
+            state["atProvider"] = structs.value(status["atProvider"])
+        out[key] = {"status": state}
+    return out
 
 
 def object_key(field: str, name: str) -> str:
