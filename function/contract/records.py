@@ -38,6 +38,7 @@ from function.contract import cost
 from function.contract.enums import DeviceClaim, PodSecurityLevel, ProviderConfigKind
 from function.contract.names import is_dns_label, is_dns_subdomain
 from function.contract.selectors import LabelSelector, SelectorError, parse_selector
+from function.contract.stack import stack_unready
 from function.contract.validation import dig
 
 
@@ -331,7 +332,8 @@ def parse_cluster(obj: Mapping[str, Any],
                    gateway=_gateway(spec.get("gateway")),
                    storage_class=_text(spec.get("storage"), "storageClassName"),
                    pod_security=_pod_security(spec.get("podSecurity")),
-                   namespace_selector=admitted, stack_unready=_stack_unready(obj))
+                   namespace_selector=admitted,
+                   stack_unready=stack_unready(obj))
 
 
 def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:
@@ -410,23 +412,6 @@ def _ready(obj: Mapping[str, Any]) -> bool:
     """A cluster is unready only when its Ready condition says so explicitly."""
     ready = _condition(obj, "Ready")
     return ready is None or ready.get("status") != "False"
-
-
-STACK_UNREADY_MAX = 200  # of the condition's message, in a scheduler reason
-
-
-def _stack_unready(obj: Mapping[str, Any]) -> str:
-    """Why a declared stack is not ready, from the cluster's StackReady condition (the
-    cluster's own output): not reported yet counts as not ready."""
-    if not isinstance((obj.get("spec") or {}).get("stack"), Mapping):
-        return ""
-    ready = _condition(obj, "StackReady")
-    if ready is None:
-        return "not reported yet"
-    if ready.get("status") == "True":
-        return ""
-    said = ready.get("message") or ready.get("reason") or "not ready"
-    return str(said)[:STACK_UNREADY_MAX]
 
 
 def _condition(obj: Mapping[str, Any], typ: str) -> Mapping[str, Any] | None:

@@ -116,3 +116,21 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
         errors.append("a front door needs Envoy Gateway's Backend API: set "
                       "stack.envoyGateway.backendAPI")
     return errors
+
+
+STACK_UNREADY_MAX = 200  # of the condition's message, in a scheduler reason
+
+
+def stack_unready(obj: Mapping[str, Any]) -> str:
+    """Why a declared stack is not ready, from the cluster's StackReady condition (the
+    cluster's own output): not reported yet counts as not ready."""
+    if not isinstance((obj.get("spec") or {}).get("stack"), Mapping):
+        return ""
+    ready = next((c for c in (obj.get("status") or {}).get("conditions") or []
+                  if isinstance(c, Mapping) and c.get("type") == "StackReady"), None)
+    if ready is None:
+        return "not reported yet"
+    if ready.get("status") == "True":
+        return ""
+    said = ready.get("message") or ready.get("reason") or "not ready"
+    return str(said)[:STACK_UNREADY_MAX]
