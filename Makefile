@@ -52,16 +52,20 @@ tools-e2e:
 tools-dataplane:
 	bash hack/tools.sh --dataplane
 
-# Regenerate the XRDs, the pydantic models and docs/reference.md from hack/gen_xrds.py.
+# Regenerate the XRDs, the pydantic models and docs/reference.md from hack/gen_xrds.py,
+# and the serving stack's versions and manifests (function/cluster/stackdata/) from
+# hack/tools/*/go.mod and crds/ (hack/gen_stack.py).
 generate: venv
 	$(PY) hack/gen_xrds.py
 	$(PY) hack/gen_models.py
 	$(PY) hack/gen_reference.py
+	$(PY) hack/gen_stack.py
 
 check-generated: venv
 	$(PY) hack/gen_xrds.py --check
 	$(PY) hack/gen_models.py --check
 	$(PY) hack/gen_reference.py --check
+	$(PY) hack/gen_stack.py --check
 
 # Copy the CRDs of every API the functions compose but do not own (Gateway API, the
 # Inference Extension, LWS, provider-kubernetes, KEDA, Envoy Gateway, the Prometheus

@@ -25,6 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the serving modes' table: function/contract/serving.py
 
 from function.contract import cost, destinations, serving  # noqa: E402
+from function.contract import stack as stack_table  # noqa: E402
 from function.contract.rules import (  # noqa: E402
     COMPUTE_RESOURCES,
     HUGEPAGES_PREFIX,
@@ -563,6 +564,93 @@ NAMESPACE_SELECTOR = obj({
    "move them.")
 
 
+# --- the serving stack (issue #35) --------------------------------------------
+# One optional field per component of function/contract/stack.py's table.
+
+STACK_MODE = ("StackMode", ["Managed", "External"])
+STACK_PHASE = ("StackPhase", ["Installed", "Progressing", "Failed", "Observed"])
+
+
+def _managed(c: stack_table.Component, at: str = "self") -> str:
+    return f"has({at}.{c.field}) && {at}.{c.field}.mode == 'Managed'"
+
+
+def stack_component(c: stack_table.Component) -> dict:
+    props: dict = {"mode": string(
+        0, "Managed: the stack installs it (its manifests, rendered when this release was "
+        "built from the version hack/tools pins, through provider-kubernetes Objects). "
+        "External: the platform runs it; the stack observes that the cluster serves "
+        f"{c.probe} ({c.probe_version}) and installs nothing.", enum=STACK_MODE)}
+    rules = []
+    if not c.installable:
+        rules.append(("self.mode == 'External'",
+                      f"this release does not install {c.title} (mode Managed): run it on the "
+                      "cluster and mark it External"))
+    if c.field == "envoyGateway":
+        props["backendAPI"] = {
+            "type": "boolean", "default": True,
+            "description": "Whether Envoy Gateway's Backend API is on (EnvoyGateway "
+                           "extensionApis.enableBackend), as a front door needs: what a "
+                           "Managed install configures; for External, the platform's word."}
+    needs = f" It needs {', '.join(c.requires)} in the stack too." if c.requires else ""
+    return obj(props, f"{c.title} ({c.module}).{needs}", required=["mode"], rules=rules)
+
+
+def stack_spec() -> dict:
+    rules = [(f"!has(self.{c.field}) || has(self.{r})",
+              f"stack.{c.field} needs stack.{r}: {c.title} works on its API")
+             for c in stack_table.COMPONENTS for r in c.requires]
+    return titled("Stack", obj({c.field: stack_component(c) for c in stack_table.COMPONENTS},
+               "The serving stack this cluster's workloads need, per component: installed by "
+               "the stack (Managed) or run by the platform and observed (External). A "
+               "component left out is neither installed nor checked. Versions are the "
+               "release's own (status.stack.components[].version); the scheduler places no "
+               "new replica on a cluster whose stack is not ready (condition StackReady). "
+               "Left out, the cluster composes nothing for a stack.", rules=rules))
+
+
+def stack_spec_rules() -> list[tuple[str, str]]:
+    """Rules between spec.stack and the rest of the spec."""
+    managed = " || ".join(f"({_managed(c, 'self.stack')})" for c in stack_table.COMPONENTS
+                          if c.installable)
+    return [
+        (f"has(self.providerConfigRef) || !has(self.stack) || !({managed})",
+         "the control-plane cluster's stack (no providerConfigRef) only observes: mark every "
+         "component External"),
+        ("!has(self.stack) || !has(self.providerConfigRef) || !has(self.providerConfigRef.kind) "
+         "|| self.providerConfigRef.kind == 'ClusterProviderConfig'",
+         "a stack reaches its cluster through a ClusterProviderConfig: the cluster-scoped "
+         "InferenceCluster's Objects cannot use a namespaced ProviderConfig"),
+        ("!has(self.frontDoor) || !self.frontDoor.enabled || !has(self.stack) "
+         "|| !has(self.stack.envoyGateway) || !has(self.stack.envoyGateway.backendAPI) "
+         "|| self.stack.envoyGateway.backendAPI",
+         "a front door needs Envoy Gateway's Backend API: set stack.envoyGateway.backendAPI"),
+    ]
+
+
+def titled(title: str, schema: dict) -> dict:
+    """A schema whose generated model is named `title` (gen_models: --use-title-as-name)."""
+    return {"title": title, **schema}
+
+
+STACK_STATUS = titled("StackStatus", obj({
+    "components": array(titled("StackComponentStatus", obj({
+        "name": string(32, "The component: its field in spec.stack."),
+        "version": string(64, "The version this release installs (Managed) or was built "
+                          "against (External), from its pinned Go module."),
+        "mode": string(0, "spec.stack.<name>.mode.", enum=STACK_MODE),
+        "phase": string(0, "Installed: every object the stack composes for it is Ready. "
+                        "Observed: an External component's API is served. Progressing: "
+                        "not yet (objects waiting on earlier ones, or not Ready yet). "
+                        "Failed: an object failed, or an External component's API is "
+                        "missing; the message says what to do.", enum=STACK_PHASE),
+        "reason": string(64, "Why, in one CamelCase word."),
+        "message": string(512, "What was seen, and what to do."),
+    }, "One component of the stack.", required=["name", "mode", "phase"])), 8,
+        "Per component, in install order.", map_keys=["name"]),
+}, "The serving stack (spec.stack), per component; the StackReady condition sums it up."))
+
+
 # --- the XRDs -------------------------------------------------------------
 
 
@@ -731,7 +819,9 @@ def inference_cluster() -> dict:
                "cluster and in the function's inventory namespace (crossplane-system) on "
                "the control-plane cluster; the Prometheus Operator must run there."),
         }, "Engine metrics on this cluster."),
-    }, "A workload cluster: its node pools and the devices each node offers.")
+        "stack": stack_spec(),
+    }, "A workload cluster: its node pools and the devices each node offers.",
+        rules=stack_spec_rules())
     pool_status = obj({
         "name": string(63, "The pool's name."),
         "nodes": integer(0, 100000, "Nodes the scheduler counts: the observed schedulable "
@@ -791,12 +881,14 @@ def inference_cluster() -> dict:
         "freeDevices": string(1024, "Free of total devices per pool and kind, as "
                               "`pool: free/total kind` (what `kubectl get ic` shows)."),
         "nodePools": array(pool_status, 32, "Per-pool capacity."),
+        "stack": STACK_STATUS,
     }, "Capacity and readiness. " + CONDITIONS_NOTE)
     return xrd("InferenceCluster", "inferenceclusters", "Cluster", spec, status, ["ic"], [
         col("Nodes", "integer", ".status.nodes"),
         col("Free", "integer", ".status.freeNodes"),
         col("Free devices", "string", ".status.freeDevices"),
         col("Observed", "string", ".status.conditions[?(@.type=='CapacityObserved')].status"),
+        condition_col("StackReady"),
         col("Gateway", "string", ".spec.gateway.address"),
     ], description="A workload cluster, written by the platform team.")
 

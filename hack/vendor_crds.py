@@ -53,12 +53,14 @@ SOURCES = [
            [f"package/crds/kubernetes.m.crossplane.io_{n}.yaml"
             for n in ("objects", "providerconfigs", "clusterproviderconfigs")],
            "provider-kubernetes"),
-    # The EnvironmentConfig naming the Prometheus servers autoscaling may query, and
+    # The EnvironmentConfig naming the Prometheus servers autoscaling may query and
     # the DeploymentRuntimeConfig recommended for the function (examples/platform/),
-    # for validating the examples; Crossplane installs its own.
+    # for validating the examples, and the Usage an InferenceCluster's stack composes
+    # per replica (cluster/stack.py), for validating it; Crossplane installs its own.
     Source("crossplane-core", "github.com/crossplane/crossplane/v2",
            ["cluster/crds/apiextensions.crossplane.io_environmentconfigs.yaml",
-            "cluster/crds/pkg.crossplane.io_deploymentruntimeconfigs.yaml"], "crossplane"),
+            "cluster/crds/pkg.crossplane.io_deploymentruntimeconfigs.yaml",
+            "cluster/crds/protection.crossplane.io_usages.yaml"], "crossplane"),
     Source("keda", "github.com/kedacore/keda/v2",
            ["config/crd/bases/keda.sh_scaledobjects.yaml",
             "config/crd/bases/keda.sh_triggerauthentications.yaml"], "keda"),

@@ -108,8 +108,13 @@ class Schemas:
         meta = obj.get("metadata") or {}
         errs = []
         name = meta.get("name")
-        if name is not None and not (isinstance(name, str) and len(name) <= 63
-                                     and DNS_LABEL.match(name)):
+        if obj.get("kind") == "CustomResourceDefinition":
+            # <plural>.<group>: a DNS subdomain (the serving stack installs CRDs).
+            if not (isinstance(name, str) and len(name) <= 253
+                    and all(DNS_LABEL.match(part) for part in name.split("."))):
+                errs.append(f"metadata.name {name!r} is not a DNS subdomain")
+        elif name is not None and not (isinstance(name, str) and len(name) <= 63
+                                       and DNS_LABEL.match(name)):
             errs.append(f"metadata.name {name!r} is not a DNS label of at most 63 characters")
         for key, value in (meta.get("labels") or {}).items():
             if not isinstance(value, str) or len(value) > 63:

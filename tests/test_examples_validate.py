@@ -36,7 +36,7 @@ def crossplane_cli() -> str:
 
 
 EXAMPLE_DIRS = ["examples/fleet", "examples/deployments", "examples/replicas", "examples/caches",
-                "examples/quotas", "examples/services", "examples/platform"]
+                "examples/quotas", "examples/services", "examples/platform", "examples/stack"]
 INVALID_DIR = ROOT / "tests" / "invalid"
 INVALID_FILES = sorted(INVALID_DIR.glob("*.yaml"))
 EXPECT = re.compile(r"^# expect: (?P<text>\S.*?)\s*$")

@@ -29,7 +29,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.cluster import monitoring, observe, reporter, taken
+from function.cluster import monitoring, observe, reporter, stack, stackstatus, taken
 from function.contract.api import (
     API_VERSION,
     DRA_API_VERSION,
@@ -124,10 +124,27 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
     pod_monitor = Monitoring.model_validate(spec.get("monitoring") or {}).podMonitor
     if pod_monitor is not None:
         composed.update(monitoring.objects(cluster, pod_monitor))
+    # The serving stack, only when declared (a cluster without one composes, requires
+    # and reports nothing more than before).
+    components = stack.declared(spec)
+    seen = stack.observed_states(req) if components is not None else {}
+    if components is not None:
+        if cluster.remote:
+            composed.update(stack.managed_objects(cluster, components, seen))
+            composed.update(stack.probe_objects(cluster, components))
+        else:
+            for d in components:  # External only here (stack.spec_errors)
+                response.require_resources(
+                    rsp, f"{stack.REQUIRE_STACK}/{d.component.field}", stack.CRD_API_VERSION,
+                    "CustomResourceDefinition", match_name=d.component.probe)
     for key, obj in composed.items():
-        resource.update(rsp.desired.resources[key], obj)
-        # The reporter's and the PodMonitor's health never show in the cluster's
-        # readiness: an unready cluster takes no new replicas.
+        if key.startswith("stack-"):
+            stack.put(rsp.desired.resources[key], obj)
+        else:
+            resource.update(rsp.desired.resources[key], obj)
+        # The reporter's, the PodMonitor's and the stack's health never show in the
+        # cluster's readiness: an unready cluster takes no new replicas (the stack's
+        # has its own condition, StackReady).
         rsp.desired.resources[key].ready = fnv1.READY_TRUE
     if not req.resolved(REQUIRE_REPLICAS):
         return  # Crossplane calls again with the requirements resolved.
@@ -214,6 +231,8 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         "freeDevices": ", ".join(summary)[:FREE_DEVICES_MAX],
         "nodePools": status_pools,
     }})
+    if components is not None:
+        report_stack(req, rsp, cluster, components, composed, seen)
     message = verdict.message
     for what, said in (("published devices", notes), ("taken devices", held_notes)):
         if said:
@@ -238,3 +257,27 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         response.set_conditions(rsp, resource.Condition(
             typ="Reachable", status="True", reason="ProviderConfigFound" if ref.get("name")
             else "LocalCluster"))
+
+
+def report_stack(req: Request, rsp: fnv1.RunFunctionResponse, cluster: Cluster,
+                 components: list[stack.Declared], composed: Mapping[str, Any],
+                 seen: Mapping[str, dict[str, Any]]) -> None:
+    """The stack's Usages (one per replica here and Managed CRD it needs), its status
+    per component and the StackReady condition (stack.py, stackstatus.py)."""
+    here = [mr for mr in req.required(REQUIRE_REPLICAS)
+            if dig(mr, "spec").get("clusterName") == cluster.name]
+    for key, usage in stack.usages(cluster, components, here, seen).items():
+        resource.update(rsp.desired.resources[key], usage)
+        rsp.desired.resources[key].ready = fnv1.READY_TRUE
+    local: dict[str, dict[str, Any]] | None = None
+    if not cluster.remote:
+        local = {}
+        for d in components:
+            name = f"{stack.REQUIRE_STACK}/{d.component.field}"
+            if req.resolved(name):
+                found = [c for c in req.required(name)
+                         if dig(c, "metadata").get("name") == d.component.probe]
+                local[d.component.field] = found[0] if found else {}
+    entries = stackstatus.components(components, composed, seen, local)
+    resource.update(rsp.desired.composite, {"status": {"stack": {"components": entries}}})
+    response.set_conditions(rsp, stackstatus.condition(entries))

@@ -21,6 +21,8 @@ from function.contract.models.inferencecluster import (
     PodSecurityLevel,
     LabelSelectorOperator,
     ProviderConfigKind,
+    StackMode,
+    StackPhase,
     TaintEffect,
 )
 from function.contract.models.modelcache import CachePhase, Hydration, ModelSource
@@ -47,5 +49,5 @@ __all__ = [
     "LabelSelectorOperator", "ModelSource",
     "EngineContainerName", "EnginePhase", "ImagePullPolicy", "KvConnector", "MemberRole",
     "PlacementStrategy", "PodSecurityLevel", "ProviderConfigKind", "RecoveryPolicy", "ReplicaPhase", "Router",
-    "SelectPolicy", "ServingMode", "TaintEffect", "TolerationOperator",
+    "SelectPolicy", "ServingMode", "StackMode", "StackPhase", "TaintEffect", "TolerationOperator",
 ]

@@ -38,6 +38,7 @@ from function.contract import cost
 from function.contract.enums import DeviceClaim, PodSecurityLevel, ProviderConfigKind
 from function.contract.names import is_dns_label, is_dns_subdomain
 from function.contract.selectors import LabelSelector, SelectorError, parse_selector
+from function.contract.stack import stack_unready
 from function.contract.validation import dig
 
 
@@ -155,6 +156,9 @@ class Cluster:
 
     # spec.namespaceSelector: the namespaces whose replicas may be placed here (None: all).
     namespace_selector: LabelSelector | None = None
+    # Why the serving stack it declares (spec.stack) is not ready: its StackReady
+    # condition's message; "" when it declares none or the stack is ready.
+    stack_unready: str = ""
     # Pools by name (the first of a name, as the schema keys them): the ledger looks a
     # pool up for every replica of the fleet.
     by_pool: Mapping[str, Pool] = field(init=False, repr=False, compare=False)
@@ -334,7 +338,8 @@ def parse_cluster(obj: Mapping[str, Any],
                    gateway=_gateway(spec.get("gateway")),
                    storage_class=_text(spec.get("storage"), "storageClassName"),
                    pod_security=_pod_security(spec.get("podSecurity")),
-                   namespace_selector=admitted)
+                   namespace_selector=admitted,
+                   stack_unready=stack_unready(obj))
 
 
 def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:

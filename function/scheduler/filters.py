@@ -126,6 +126,14 @@ def readiness(_: Deployment, cluster: Cluster, __: Matcher) -> str | None:
     return None if cluster.ready else "{is} not ready"
 
 
+def stack(_: Deployment, cluster: Cluster, __: Matcher) -> str | None:
+    """A cluster whose declared serving stack (spec.stack) is not ready takes no new
+    replica: what it would compose may have no API to land on. Replicas already there
+    stay: their objects are there."""
+    return f"{{is}} not serving-ready (stack: {cluster.stack_unready})" \
+        if cluster.stack_unready else None
+
+
 def model_cache(dep: Deployment, cluster: Cluster, _: Matcher) -> str | None:
     """A replica that mounts a ModelCache goes only where the cache can live: inside
     its footprint (clusterSelector) and on a cluster with storage for it. Replicas
@@ -148,6 +156,7 @@ FILTERS: tuple[Filter, ...] = (
     Filter("namespace", namespace, stays),
     Filter("taints", taints, drained),
     Filter("readiness", readiness, stays),
+    Filter("stack", stack, stays),
     Filter("model_cache", model_cache, stays),
     Filter("device_match", device_match, stays),
 )

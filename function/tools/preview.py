@@ -50,7 +50,7 @@ from function.contract.nodes import describe, packed, resolve
 from function.contract.records import parse_cluster
 from function.contract.enums import CachePhase
 from function.contract.names import replica_resource_key
-from function.tools import localrender
+from function.tools import localrender, stackpreview
 
 ROOT = localrender.ROOT
 MD = ROOT / "apis" / "modeldeployment"
@@ -81,6 +81,8 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
                                    pathlib.Path(deployment),
                                    pathlib.Path(replicas_dir) if replicas_dir else None,
                                    stage1, stage2, pathlib.Path(tmp))
+            stacks = stackpreview.render_stacks(tools, address, pathlib.Path(fleet_dir),
+                                                pathlib.Path(tmp))
     except localrender.RenderError as exc:
         click.echo(f"preview failed: {exc}", err=True)
         return 1
@@ -93,11 +95,12 @@ def run_preview(fleet_dir: str, deployment: str, replicas_dir: str | None, outpu
         for _, composed in sorted(stage2.items()):
             docs += [d for d in composed if d.get("kind") not in ("Result", KIND_MODEL_REPLICA)]
         docs += [d for d in routes if d.get("kind") != "Result"]
+        docs += stackpreview.documents(stacks)
         click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
     else:
         click.echo(table(stage1, stage2, load_dir(pathlib.Path(fleet_dir)),
                          load_dir(pathlib.Path(replicas_dir)) if replicas_dir else [], staged)
-                   + "\n".join(route_lines(routes, stage1)))
+                   + "\n".join(route_lines(routes, stage1) + stackpreview.lines(stacks)))
     return 0
 
 

@@ -389,6 +389,91 @@ class ProviderConfigRef(BaseModel):
     ]
 
 
+class StackMode(StrEnum):
+    MANAGED = "Managed"
+    EXTERNAL = "External"
+
+
+class EnvoyGateway(BaseModel):
+    backendAPI: Annotated[
+        StrictBool | None,
+        Field(
+            description="Whether Envoy Gateway's Backend API is on (EnvoyGateway extensionApis.enableBackend), as a front door needs: what a Managed install configures; for External, the platform's word."
+        ),
+    ] = True
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves backends.gateway.envoyproxy.io (v1alpha1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class GatewayAPI(BaseModel):
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves httproutes.gateway.networking.k8s.io (v1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class InferenceExtension(BaseModel):
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves inferencepools.inference.networking.k8s.io (v1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class Keda(BaseModel):
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves scaledobjects.keda.sh (v1alpha1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class LeaderWorkerSet(BaseModel):
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves leaderworkersets.leaderworkerset.x-k8s.io (v1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class Stack(BaseModel):
+    envoyGateway: Annotated[
+        EnvoyGateway | None,
+        Field(
+            description="Envoy Gateway (github.com/envoyproxy/gateway). It needs gatewayAPI in the stack too."
+        ),
+    ] = None
+    gatewayAPI: Annotated[
+        GatewayAPI | None, Field(description="Gateway API (sigs.k8s.io/gateway-api).")
+    ] = None
+    inferenceExtension: Annotated[
+        InferenceExtension | None,
+        Field(
+            description="Gateway API Inference Extension (sigs.k8s.io/gateway-api-inference-extension). It needs gatewayAPI in the stack too."
+        ),
+    ] = None
+    keda: Annotated[
+        Keda | None, Field(description="KEDA (github.com/kedacore/keda/v2).")
+    ] = None
+    leaderWorkerSet: Annotated[
+        LeaderWorkerSet | None, Field(description="LeaderWorkerSet (sigs.k8s.io/lws).")
+    ] = None
+
+
 class Storage(BaseModel):
     storageClassName: Annotated[
         StrictStr,
@@ -445,6 +530,13 @@ class Spec(BaseModel):
         ProviderConfigRef | None,
         Field(
             description="How workloads reach the cluster; absent means the control-plane cluster itself."
+        ),
+    ] = None
+    stack: Annotated[
+        Stack | None,
+        Field(
+            description="The serving stack this cluster's workloads need, per component: installed by the stack (Managed) or run by the platform and observed (External). A component left out is neither installed nor checked. Versions are the release's own (status.stack.components[].version); the scheduler places no new replica on a cluster whose stack is not ready (condition StackReady). Left out, the cluster composes nothing for a stack.",
+            title="Stack",
         ),
     ] = None
     storage: Annotated[
@@ -643,6 +735,52 @@ class NodePool1(BaseModel):
     ] = None
 
 
+class StackPhase(StrEnum):
+    INSTALLED = "Installed"
+    PROGRESSING = "Progressing"
+    FAILED = "Failed"
+    OBSERVED = "Observed"
+
+
+class StackComponentStatus(BaseModel):
+    message: Annotated[
+        StrictStr | None,
+        Field(description="What was seen, and what to do.", max_length=512),
+    ] = None
+    mode: Annotated[
+        StackMode, Field(description="spec.stack.<name>.mode.", title="StackMode")
+    ]
+    name: Annotated[
+        StrictStr,
+        Field(description="The component: its field in spec.stack.", max_length=32),
+    ]
+    phase: Annotated[
+        StackPhase,
+        Field(
+            description="Installed: every object the stack composes for it is Ready. Observed: an External component's API is served. Progressing: not yet (objects waiting on earlier ones, or not Ready yet). Failed: an object failed, or an External component's API is missing; the message says what to do.",
+            title="StackPhase",
+        ),
+    ]
+    reason: Annotated[
+        StrictStr | None,
+        Field(description="Why, in one CamelCase word.", max_length=64),
+    ] = None
+    version: Annotated[
+        StrictStr | None,
+        Field(
+            description="The version this release installs (Managed) or was built against (External), from its pinned Go module.",
+            max_length=64,
+        ),
+    ] = None
+
+
+class StackStatus(BaseModel):
+    components: Annotated[
+        list[StackComponentStatus] | None,
+        Field(description="Per component, in install order.", max_length=8),
+    ] = None
+
+
 class Status(BaseModel):
     freeDevices: Annotated[
         StrictStr | None,
@@ -660,6 +798,13 @@ class Status(BaseModel):
     ] = None
     nodes: Annotated[
         StrictInt | None, Field(description="Nodes over all pools.", ge=0, le=10000000)
+    ] = None
+    stack: Annotated[
+        StackStatus | None,
+        Field(
+            description="The serving stack (spec.stack), per component; the StackReady condition sums it up.",
+            title="StackStatus",
+        ),
     ] = None
 
 

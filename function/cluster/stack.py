@@ -1,0 +1,257 @@
+"""The serving stack an InferenceCluster composes onto its cluster (spec.stack).
+
+Per declared component (contract/stack.py's table):
+
+* Managed: one provider-kubernetes Object per manifest hack/gen_stack.py
+  rendered when this release was built (cluster/stackdata/), through the
+  cluster's ClusterProviderConfig, in crossplane-system beside the inventory
+  reporter's Objects. Install order is by tier: a tier's Objects are composed
+  once every Object of the earlier tiers (of every component) is Ready, and an
+  Object once composed stays composed, so a Ready that flickers never takes a
+  controller away. A CRD's Object is Ready when the CRD is Established and
+  serves the version the composer uses.
+  CRDs are never deleted by the stack (no Delete in their management policies):
+  deleting a CRD deletes every object of its kind on the cluster, whoever wrote
+  them. Taking a component out of the stack leaves its CRDs where they are.
+* External: nothing is installed; the stack observes the component's probe CRD
+  (an observe-only Object on a remote cluster, a required resource on the
+  control-plane cluster) and reports whether it serves the version used.
+
+And a Crossplane Usage (protection.crossplane.io/v1beta1, what Crossplane
+v2.3 serves) per ModelReplica on the cluster and Managed CRD of a kind the
+composer writes (HTTPRoute, InferencePool, LeaderWorkerSet): the Usage lives
+in the replica's namespace, is used `by` the replica and holds the CRD's
+Object, so the Object cannot be deleted, even with its InferenceCluster,
+while a replica that needs the CRD exists (Crossplane keeps a composed Usage
+with `by` until that resource is gone).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from google.protobuf import struct_pb2
+
+from function.cluster import reporter
+from function.contract.api import API_VERSION, GROUP, KIND_MODEL_REPLICA, LABEL_CLUSTER
+from function.contract.enums import StackMode
+from function.contract.names import tagged_label
+from function.contract.records import Cluster
+from function.contract.stack import COMPONENTS, LABEL_COMPONENT, Component, Tier
+from function.kit import structs
+from function.kit.request import Request
+
+DATA = pathlib.Path(__file__).resolve().parent / "stackdata"
+USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+REQUIRE_STACK = "stack-crds"  # the control-plane cluster's probe CRDs: "stack-crds/<field>"
+PURPOSE = "stack"
+# Everything but Delete (reporter._SHARED): what a CRD's Object may do.
+KEEP = ["Observe", "Create", "Update", "LateInitialize"]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    tier: int
+    name: str
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One component as this release was built: its version and what it installs."""
+
+    field: str
+    version: str
+    objects: tuple[Manifest, ...]
+
+
+@dataclass(frozen=True)
+class Declared:
+    component: Component
+    mode: StackMode
+
+    @property
+    def managed(self) -> bool:
+        return self.mode == StackMode.MANAGED
+
+
+@functools.cache
+def rendered(field: str) -> Rendered:
+    """The component's build-time data (cluster/stackdata/<field>.json)."""
+    data = json.loads((DATA / f"{field}.json").read_text())
+    return Rendered(field=field, version=data["version"],
+                    objects=tuple(Manifest(o["tier"], o["name"], o["manifest"])
+                                  for o in data["objects"]))
+
+
+@functools.cache
+def _manifest_struct(field: str, name: str) -> struct_pb2.Struct | None:
+    """A rendered manifest as a protobuf Struct, built once per process."""
+    for m in rendered(field).objects:
+        if m.name == name:
+            s = struct_pb2.Struct()
+            s.update(m.manifest)
+            return s
+    return None
+
+
+def put(target: fnv1.Resource, obj: Mapping[str, Any]) -> None:
+    """`resource.update(target, obj)`, the manifest of a rendered component copied from
+    its Struct built once (converting a full stack's manifests cost about 20 ms a call)."""
+    manifest = obj["spec"]["forProvider"]["manifest"]
+    field = obj["metadata"]["labels"].get(LABEL_COMPONENT, "")
+    built = _manifest_struct(field, manifest["metadata"]["name"]) \
+        if field and obj["spec"].get("managementPolicies") != ["Observe"] else None
+    if built is None:
+        resource.update(target, dict(obj))
+        return
+    resource.update(target, {**obj, "spec": {**obj["spec"], "forProvider": {}}})
+    target.resource.fields["spec"].struct_value.fields["forProvider"].struct_value \
+        .fields["manifest"].struct_value.CopyFrom(built)
+
+
+def declared(spec: Mapping[str, Any]) -> list[Declared] | None:
+    """The components spec.stack declares, in install order; None without a stack."""
+    stack = spec.get("stack")
+    if not isinstance(stack, Mapping):
+        return None
+    return [Declared(c, StackMode(stack[c.field]["mode"])) for c in COMPONENTS
+            if isinstance(stack.get(c.field), Mapping)]
+
+
+def observed_states(req: Request) -> dict[str, dict[str, Any]]:
+    """The stack's observed composed resources by key, with only what the stack reads:
+    their conditions, and a probe's observed CRD. A Managed CRD's Object carries its
+    manifest twice (spec and status, about 1 MB for a full stack): decoding all of it
+    on every reconcile cost about 120 ms."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, r in req.message.observed.resources.items():
+        if not key.startswith("stack-"):
+            continue
+        fields = r.resource.fields
+        status = fields["status"].struct_value.fields if "status" in fields else {}
+        state: dict[str, Any] = {}
+        if "conditions" in status:
+            state["conditions"] = structs.value(status["conditions"])
+        if key.endswith("-probe") and "atProvider" in status:
+            state["atProvider"] = structs.value(status["atProvider"])
+        out[key] = {"status": state}
+    return out
+
+
+def object_key(field: str, name: str) -> str:
+    return f"stack-{field}-{name}"
+
+
+def probe_key(field: str) -> str:
+    return f"stack-{field}-probe"
+
+
+def serves(component: Component) -> str:
+    """A CEL test on the observed CRD: Established, and serving the version used."""
+    return ("object.status.conditions.exists(c, c.type == 'Established' && c.status == 'True')"
+            f" && object.spec.versions.exists(v, v.name == '{component.probe_version}' && v.served)")
+
+
+def is_ready(obj: Mapping[str, Any] | None) -> bool:
+    """Whether an observed composed resource says Ready=True."""
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+def object_name(cluster: Cluster, name: str, tag: str = PURPOSE) -> str:
+    """The Object carrying the cluster's object `name` (a probe's is tagged apart: a
+    component switched between modes never has two Objects of one name)."""
+    return tagged_label(cluster.name, name, tag=tag)
+
+
+def _object(cluster: Cluster, component: Component, manifest: Mapping[str, Any],
+            policies: list[str], tag: str = PURPOSE) -> dict[str, Any]:
+    obj = reporter.wrap(cluster, tag, dict(manifest), policies, purpose=PURPOSE)
+    obj["metadata"]["name"] = object_name(cluster, manifest["metadata"]["name"], tag)
+    obj["metadata"]["labels"][LABEL_COMPONENT] = component.field
+    obj["spec"]["readiness"] = {"policy": "DeriveFromCelQuery", "celQuery": serves(component)}
+    obj["spec"]["watch"] = True  # with --enable-watches, Ready as soon as it is Established
+    return obj
+
+
+def managed_objects(cluster: Cluster, stack: Sequence[Declared],
+                    observed: Mapping[str, Mapping[str, Any]],
+                    data: Mapping[str, Rendered] | None = None) -> dict[str, dict[str, Any]]:
+    """The Objects of the Managed components, by key: a tier's once every earlier tier's
+    Object is Ready (an Object already observed stays). `data` stands in for the
+    build-time files (tests)."""
+    per_tier: dict[int, list[tuple[Component, Manifest]]] = {}
+    for d in stack:
+        if d.managed:
+            found = data[d.component.field] if data is not None else rendered(d.component.field)
+            for m in found.objects:
+                per_tier.setdefault(m.tier, []).append((d.component, m))
+    out: dict[str, dict[str, Any]] = {}
+    earlier_ready = True
+    for tier in sorted(per_tier):
+        keys = []
+        for component, m in per_tier[tier]:
+            key = object_key(component.field, m.name)
+            keys.append(key)
+            if earlier_ready or key in observed:
+                out[key] = _object(cluster, component, m.manifest,
+                                   KEEP if m.tier == Tier.CRDS else ["*"])
+        earlier_ready = earlier_ready and all(is_ready(observed.get(k)) for k in keys)
+    return out
+
+
+def probe_objects(cluster: Cluster, stack: Sequence[Declared]) -> dict[str, dict[str, Any]]:
+    """An observe-only Object of each External component's probe CRD (remote clusters)."""
+    return {probe_key(d.component.field): _object(
+        cluster, d.component,
+        {"apiVersion": CRD_API_VERSION, "kind": "CustomResourceDefinition",
+         "metadata": {"name": d.component.probe}}, ["Observe"], tag="probe")
+        for d in stack if not d.managed}
+
+
+def usages(cluster: Cluster, stack: Sequence[Declared], replicas: Sequence[Mapping[str, Any]],
+           observed: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A Usage per replica on the cluster and observed Managed CRD Object of a kind the
+    composer writes, by key."""
+    held = [d.component for d in stack if d.managed and d.component.used_by_replicas
+            and object_key(d.component.field, d.component.probe) in observed]
+    out: dict[str, dict[str, Any]] = {}
+    for mr in replicas:
+        meta = mr.get("metadata") or {}
+        namespace, name = meta.get("namespace"), meta.get("name")
+        if not (isinstance(namespace, str) and isinstance(name, str)):
+            continue
+        for component in held:
+            of = object_name(cluster, component.probe)
+            out[f"stack-usage-{namespace}-{name}-{component.field}"] = {
+                "apiVersion": USAGE_API_VERSION, "kind": "Usage",
+                "metadata": {
+                    "name": tagged_label(cluster.name, name, component.field, tag="usage",
+                                         identity=(cluster.name, namespace, name,
+                                                   component.field)),
+                    "namespace": namespace,
+                    "labels": {LABEL_CLUSTER: cluster.name, f"{GROUP}/purpose": PURPOSE,
+                               LABEL_COMPONENT: component.field}},
+                "spec": {
+                    "of": {"apiVersion": reporter.OBJECT_API_VERSION, "kind": "Object",
+                           "resourceRef": {"name": of, "namespace": reporter.namespace()}},
+                    "by": {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA,
+                           "resourceRef": {"name": name}},
+                    "reason": f"ModelReplica {namespace}/{name} runs on {cluster.name}, which "
+                              f"needs {component.probe}",
+                    # A deletion tried while held goes through once the replica is gone.
+                    "replayDeletion": True,
+                },
+            }
+    return out

@@ -1,0 +1,139 @@
+"""What the stack reports: status.stack.components[] and the StackReady condition.
+
+Per declared component, in install order:
+
+* Managed: Installed when every Object the stack composes for it is Ready;
+  Failed when one of them is not Synced (the provider could not apply it: its
+  message is passed on); otherwise Progressing (waiting on an earlier tier, or
+  not Ready yet).
+* External: Observed when its probe CRD is Established and serves the version
+  the composer uses; Failed when the CRD is missing or serves other versions;
+  Progressing until it is first observed (or while it is not Established).
+
+StackReady is True when every component is Installed or Observed (a stack that
+declares none is ready), else False with reason Failed (any failed) or
+Progressing, and a message naming each component that is not ready. The
+scheduler places no new replica on a cluster whose declared stack is not
+ready (scheduler/filters.py: `stack`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from crossplane.function import resource
+
+from function.cluster.stack import Declared, Rendered, is_ready, object_key, probe_key, rendered
+from function.contract.enums import StackPhase
+from function.contract.stack import Component
+
+CONDITION = "StackReady"
+MAX_MESSAGE = 512        # status.stack.components[].message's maxLength
+MAX_CONDITION = 1000
+READY = (StackPhase.INSTALLED, StackPhase.OBSERVED)
+
+
+def _condition(obj: Mapping[str, Any] | None, typ: str) -> Mapping[str, Any] | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == typ:
+            return c
+    return None
+
+
+def _entry(d: Declared, version: str, phase: StackPhase, reason: str,
+           message: str) -> dict[str, Any]:
+    return {"name": d.component.field, "version": version, "mode": d.mode.value,
+            "phase": phase.value, "reason": reason, "message": message[:MAX_MESSAGE]}
+
+
+def judge_crd(component: Component, crd: Mapping[str, Any]) -> tuple[StackPhase, str, str]:
+    """An External component's probe CRD, as observed."""
+    established = (_condition(crd, "Established") or {}).get("status") == "True"
+    versions = [v for v in ((crd.get("spec") or {}).get("versions") or [])
+                if isinstance(v, Mapping) and v.get("served")]
+    served = sorted(str(v.get("name")) for v in versions)
+    if component.probe_version not in served:
+        return (StackPhase.FAILED, "VersionNotServed",
+                f"{component.probe} serves {', '.join(served) or 'no version'}, not "
+                f"{component.probe_version}: upgrade {component.title} on the cluster")
+    if not established:
+        return (StackPhase.PROGRESSING, "NotEstablished",
+                f"{component.probe} is not Established yet")
+    return StackPhase.OBSERVED, "Served", f"{component.probe} serves {component.probe_version}"
+
+
+def managed(d: Declared, data: Rendered, composed: Mapping[str, Any],
+            observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    keys = [object_key(d.component.field, m.name) for m in data.objects]
+    for key in keys:
+        synced = _condition(observed.get(key), "Synced")
+        if synced is not None and synced.get("status") == "False":
+            name = key.removeprefix(f"stack-{d.component.field}-")
+            return _entry(d, data.version, StackPhase.FAILED, str(synced.get("reason") or
+                                                                  "NotSynced"),
+                          f"{name}: {synced.get('message') or 'not synced'}")
+    ready = sum(is_ready(observed.get(k)) for k in keys)
+    if ready == len(keys):
+        return _entry(d, data.version, StackPhase.INSTALLED, "Ready",
+                      f"{ready} objects Ready")
+    waiting = sum(k not in composed for k in keys)
+    if waiting:
+        return _entry(d, data.version, StackPhase.PROGRESSING, "Waiting",
+                      f"{waiting} of {len(keys)} objects wait for earlier ones to be Ready")
+    return _entry(d, data.version, StackPhase.PROGRESSING, "Installing",
+                  f"{ready} of {len(keys)} objects Ready")
+
+
+def external(d: Declared, version: str, crd: Mapping[str, Any] | None,
+             probe: Mapping[str, Any] | None, remote: bool) -> dict[str, Any]:
+    """`crd` as observed (None: not seen); `probe` the observe-only Object (remote)."""
+    c = d.component
+    if crd:
+        return _entry(d, version, *judge_crd(c, crd))
+    synced = _condition(probe, "Synced")
+    if remote and synced is not None and synced.get("status") == "False":
+        return _entry(d, version, StackPhase.FAILED, "NotFound",
+                      f"{c.probe} is not observed on the cluster ({synced.get('message')}): "
+                      f"install {c.title} or mark it Managed")
+    if not remote and crd is not None:  # resolved, and no such CRD
+        return _entry(d, version, StackPhase.FAILED, "NotFound",
+                      f"{c.probe} does not exist on the control-plane cluster: install "
+                      f"{c.title} there")
+    return _entry(d, version, StackPhase.PROGRESSING, "NotObservedYet",
+                  f"{c.probe} is not observed yet")
+
+
+def components(stack: Sequence[Declared], composed: Mapping[str, Any],
+               observed: Mapping[str, Mapping[str, Any]],
+               local_crds: Mapping[str, Mapping[str, Any] | None] | None,
+               data: Mapping[str, Rendered] | None = None) -> list[dict[str, Any]]:
+    """status.stack.components. `local_crds` (the control-plane cluster) maps a field to
+    its probe CRD as required: {} when resolved to nothing, absent when unresolved;
+    None on a remote cluster. `data` stands in for the build-time files (tests)."""
+    out = []
+    for d in stack:
+        found = data[d.component.field] if data is not None else rendered(d.component.field)
+        if d.managed:
+            out.append(managed(d, found, composed, observed))
+        elif local_crds is not None:
+            out.append(external(d, found.version, local_crds.get(d.component.field),
+                                None, remote=False))
+        else:
+            probe = observed.get(probe_key(d.component.field))
+            crd = ((probe or {}).get("status") or {}).get("atProvider", {}).get("manifest")
+            out.append(external(d, found.version, crd if isinstance(crd, Mapping) and crd
+                                else None, probe, remote=True))
+    return out
+
+
+def condition(entries: Sequence[Mapping[str, Any]]) -> resource.Condition:
+    behind = [e for e in entries if e["phase"] not in READY]
+    if not behind:
+        return resource.Condition(typ=CONDITION, status="True", reason="Ready",
+                                  message=f"{len(entries)} components ready")
+    failed = any(e["phase"] == StackPhase.FAILED for e in behind)
+    message = "; ".join(f"{e['name']} {e['phase']}: {e['message']}" for e in behind)
+    return resource.Condition(typ=CONDITION, status="False",
+                              reason="Failed" if failed else "Progressing",
+                              message=message[:MAX_CONDITION])

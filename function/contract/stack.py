@@ -1,0 +1,136 @@
+"""The serving stack's components: one table, read by the XRD generator, the build-time
+renderer (hack/gen_stack.py) and the InferenceCluster's composition (cluster/stack.py).
+
+A workload cluster needs some APIs before the composer's objects can land there
+(docs/install.md): Gateway API for every replica's HTTPRoute, the Inference
+Extension's InferencePool for EndpointPicker and PrefillDecode, LeaderWorkerSet for
+multi-node engines, Envoy Gateway (with its Backend API) for a front door, KEDA where
+ScaledObjects are composed. `spec.stack` names the ones a cluster's stack owns: each
+`Managed` (the stack installs it) or `External` (the platform runs it; the stack
+only observes that its API is served).
+
+A component's version is not written here: it is the one the folder under
+hack/tools named by `tool` pins in its go.mod (the only place a version is
+written), and hack/gen_stack.py copies it, with the manifests rendered from that
+module, into cluster/stackdata/ (checked by `make check-generated`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from function.contract.api import GROUP
+
+# On every object the stack composes, and on the manifests it installs: the component.
+LABEL_COMPONENT = f"{GROUP}/stack-component"
+
+
+class Tier(IntEnum):
+    """Install order: a tier's objects are composed once every earlier tier's are Ready."""
+
+    CRDS = 0
+    CONTROLLERS = 1
+    GATEWAYS = 2
+
+
+@dataclass(frozen=True)
+class Component:
+    field: str           # spec.stack.<field>, and its status.stack.components[].name
+    title: str           # what a person calls it
+    tool: str            # the folder under hack/tools whose go.mod pins the module
+    module: str          # the Go module its manifests come from
+    probe: str           # the CRD whose presence says the API is served: what External observes
+    probe_version: str   # the version of that CRD the composed objects use
+    # Globs of the vendored CRD files (crds/, copied from the pinned module by
+    # hack/vendor_crds.py) the stack installs when Managed; empty: this release
+    # renders no manifests for it, so Managed is refused.
+    crds: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()  # components a stack that declares this one declares too
+    # Whether ModelReplicas compose objects of its probe's kind on the cluster: then
+    # every replica there holds a Usage of the Object carrying that CRD.
+    used_by_replicas: bool = False
+
+    @property
+    def installable(self) -> bool:
+        return bool(self.crds)
+
+
+# In install order (and the order status lists them).
+COMPONENTS: tuple[Component, ...] = (
+    Component("gatewayAPI", "Gateway API", "gateway-api", "sigs.k8s.io/gateway-api",
+              "httproutes.gateway.networking.k8s.io", "v1",
+              crds=("gateway-api/*.yaml",), used_by_replicas=True),
+    Component("inferenceExtension", "Gateway API Inference Extension",
+              "gateway-api-inference-extension", "sigs.k8s.io/gateway-api-inference-extension",
+              "inferencepools.inference.networking.k8s.io", "v1",
+              crds=("inference-extension/*.yaml",),
+              requires=("gatewayAPI",), used_by_replicas=True),
+    # The v0.9 manager also runs the DisaggregatedSet controller, which cannot start
+    # without its CRD (hack/vendor_crds.py).
+    Component("leaderWorkerSet", "LeaderWorkerSet", "lws", "sigs.k8s.io/lws",
+              "leaderworkersets.leaderworkerset.x-k8s.io", "v1",
+              crds=("lws/*.yaml",),
+              used_by_replicas=True),
+    # Observed only in this release: its CRDs, controller and EnvoyGateway
+    # configuration (Backend API on) are the next to be rendered.
+    Component("envoyGateway", "Envoy Gateway", "envoy-gateway", "github.com/envoyproxy/gateway",
+              "backends.gateway.envoyproxy.io", "v1alpha1", requires=("gatewayAPI",)),
+    # Where ScaledObjects are composed: the control-plane cluster (docs/autoscaling.md).
+    Component("keda", "KEDA", "keda", "github.com/kedacore/keda/v2",
+              "scaledobjects.keda.sh", "v1alpha1"),
+)
+
+BY_FIELD = {c.field: c for c in COMPONENTS}
+
+
+def spec_errors(spec: Mapping[str, Any]) -> list[str]:
+    """The rules hack/gen_xrds.py gives spec.stack, checked again (admission should
+    have refused these; `crossplane render` and hand-built requests do not)."""
+    stack = spec.get("stack")
+    if not isinstance(stack, Mapping):
+        return []
+    errors = []
+    declared = {f: c for f, c in stack.items() if f in BY_FIELD and isinstance(c, Mapping)}
+    for field, entry in declared.items():
+        component = BY_FIELD[field]
+        if entry.get("mode") == "Managed" and not component.installable:
+            errors.append(f"this release does not install {component.title} (mode Managed): run "
+                          "it on the cluster and mark it External")
+        errors += [f"stack.{field} needs stack.{r}: {component.title} works on its API"
+                   for r in component.requires if r not in declared]
+    ref = spec.get("providerConfigRef")
+    if not isinstance(ref, Mapping):
+        if any(e.get("mode") == "Managed" for e in declared.values()):
+            errors.append("the control-plane cluster's stack (no providerConfigRef) only "
+                          "observes: mark every component External")
+    elif ref.get("kind", "ClusterProviderConfig") != "ClusterProviderConfig":
+        errors.append("a stack reaches its cluster through a ClusterProviderConfig: the "
+                      "cluster-scoped InferenceCluster's Objects cannot use a namespaced "
+                      "ProviderConfig")
+    front_door = spec.get("frontDoor")
+    if isinstance(front_door, Mapping) and front_door.get("enabled") \
+            and (declared.get("envoyGateway") or {}).get("backendAPI") is False:
+        errors.append("a front door needs Envoy Gateway's Backend API: set "
+                      "stack.envoyGateway.backendAPI")
+    return errors
+
+
+STACK_UNREADY_MAX = 200  # of the condition's message, in a scheduler reason
+
+
+def stack_unready(obj: Mapping[str, Any]) -> str:
+    """Why a declared stack is not ready, from the cluster's StackReady condition (the
+    cluster's own output): not reported yet counts as not ready."""
+    if not isinstance((obj.get("spec") or {}).get("stack"), Mapping):
+        return ""
+    ready = next((c for c in (obj.get("status") or {}).get("conditions") or []
+                  if isinstance(c, Mapping) and c.get("type") == "StackReady"), None)
+    if ready is None:
+        return "not reported yet"
+    if ready.get("status") == "True":
+        return ""
+    said = ready.get("message") or ready.get("reason") or "not ready"
+    return str(said)[:STACK_UNREADY_MAX]

@@ -1,0 +1,125 @@
+"""Render the serving stack's manifests and versions into function/cluster/stackdata/.
+
+For every component of function/contract/stack.py's table: its version, the one
+hack/tools/<tool>/go.mod pins (the only place a version is written), and, for a
+component the stack can install, the manifests it installs, in install order.
+Today those are the CRDs hack/vendor_crds.py copies from the same pinned modules
+into crds/ (`make check-vendored` holds those copies to the modules); the
+controllers' manifests are next.
+
+Each CRD loses its schema's descriptions and its status: a provider-kubernetes
+Object keeps the manifest in its spec and the observed object in its status, and
+the API server tracks both in managedFields, so an Object stores a CRD about
+four times over, and etcd refuses objects over 1.5 MiB (its default
+--max-request-bytes). LeaderWorkerSet's CRD is 635 KB as JSON with its
+descriptions and 132 KB without; a manifest over MAX_MANIFEST_BYTES fails the
+build. Run `make generate`; `make check-generated` fails when a file is stale.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+from typing import Any
+
+import yaml
+from generated import write_or_check
+from vendor_crds import pinned
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from function.contract.stack import COMPONENTS, LABEL_COMPONENT, Component, Tier  # noqa: E402
+
+OUT = ROOT / "function" / "cluster" / "stackdata"
+MAX_MANIFEST_BYTES = 256 * 1024  # compact JSON; about four times this is stored per Object
+PART_OF = {"app.kubernetes.io/part-of": "function-model-serving"}
+SCHEMA_CHILDREN = ("items", "additionalProperties", "not")
+SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
+
+
+def without_descriptions(schema: Any) -> Any:
+    """An OpenAPI schema without its nodes' descriptions. Only schema nodes lose one:
+    a field named `description` (a key of `properties`) is a field, and stays."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k != "description"}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: without_descriptions(v) for k, v in out["properties"].items()}
+    for key in SCHEMA_CHILDREN:
+        if isinstance(out.get(key), dict):
+            out[key] = without_descriptions(out[key])
+    for key in SCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [without_descriptions(s) for s in out[key]]
+    return out
+
+
+def crd_manifest(doc: dict[str, Any], component: Component) -> dict[str, Any]:
+    meta = doc["metadata"]
+    labels = {**(meta.get("labels") or {}), **PART_OF, LABEL_COMPONENT: component.field}
+    metadata = {"name": meta["name"], "labels": dict(sorted(labels.items()))}
+    if meta.get("annotations"):
+        metadata["annotations"] = meta["annotations"]
+    spec = dict(doc["spec"])
+    spec["versions"] = [
+        {**v, "schema": {"openAPIV3Schema": without_descriptions(v["schema"]["openAPIV3Schema"])}}
+        if "schema" in v else v for v in spec["versions"]]
+    return {"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": metadata,
+            "spec": spec}
+
+
+def objects(component: Component) -> list[dict[str, Any]]:
+    out = []
+    for pattern in component.crds:
+        files = sorted((ROOT / "crds").glob(pattern))
+        if not files:
+            raise SystemExit(f"{component.field}: no file under crds/ matches {pattern}")
+        for path in files:
+            for doc in yaml.safe_load_all(path.read_text()):
+                if not doc or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                manifest = crd_manifest(doc, component)
+                size = len(json.dumps(manifest, separators=(",", ":")))
+                if size > MAX_MANIFEST_BYTES:
+                    raise SystemExit(f"{component.field}: {manifest['metadata']['name']} is "
+                                     f"{size} bytes as JSON, over {MAX_MANIFEST_BYTES}")
+                out.append({"tier": int(Tier.CRDS), "name": manifest["metadata"]["name"],
+                            "manifest": manifest})
+    return sorted(out, key=lambda o: (o["tier"], o["name"]))
+
+
+def render() -> dict[pathlib.Path, str]:
+    files = {}
+    for component in COMPONENTS:
+        head = {"component": component.field, "module": component.module,
+                "version": pinned(component.tool, component.module)}
+        files[OUT / f"{component.field}.json"] = dump(head, objects(component))
+    return files
+
+
+def dump(head: dict[str, Any], objs: list[dict[str, Any]]) -> str:
+    """JSON, one object a line (compact: the function loads it; a bump's diff stays
+    per object)."""
+    def compact(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    lines = [f"{compact(k)}:{compact(v)}," for k, v in sorted(head.items())]
+    body = ",\n".join(compact(o) for o in objs)
+    return "{\n" + "\n".join(lines) + '\n"objects":[\n' + body + ("\n" if objs else "") + "]}\n"
+
+
+def orphans(files: dict[pathlib.Path, str]) -> list[pathlib.Path]:
+    return sorted(p for p in OUT.glob("*.json") if p not in files)
+
+
+if __name__ == "__main__":
+    rendered = render()
+    left = orphans(rendered)
+    if left and "--check" in sys.argv[1:]:
+        print("function/cluster/stackdata/ holds files no component writes: "
+              + ", ".join(p.name for p in left), file=sys.stderr)
+        sys.exit(1)
+    for path in left:
+        path.unlink()
+    sys.exit(write_or_check(rendered, ROOT, sys.argv[1:]))

@@ -1,0 +1,339 @@
+"""The serving stack an InferenceCluster composes (spec.stack) and what it reports.
+
+Managed components become provider-kubernetes Objects of the manifests rendered at
+build time from the pinned modules, CRDs before what needs them, never deleted by
+the stack; External ones are observed; every replica on the cluster holds a Usage
+of the CRDs it needs; status.stack and StackReady say where each component is. A
+cluster without a stack composes, requires and reports exactly what it did.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from builders import composite, conditions, desired, request
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from fleetgen import cluster, pool, to_plain
+from schemas import Schemas
+from test_cluster_inventory import h100_cluster, remote_cluster, run_cluster
+
+from function.cluster import stack, stackstatus
+from function.contract.enums import StackMode
+from function.contract.records import parse_cluster
+from function.contract.stack import BY_FIELD, COMPONENTS, Tier, spec_errors
+from function.runtime import fn
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "hack"))
+import gen_stack  # noqa: E402
+
+MANAGED = {"gatewayAPI": {"mode": "Managed"}, "inferenceExtension": {"mode": "Managed"},
+           "leaderWorkerSet": {"mode": "Managed"}}
+
+
+def with_stack(ic: dict, **components) -> dict:
+    ic["spec"]["stack"] = components
+    return ic
+
+
+def remote(**components) -> dict:
+    return with_stack(remote_cluster(inventory={"source": "Declared"}), **components)
+
+
+def ready(obj: dict, status: str = "True") -> dict:
+    return {**obj, "status": {"conditions": [{"type": "Ready", "status": status},
+                                             {"type": "Synced", "status": "True"}]}}
+
+
+def stack_status(rsp) -> list[dict]:
+    return to_plain(composite(rsp))["status"]["stack"]["components"]
+
+
+def stack_ready(rsp) -> tuple[str, str, str]:
+    c = conditions(rsp)["StackReady"]
+    return ({fnv1.STATUS_CONDITION_TRUE: "True", fnv1.STATUS_CONDITION_FALSE: "False"}
+            .get(c.status, "Unknown"), c.reason, c.message)
+
+
+def crd(name: str, *versions: str, established: bool = True) -> dict:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {"versions": [{"name": v, "served": True} for v in versions]},
+            "status": {"conditions": [{"type": "Established",
+                                       "status": "True" if established else "False"}]}}
+
+
+# --- without a stack: exactly as before ------------------------------------------
+
+@pytest.mark.parametrize("make", [lambda: h100_cluster(), lambda: remote_cluster()],
+                         ids=["control-plane", "remote"])
+def test_a_cluster_without_a_stack_composes_requires_and_reports_nothing_more(make):
+    rsp = run_cluster(make())
+    assert not [k for k in desired(rsp) if k.startswith("stack")]
+    assert "StackReady" not in conditions(rsp)
+    assert "stack" not in to_plain(composite(rsp))["status"]
+    assert not [r for r in rsp.requirements.resources if r.startswith(stack.REQUIRE_STACK)]
+
+
+# --- Managed: the rendered manifests, through Objects ------------------------------
+
+def test_managed_components_compose_an_object_per_rendered_crd_that_validates():
+    objs = desired(run_cluster(remote(**MANAGED)))
+    keys = sorted(k for k in objs if k.startswith("stack-"))
+    want = sorted(stack.object_key(f, o.name) for f in MANAGED
+                  for o in stack.rendered(f).objects)
+    assert keys == want and len(keys) == 14  # 10 Gateway API, 2 Inference Extension, 2 LWS
+    names = [objs[k]["metadata"]["name"] for k in keys]
+    assert len(set(names)) == len(names) and all(len(n) <= 63 for n in names)
+    schemas = Schemas()
+    for key in keys:
+        obj = objs[key]
+        spec = obj["spec"]
+        assert obj["metadata"]["namespace"] == "crossplane-system"
+        assert spec["providerConfigRef"] == {"name": "eu-west-1", "kind": "ClusterProviderConfig"}
+        # Never Delete: deleting a CRD deletes every object of its kind on the cluster.
+        assert spec["managementPolicies"] == ["Observe", "Create", "Update", "LateInitialize"]
+        assert spec["readiness"]["policy"] == "DeriveFromCelQuery"
+        assert "Established" in spec["readiness"]["celQuery"] and spec["watch"] is True
+        assert schemas.errors(to_plain(obj)) == [], key
+    lws = objs[stack.object_key("leaderWorkerSet", "leaderworkersets.leaderworkerset.x-k8s.io")]
+    manifest = lws["spec"]["forProvider"]["manifest"]
+    assert manifest["metadata"]["labels"]["modelplane.ai/stack-component"] == "leaderWorkerSet"
+    assert "description" not in json.dumps(manifest["spec"]["versions"][0]["schema"])[:2000]
+
+
+def test_every_rendered_manifest_fits_an_object_with_room_for_its_observed_copy():
+    for component in COMPONENTS:
+        for o in stack.rendered(component.field).objects:
+            assert len(json.dumps(o.manifest, separators=(",", ":"))) <= gen_stack.MAX_MANIFEST_BYTES
+
+
+def test_versions_are_the_pinned_modules_and_the_rendering_is_current_and_deterministic():
+    versions = {c.field: stack.rendered(c.field).version for c in COMPONENTS}
+    assert versions == {"gatewayAPI": "v1.6.1", "inferenceExtension": "v1.6.0",
+                        "leaderWorkerSet": "v0.9.0", "envoyGateway": "v1.9.1", "keda": "v2.18.3"}
+    assert gen_stack.render() == gen_stack.render()
+    out = subprocess.run([sys.executable, str(ROOT / "hack" / "gen_stack.py"), "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_descriptions_go_but_a_field_named_description_stays():
+    schema = {"type": "object", "description": "x", "properties": {
+        "description": {"type": "string", "description": "a field"},
+        "items": {"type": "array", "items": {"type": "object", "description": "y",
+                                             "properties": {"a": {"description": "z"}}}}}}
+    assert gen_stack.without_descriptions(schema) == {"type": "object", "properties": {
+        "description": {"type": "string"},
+        "items": {"type": "array", "items": {"type": "object", "properties": {"a": {}}}}}}
+
+
+def test_nothing_ready_yet_is_progressing_and_the_stack_not_ready():
+    rsp = run_cluster(remote(**MANAGED))
+    assert [(e["name"], e["phase"], e["reason"]) for e in stack_status(rsp)] == [
+        ("gatewayAPI", "Progressing", "Installing"),
+        ("inferenceExtension", "Progressing", "Installing"),
+        ("leaderWorkerSet", "Progressing", "Installing")]
+    assert stack_status(rsp)[2] == {"name": "leaderWorkerSet", "version": "v0.9.0",
+                                    "mode": "Managed", "phase": "Progressing",
+                                    "reason": "Installing", "message": "0 of 2 objects Ready"}
+    status, reason, message = stack_ready(rsp)
+    assert (status, reason) == ("False", "Progressing")
+    assert message.startswith("gatewayAPI Progressing: 0 of 10 objects Ready")
+    # The stack's Objects never make the cluster itself unready.
+    assert all(rsp.desired.resources[k].ready == fnv1.READY_TRUE
+               for k in desired(rsp) if k.startswith("stack-"))
+
+
+def test_every_object_ready_is_installed_and_the_stack_ready():
+    first = desired(run_cluster(remote(**MANAGED)))
+    observed = {k: ready(v) for k, v in first.items()}
+    rsp = run_cluster(remote(**MANAGED), observed=observed)
+    assert {e["phase"] for e in stack_status(rsp)} == {"Installed"}
+    assert stack_ready(rsp) == ("True", "Ready", "3 components ready")
+
+
+def test_an_object_the_provider_cannot_apply_fails_its_component_with_the_providers_word():
+    first = desired(run_cluster(remote(**MANAGED)))
+    observed = {k: ready(v) for k, v in first.items()}
+    key = stack.object_key("leaderWorkerSet", "leaderworkersets.leaderworkerset.x-k8s.io")
+    observed[key] = {**first[key], "status": {"conditions": [
+        {"type": "Synced", "status": "False", "reason": "ReconcileError",
+         "message": "cannot create object: etcdserver: request is too large"}]}}
+    rsp = run_cluster(remote(**MANAGED), observed=observed)
+    lws = stack_status(rsp)[2]
+    assert (lws["phase"], lws["reason"]) == ("Failed", "ReconcileError")
+    assert lws["message"] == ("leaderworkersets.leaderworkerset.x-k8s.io: cannot create "
+                              "object: etcdserver: request is too large")
+    assert stack_ready(rsp)[:2] == ("False", "Failed")
+
+
+# --- install order ----------------------------------------------------------------
+
+CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+       "metadata": {"name": "things.example.com"}}
+CONTROLLER = {"apiVersion": "apps/v1", "kind": "Deployment",
+              "metadata": {"name": "thing-controller", "namespace": "thing-system"}}
+TIERED = {"leaderWorkerSet": stack.Rendered("leaderWorkerSet", "v0.9.0", (
+    stack.Manifest(Tier.CRDS, "things.example.com", CRD),
+    stack.Manifest(Tier.CONTROLLERS, "thing-controller", CONTROLLER)))}
+
+
+def test_a_later_tier_waits_for_every_earlier_object_to_be_ready_and_then_stays():
+    cluster_record = parse_cluster(remote(**MANAGED))
+    lws = [stack.Declared(BY_FIELD["leaderWorkerSet"], StackMode.MANAGED)]
+    crd_key = stack.object_key("leaderWorkerSet", "things.example.com")
+    ctl_key = stack.object_key("leaderWorkerSet", "thing-controller")
+    assert set(stack.managed_objects(cluster_record, lws, {}, TIERED)) == {crd_key}
+    crd_obj = stack.managed_objects(cluster_record, lws, {}, TIERED)[crd_key]
+    # Not Ready yet: still only the CRD, and the component says what waits.
+    entries = stackstatus.components(lws, {crd_key: crd_obj}, {crd_key: ready(crd_obj, "False")},
+                                     None, TIERED)
+    assert (entries[0]["phase"], entries[0]["reason"]) == ("Progressing", "Waiting")
+    assert set(stack.managed_objects(cluster_record, lws, {crd_key: ready(crd_obj, "False")},
+                                     TIERED)) == {crd_key}
+    # Ready: the controller follows, with full management (it may be deleted).
+    both = stack.managed_objects(cluster_record, lws, {crd_key: ready(crd_obj)}, TIERED)
+    assert set(both) == {crd_key, ctl_key}
+    assert both[ctl_key]["spec"]["managementPolicies"] == ["*"]
+    # Composed once, it stays when the CRD's Ready flickers.
+    flicker = {crd_key: ready(crd_obj, "False"), ctl_key: ready(both[ctl_key])}
+    assert set(stack.managed_objects(cluster_record, lws, flicker, TIERED)) == {crd_key, ctl_key}
+
+
+# --- External: observed, never installed --------------------------------------------
+
+def test_an_external_component_on_a_remote_cluster_is_an_observe_only_probe():
+    objs = desired(run_cluster(remote(gatewayAPI={"mode": "External"})))
+    assert [k for k in objs if k.startswith("stack")] == ["stack-gatewayAPI-probe"]
+    probe = objs["stack-gatewayAPI-probe"]
+    assert probe["spec"]["managementPolicies"] == ["Observe"]
+    assert probe["spec"]["forProvider"]["manifest"] == {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "httproutes.gateway.networking.k8s.io"}}
+    assert probe["metadata"]["name"].endswith("-probe")
+    # An observe-only manifest only names what to read: the Object is what must validate.
+    envelope = to_plain(probe)
+    envelope["spec"]["forProvider"]["manifest"] = {"apiVersion": "v1", "kind": "ConfigMap",
+                                                   "metadata": {"name": "x"}}
+    assert Schemas().errors(envelope) == []
+
+
+@pytest.mark.parametrize("observed_crd, synced, phase, reason", [
+    (crd("httproutes.gateway.networking.k8s.io", "v1", "v1beta1"), None, "Observed", "Served"),
+    (crd("httproutes.gateway.networking.k8s.io", "v1beta1"), None, "Failed", "VersionNotServed"),
+    (crd("httproutes.gateway.networking.k8s.io", "v1", established=False), None,
+     "Progressing", "NotEstablished"),
+    (None, {"type": "Synced", "status": "False", "reason": "ReconcileError",
+            "message": "observe-only resource does not exist"}, "Failed", "NotFound"),
+    (None, None, "Progressing", "NotObservedYet"),
+])
+def test_what_the_probe_sees_is_the_components_phase(observed_crd, synced, phase, reason):
+    ic = remote(gatewayAPI={"mode": "External"})
+    probe = desired(run_cluster(ic))["stack-gatewayAPI-probe"]
+    status: dict = {"conditions": [synced] if synced else []}
+    if observed_crd:
+        status["atProvider"] = {"manifest": observed_crd}
+    rsp = run_cluster(ic, observed={"stack-gatewayAPI-probe": {**probe, "status": status}})
+    entry = stack_status(rsp)[0]
+    assert (entry["mode"], entry["phase"], entry["reason"]) == ("External", phase, reason)
+    assert stack_ready(rsp)[0] == ("True" if phase == "Observed" else "False")
+
+
+def test_the_control_plane_clusters_stack_reads_its_crds_directly():
+    ic = with_stack(h100_cluster(), keda={"mode": "External"},
+                    leaderWorkerSet={"mode": "External"})
+    rsp = run_cluster(ic)
+    sel = rsp.requirements.resources["stack-crds/keda"]
+    assert (sel.api_version, sel.kind, sel.match_name) == (
+        "apiextensions.k8s.io/v1", "CustomResourceDefinition", "scaledobjects.keda.sh")
+    assert not [k for k in desired(rsp) if k.startswith("stack")]
+    req = request(ic, required={"model-replicas": [],
+                                "stack-crds/keda": [crd("scaledobjects.keda.sh", "v1alpha1")],
+                                "stack-crds/leaderWorkerSet": []})
+    entries = stack_status(fn.run_function(req))
+    assert [(e["name"], e["phase"]) for e in entries] == [("leaderWorkerSet", "Failed"),
+                                                          ("keda", "Observed")]
+    assert "does not exist on the control-plane cluster" in entries[0]["message"]
+
+
+# --- Usages: a CRD's Object stays while replicas need it ----------------------------
+
+def _replica(namespace: str, name: str, cluster_name: str = "eu-west-1") -> dict:
+    return {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelReplica",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {"modelplane.ai/cluster": "eu-west-1"}},
+            "spec": {"clusterName": cluster_name, "engines": []}}
+
+
+def test_each_replica_holds_a_usage_of_each_managed_crd_it_needs_once_its_object_exists():
+    ic = remote(**MANAGED)
+    replicas = [_replica("ml-team", "llama-0"), _replica("ml-team", "llama-1"),
+                _replica("ml-team", "forged", cluster_name="us-east-1")]
+    before = desired(run_cluster(ic, replicas=replicas))
+    assert not [k for k in before if k.startswith("stack-usage")]  # nothing to hold yet
+    rsp = run_cluster(ic, replicas=replicas, observed={k: ready(v) for k, v in before.items()})
+    objs = desired(rsp)
+    usages = {k: v for k, v in objs.items() if k.startswith("stack-usage")}
+    assert sorted(usages) == sorted(f"stack-usage-ml-team-llama-{i}-{f}"
+                                    for i in (0, 1) for f in MANAGED)
+    u = usages["stack-usage-ml-team-llama-0-leaderWorkerSet"]
+    lws_obj = objs[stack.object_key("leaderWorkerSet", "leaderworkersets.leaderworkerset.x-k8s.io")]
+    assert u["apiVersion"] == "protection.crossplane.io/v1beta1"
+    assert u["metadata"]["namespace"] == "ml-team"
+    assert u["spec"]["of"] == {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+                               "kind": "Object",
+                               "resourceRef": {"name": lws_obj["metadata"]["name"],
+                                               "namespace": "crossplane-system"}}
+    assert u["spec"]["by"] == {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelReplica",
+                               "resourceRef": {"name": "llama-0"}}
+    assert u["spec"]["replayDeletion"] is True
+    schemas = Schemas()
+    assert [e for v in usages.values() for e in schemas.errors(to_plain(v))] == []
+    assert all(rsp.desired.resources[k].ready == fnv1.READY_TRUE for k in usages)
+
+
+# --- the rules, checked again ------------------------------------------------------
+
+@pytest.mark.parametrize("spec, says", [
+    ({"providerConfigRef": {"name": "x"}, "stack": {"gatewayAPI": {"mode": "Managed"},
+                                                    "envoyGateway": {"mode": "Managed"}}},
+     "this release does not install Envoy Gateway"),
+    ({"providerConfigRef": {"name": "x"}, "stack": {"inferenceExtension": {"mode": "Managed"}}},
+     "stack.inferenceExtension needs stack.gatewayAPI"),
+    ({"stack": {"leaderWorkerSet": {"mode": "Managed"}}},
+     "the control-plane cluster's stack (no providerConfigRef) only observes"),
+    ({"providerConfigRef": {"name": "x", "kind": "ProviderConfig"},
+      "stack": {"keda": {"mode": "External"}}}, "through a ClusterProviderConfig"),
+    ({"providerConfigRef": {"name": "x"}, "frontDoor": {"enabled": True},
+      "stack": {"gatewayAPI": {"mode": "External"},
+                "envoyGateway": {"mode": "External", "backendAPI": False}}},
+     "a front door needs Envoy Gateway's Backend API"),
+])
+def test_invalid_combinations_are_refused(spec, says):
+    assert [e for e in spec_errors(spec) if says in e]
+    ic = cluster("bad", pool("cpu", 1))
+    ic["spec"].update(spec)
+    rsp = run_cluster(ic)
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert fatal and says in fatal[0]
+
+
+def test_a_valid_stack_breaks_no_rule():
+    assert spec_errors(remote(**MANAGED, envoyGateway={"mode": "External"})["spec"]) == []
+    assert spec_errors({"stack": {"keda": {"mode": "External"}}}) == []
+
+
+def test_the_objects_sent_are_exactly_the_objects_built():
+    """The manifests are copied from Structs built once (stack.put): the same objects."""
+    ic = remote(**MANAGED, envoyGateway={"mode": "External"})
+    sent = desired(run_cluster(ic))
+    components = stack.declared(ic["spec"])
+    assert components is not None
+    built = {**stack.managed_objects(parse_cluster(ic), components, {}),
+             **stack.probe_objects(parse_cluster(ic), components)}
+    assert {k: to_plain(v) for k, v in sent.items() if k in built} == to_plain(built)

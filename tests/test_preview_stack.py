@@ -1,0 +1,43 @@
+"""`preview` shows what each cluster's serving stack composes, offline, through the real
+CLI, and that the scheduler places nothing on a cluster whose stack is not ready yet."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from test_preview import preview
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_preview_lists_each_stack_component_its_version_and_what_it_composes(tools):
+    out = preview("--fleet", "examples/stack", "--deployment",
+                  "examples/deployments/single-gpu.yaml", tools=tools)
+    assert out.returncode == 0, out.stderr
+    table = out.stdout.split("Serving stack (spec.stack), as each cluster composes it:\n", 1)[1]
+    rows = [line.split(None, 4) for line in table.splitlines()]
+    assert rows == [
+        ["CLUSTER", "COMPONENT", "MODE", "VERSION", "COMPOSES"],
+        ["eu-west-2", "gatewayAPI", "Managed", "v1.6.1", "10 × CustomResourceDefinition"],
+        ["eu-west-2", "inferenceExtension", "Managed", "v1.6.0", "2 × CustomResourceDefinition"],
+        ["eu-west-2", "leaderWorkerSet", "Managed", "v0.9.0", "2 × CustomResourceDefinition"],
+        ["eu-west-2", "envoyGateway", "External", "v1.9.1",
+         "observes CustomResourceDefinition backends.gateway.envoyproxy.io"]]
+    # Offline nothing is observed: the stack is not ready, so nothing is placed there.
+    assert "eu-west-2: is not serving-ready (stack: not reported yet)" in out.stdout
+
+
+def test_the_yaml_output_carries_the_stacks_objects(tools):
+    out = preview("--fleet", "examples/stack", "--deployment",
+                  "examples/deployments/single-gpu.yaml", "-o", "yaml", tools=tools)
+    assert out.returncode == 0, out.stderr
+    objects = [d for d in yaml.safe_load_all(out.stdout)
+               if d["kind"] == "Object" and d["metadata"]["labels"].get(
+                   "modelplane.ai/purpose") == "stack"]
+    assert len(objects) == 15  # 14 CRDs and Envoy Gateway's probe
+
+
+def test_a_fleet_without_stacks_prints_no_stack_table(tools):
+    out = preview("--deployment", "examples/deployments/single-gpu.yaml", tools=tools)
+    assert out.returncode == 0, out.stderr
+    assert "Serving stack" not in out.stdout
