@@ -16,7 +16,7 @@ back a pod of the same shape, which is the same thing to every later count.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from function.contract.capacity import Pods, Shape, Usage
 from function.contract.nodes import Bins, Vector, resolve
@@ -92,21 +92,22 @@ class Ledger:
     def reserve(self, cluster: str, usage: Usage) -> None:
         """Count `usage` (pool name -> pods) as held on `cluster`. A pool the
         cluster no longer has holds nothing any placement could want."""
-        for pool_name, pods in usage.items():
-            pool = self._pool(cluster, pool_name)
-            if pool is not None:
-                bins = self._mutable(cluster, pool)
-                for v in vectors(pool, pods):
-                    bins.add(v)
+        for bins, v in self._pods(cluster, usage):
+            bins.add(v)
 
     def release(self, cluster: str, usage: Usage) -> None:
         """Give back what `reserve` counted."""
+        for bins, v in self._pods(cluster, usage):
+            bins.remove(v)
+
+    def _pods(self, cluster: str, usage: Usage) -> Iterator[tuple[Bins, Vector]]:
+        """Each pod of `usage` with the bins of its pool, to change."""
         for pool_name, pods in usage.items():
             pool = self._pool(cluster, pool_name)
             if pool is not None:
                 bins = self._mutable(cluster, pool)
                 for v in vectors(pool, pods):
-                    bins.remove(v)
+                    yield bins, v
 
     def fits(self, cluster: str, pool: Pool, pods: Sequence[Vector]) -> bool:
         """Whether pods taking `pods` fit on the pool now, on top of what is held."""
