@@ -250,3 +250,23 @@ def test_placing_never_takes_a_namespace_past_a_limit(world, limit, scale):
         assert after <= max(limit, before), (after, limit, before)
         world.apply(rsp)
         world.md["spec"]["replicas"] = world.md["spec"]["replicas"] * scale
+
+
+def test_a_quota_counts_devices_not_nodes_when_pods_share_a_node():
+    # One 8-GPU node has room for eight one-GPU replicas; a quota of three H100s
+    # lets three land on it, and the fourth is refused by the quota, not by capacity.
+    one_gpu = deployment("small", engine("vllm", standalone(req("gpu", 1, IS_H100))),
+                         replicas=5)
+    rsp = run(World(one_gpu, [cluster("a", pool("h100", 1, H100))]), [quota(devices=3)])
+    assert sorted(placements(rsp)) == [0, 1, 2]
+    reasons = [u["reason"] for u in status(rsp)["unscheduled"]]
+    assert len(reasons) == 2 and all(
+        "no room under quota team-a-gpus/h100 (3 of 3 devices in use, needs 1)" in r
+        for r in reasons), reasons
+    # Another namespace shares the node: its replicas take the five GPUs left.
+    others = deployment("other", engine("vllm", standalone(req("gpu", 1, IS_H100))),
+                        replicas=6, namespace="team-b")
+    world = World(others, [cluster("a", pool("h100", 1, H100))],
+                  [own_replica(one_gpu, "a", i, {"vllm": "h100"}) for i in range(3)])
+    rsp = run(world, [quota(devices=3)])
+    assert sorted(placements(rsp)) == [0, 1, 2, 3, 4]
