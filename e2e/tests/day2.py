@@ -1,5 +1,6 @@
 """A deployment the Day-2 and fault scenarios share: single-gpu (one L4 per
-replica), which fits the example fleet's prod clusters six times over."""
+replica), which fits the example fleet's prod clusters twelve times over (four L4
+nodes of one GPU, two of four)."""
 
 from __future__ import annotations
 

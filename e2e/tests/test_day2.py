@@ -103,11 +103,14 @@ def test_deleting_an_inference_cluster_recreates_its_replicas_elsewhere(cp, depl
 
 def test_a_pool_shrunk_below_its_usage_re_places_its_youngest_replica(cp, deployment):
     deploy(cp, 3)
-    # Spread, ties by name: eu-west-1's l4-4x pool (2 nodes) is full.
     assert clusters_of(cp) == ["eu-west-1", "eu-west-1", "us-east-1"]
+    # Spread, ties by name: two replicas on eu-west-1's l4-4x pool, one GPU each of
+    # its eight. Shrunk to one node offering one L4, the pool holds one of them.
     shrunk = inference_cluster(cp, "eu-west-1")
     (l4,) = [p for p in shrunk["spec"]["nodePools"] if p["name"] == "l4-4x"]
     l4["nodes"] = 1
+    (gpu,) = [d for d in l4["devices"] if d["name"] == "gpu"]
+    gpu["count"] = 1
     oldest = min((mr for mr in replicas_of(cp, NS, NAME)
                   if mr["spec"]["clusterName"] == "eu-west-1"),
                  key=lambda mr: mr["metadata"]["creationTimestamp"] + mr["metadata"]["name"])
