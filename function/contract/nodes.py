@@ -253,15 +253,18 @@ class Bins:
         """Put one pod on the fullest node it fits (fewest free devices left; the
         smallest state breaks ties, so the choice never depends on dict order)."""
         cap = self.cap
+        wants = [(i, n) for i, n in enumerate(vector) if n]
         best: State | None = None
-        best_free = 0
+        most = -1  # devices in use on the best node so far: the fullest fits best
         for state in self.states:
             used = state[0]
-            if any(n and used[i] + n > cap[i] for i, n in enumerate(vector)):
-                continue
-            free = self._units - units(used)
-            if best is None or free < best_free or (free == best_free and state < best):
-                best, best_free = state, free
+            for i, n in wants:
+                if used[i] + n > cap[i]:
+                    break
+            else:
+                held = sum(used)
+                if held > most or (held == most and state < best):  # type: ignore[operator]
+                    best, most = state, held
         if best is None:
             return False
         used, pods = best

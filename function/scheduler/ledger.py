@@ -39,17 +39,20 @@ class Ledger:
         # Keys whose Bins is binscache's own (shared, never changed): read as it is,
         # copied on the first change (most pools are only read in a reconcile).
         self._shared: set[tuple[str, str]] = set()
+        self._empty: dict[tuple, Bins] = {}  # (shape, nodes, taken) -> nothing held
 
     def bins(self, cluster: str, pool: Pool) -> Bins:
-        """The pool's bins, to read (a pool nothing was loaded on shares the empty
-        one of its shape)."""
-        key = (cluster, pool.name)
-        found = self._bins.get(key)
-        if found is None:
-            found = self._bins[key] = binscache.loaded(pool, {}, self._cache)
-            if self._cache:
-                self._shared.add(key)
-        return found
+        """The pool's bins, to read: a pool nothing was loaded on or placed on reads
+        as the shared empty pool of its shape (one per shape, not one per pool: Pack
+        ranks every pool of a 1000-cluster fleet)."""
+        found = self._bins.get((cluster, pool.name))
+        if found is not None:
+            return found
+        key = (pool.shape, pool.nodes, pool.taken)
+        empty = self._empty.get(key)
+        if empty is None:
+            empty = self._empty[key] = binscache.loaded(pool, {}, self._cache)
+        return empty
 
     def _mutable(self, cluster: str, pool: Pool) -> Bins:
         """The pool's bins, to change: its own, copied if it was shared."""
@@ -111,13 +114,11 @@ class Ledger:
 
     def fits(self, cluster: str, pool: Pool, pods: Sequence[Vector]) -> bool:
         """Whether pods taking `pods` fit on the pool now, on top of what is held."""
-        found = self._bins.get((cluster, pool.name))
-        return (found if found is not None else self.bins(cluster, pool)).fits(pods)
+        return self.bins(cluster, pool).fits(pods)
 
     def free(self, cluster: str, pool: Pool) -> int:
         """Devices of `pool` on `cluster` nothing holds, summed over its nodes."""
-        found = self._bins.get((cluster, pool.name))
-        return (found if found is not None else self.bins(cluster, pool)).free_units
+        return self.bins(cluster, pool).free_units
 
     def snapshot(self) -> tuple[dict[tuple[str, str], Bins], frozenset[tuple[str, str]]]:
         """What is held now, for `restore` to put back (a trial that failed)."""
