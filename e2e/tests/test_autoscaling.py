@@ -26,9 +26,9 @@ from function.contract.api import LABEL_DEPLOYMENT
 NS = "autoscale-team"
 EXAMPLE = load_one(REPO / "examples" / "deployments" / "autoscaled.yaml")
 SCALED_OBJECTS = "scaledobjects.keda.sh"
-# The platform's Prometheus servers: a cluster-scoped EnvironmentConfig (Crossplane's CRD).
-# The platform's Prometheus servers (what examples/platform/ holds beside the function's
-# recommended DeploymentRuntimeConfig, which this test does not need).
+# The platform's Prometheus servers: a cluster-scoped EnvironmentConfig (Crossplane's CRD),
+# taken from examples/platform/ by kind (the function's recommended
+# DeploymentRuntimeConfig sits beside it; this test does not need it).
 PLATFORM = [d for d in load(REPO / "examples" / "platform") if d["kind"] == "EnvironmentConfig"]
 
 
