@@ -61,8 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             say=say)
     except (OutOfBudget, Exception) as exc:  # noqa: BLE001 - report what was measured
         say(f"the run failed: {type(exc).__name__}: {str(exc)[:2000]}")
-        res.notes.append(f"the run failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+        first = (str(exc).splitlines() or [""])[0]
+        res.notes.append(f"the run failed: {type(exc).__name__}: {first[:300]}")
         status = 1
+    except SystemExit as exc:   # SIGTERM (run.py): the control plane is down; say so
+        res.notes.append(f"terminated (exit status {exc.code}) before the run finished")
+        status = exc.code if isinstance(exc.code, int) else 1
     res.machine["load_after"] = load_average()
     if any(w.missing for w in res.waves) or len(res.waves) < 2:
         status = 1

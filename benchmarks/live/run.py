@@ -10,6 +10,7 @@ down in a `finally`, whatever happened (an error, Ctrl-C, SIGTERM, the alarm).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -21,7 +22,6 @@ from benchmarks.live import metrics, plan, procstat
 from benchmarks.live.report import Results, Wave
 
 MD = "modeldeployments.modelplane.ai"
-MR = "modelreplicas.modelplane.ai"
 OBJECT = "objects.kubernetes.m.crossplane.io"
 # provider-kubernetes v1.2 serves its metrics on :8080 with no flag to move them
 # (e2e/controlplane/core.py PROVIDER_FIXED_PORTS).
@@ -73,7 +73,9 @@ class Live:
         return out, ((sum(calls.values()), sum(waited.values())) if calls else None)
 
     def composites(self, controllers: Sequence[str], deployments: int) -> dict[str, int]:
-        """How many composites each controller looks after, in the benchmark's namespace."""
+        """How many composites each controller looks after: Crossplane's
+        `composite/<plural>.<group>` and provider-kubernetes' Objects, counted in the
+        benchmark's namespace (all of them for a cluster-scoped kind)."""
         def count(resource: str) -> int:
             try:
                 return len(self.cp.get_json(resource, "-n", plan.NS)["items"])
@@ -82,10 +84,8 @@ class Live:
                 return 0
         out = {}
         for c in controllers:
-            if "modeldeployments" in c:
-                out[c] = deployments
-            elif "modelreplicas" in c:
-                out[c] = count(MR)
+            if c.startswith("composite/"):
+                out[c] = deployments if "modeldeployments" in c else count(c.split("/", 1)[1])
             elif c.startswith("provider-kubernetes"):
                 out[c] = count(OBJECT)
         return {c: n for c, n in out.items() if n}
@@ -160,12 +160,13 @@ def run(res: Results, *, clusters: int, deployments: int, seed: int, budget: flo
     old_term = signal.signal(signal.SIGTERM, _terminated)
     signal.alarm(max(1, int(budget - TEARDOWN_RESERVE)))
     cp = None
+    # The fleet's files live as long as the control plane (its state names them).
+    fleet_dir = Path(tempfile.mkdtemp(prefix="bench-live-fleet-"))
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-live-fleet-") as tmp:
-            plan.write_fleet(plan.fleet(clusters, nodes), Path(tmp))
-            say(f"starting a control plane for {clusters} clusters of {nodes} 8-GPU nodes "
-                f"in {state_dir}")
-            cp = ControlPlane.up(Path(tmp), state_dir, say=say)
+        plan.write_fleet(plan.fleet(clusters, nodes), fleet_dir)
+        say(f"starting a control plane for {clusters} clusters of {nodes} 8-GPU nodes "
+            f"in {state_dir}")
+        cp = ControlPlane.up(fleet_dir, state_dir, say=say)
         res.startup_seconds = time.monotonic() - t_start
         live = Live(cp, say)
         from e2e.tests.live import ensure_namespace
@@ -196,5 +197,6 @@ def run(res: Results, *, clusters: int, deployments: int, seed: int, budget: flo
                 res.peak = Live(cp, say).usage()
             say("taking the control plane down")
             cp.down()
+        shutil.rmtree(fleet_dir, ignore_errors=True)
         signal.signal(signal.SIGTERM, old_term)
     return res
