@@ -113,6 +113,17 @@ bench: venv
 bench-traffic: venv
 	$(PY) -m benchmarks.traffic $(TRAFFIC_ARGS)
 
+# Scale on a real local control plane (#36; a measurement, not part of `make test`
+# or `make e2e`): starts `make cluster` with a generated fleet (the control plane
+# and five remote clusters of 8-GPU kwok nodes), applies D ModelDeployments at once
+# (Unified and PrefillDecode, 1-3 replicas, kwok-only pods), then scales each by
+# one; prints time to Ready (p50/p95/all), reconciles per composite, and CPU
+# seconds and peak RSS per process. Stops itself within 15 minutes and always
+# takes the control plane down. LIVE_ARGS="-d 50" for more deployments.
+.PHONY: bench-live
+bench-live: venv
+	$(PY) -m benchmarks.live $(LIVE_ARGS)
+
 # The function's runtime image, built without a Docker daemon (debootstrap +
 # pip in a chroot + crane; needs root), cached in ~/.cache/function-model-serving
 # and copied to dist/. See hack/build-image.sh.

@@ -1,0 +1,65 @@
+"""Reconciles, counted by the controllers themselves.
+
+Crossplane core and provider-kubernetes are controller-runtime managers: their
+Prometheus endpoint counts `controller_runtime_reconcile_total{controller, result}`,
+one controller per composite kind (Crossplane names it after the XRD,
+`composite/modeldeployments.modelplane.ai`) and one for provider-kubernetes' Objects.
+Two scrapes, before and after a wave, give the reconciles it took; divided by the
+composites of that kind, reconciles per composite. Crossplane also counts the
+RunFunction calls it makes (`function_run_function_request_total`) and the
+seconds it waited for their answers (`function_run_function_seconds`). Parsing is
+pure; the function itself counts nothing (it logs no request), so these counters
+are where reconciles are observable.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections.abc import Mapping
+
+RECONCILES = "controller_runtime_reconcile_total"
+FUNCTION_CALLS = "function_run_function_request_total"
+FUNCTION_SECONDS = "function_run_function_seconds_sum"   # the histogram's sum: wall time
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def counter_by(text: str, metric: str, label: str) -> dict[str, float]:
+    """The samples of `metric` in a Prometheus text exposition, summed per value of
+    `label` (the other labels, such as `result`, summed over)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if m is None or m.group(1) != metric:
+            continue
+        labels = dict(_LABEL.findall(m.group(2) or ""))
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        key = labels.get(label, "")
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """What each key's counter grew by (a counter reset, a restart, counts from zero)."""
+    out = {}
+    for key, value in after.items():
+        start = before.get(key, 0.0)
+        out[key] = value - start if value >= start else value
+    return out
+
+
+def scrape(url: str, timeout: float = 5.0) -> str:
+    """The exposition at `url` (loopback only), or "" when it does not answer."""
+    if not url.startswith(("http://127.0.0.1:", "http://localhost:")):
+        raise ValueError(f"{url}: only loopback metrics endpoints are read")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as rsp:  # noqa: S310 - loopback
+            return rsp.read().decode(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,167 @@
+"""What a run of `make bench-live` reports, and the markdown tables it prints. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.live.procstat import Usage, kind
+from benchmarks.traffic.stats import percentile
+
+# The components issue #36 asks about, named as the harness names them.
+OURS = "function"
+
+
+@dataclass
+class Wave:
+    """One wave: what was asked, and when each deployment got there (seconds after
+    the apply; None when it had not by the deadline)."""
+
+    name: str
+    replicas: int                          # replicas asked for, over all deployments
+    seconds: dict[str, float | None]       # deployment -> time to converge
+    deadline: float                        # how long it was given
+    cpu: dict[str, float] = field(default_factory=dict)          # component -> CPU s
+    reconciles: dict[str, float] = field(default_factory=dict)   # controller -> count
+    function_calls: float | None = None                          # RunFunction calls
+    function_seconds: float | None = None                        # waited for them
+    composites: dict[str, int] = field(default_factory=dict)     # controller -> how many
+
+    @property
+    def done(self) -> list[float]:
+        return sorted(s for s in self.seconds.values() if s is not None)
+
+    @property
+    def missing(self) -> list[str]:
+        return sorted(n for n, s in self.seconds.items() if s is None)
+
+    @property
+    def all_seconds(self) -> float | None:
+        """Until the last deployment converged; None unless all did."""
+        return max(self.done) if self.done and not self.missing else None
+
+
+@dataclass
+class Results:
+    machine: dict[str, Any] = field(default_factory=dict)
+    clusters: int = 0
+    gpu_nodes: int = 0
+    deployments: int = 0
+    startup_seconds: float | None = None
+    waves: list[Wave] = field(default_factory=list)
+    peak: dict[str, Usage] = field(default_factory=dict)     # component -> at the end
+    notes: list[str] = field(default_factory=list)
+
+
+def _s(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1f}"
+
+
+def wave_rows(waves: Sequence[Wave]) -> list[str]:
+    out = ["| wave | deployments | replicas | converged | all (s) | p50 (s) | p95 (s) | max (s) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for w in waves:
+        done = w.done
+        p50 = percentile(done, 50) if done else None
+        p95 = percentile(done, 95) if done else None
+        out.append(f"| {w.name} | {len(w.seconds)} | {w.replicas} | {len(done)}/{len(w.seconds)} "
+                   f"| **{_s(w.all_seconds)}** | {_s(p50)} | {_s(p95)} | "
+                   f"{_s(done[-1] if done else None)} |")
+    return out
+
+
+def reconcile_rows(waves: Sequence[Wave]) -> list[str]:
+    names = sorted({c for w in waves for c, n in w.reconciles.items() if n})
+    if not names:
+        return []
+    head = "| controller | " + " | ".join(f"{w.name}: reconciles (per composite)"
+                                          for w in waves) + " |"
+    out = [head, "|---|" + "---|" * len(waves)]
+    for c in names:
+        cells = []
+        for w in waves:
+            n = w.reconciles.get(c, 0.0)
+            per = w.composites.get(c)
+            cells.append(f"{n:.0f}" + (f" ({n / per:.1f})" if per else ""))
+        out.append(f"| {c} | " + " | ".join(cells) + " |")
+    calls = [w.function_calls for w in waves]
+    if any(c is not None for c in calls):
+        out.append("| RunFunction calls (Crossplane's count) | "
+                   + " | ".join("—" if c is None else f"{c:.0f}" for c in calls) + " |")
+        out.append("| RunFunction mean latency (ms, Crossplane's clock) | " + " | ".join(
+            f"{1000 * w.function_seconds / w.function_calls:.0f}"
+            if w.function_calls and w.function_seconds is not None else "—" for w in waves)
+            + " |")
+    return out
+
+
+def process_rows(waves: Sequence[Wave], peak: Mapping[str, Usage], top: int = 0) -> list[str]:
+    """Per component: CPU seconds in each wave and peak RSS, busiest first; then per
+    kind (every API server together, ...) and the total."""
+    names = sorted(peak, key=lambda n: (-sum(w.cpu.get(n, 0.0) for w in waves), n))
+    head = ("| process | " + " | ".join(f"CPU s, {w.name}" for w in waves)
+            + " | peak RSS (MiB) |")
+    sep = "|---|" + "---|" * len(waves) + "---|"
+    out = [head, sep]
+    shown = names[:top] if top else names
+    for n in shown:
+        out.append(f"| {n} | " + " | ".join(f"{w.cpu.get(n, 0.0):.1f}" for w in waves)
+                   + f" | {peak[n].peak_rss_kib / 1024:.0f} |")
+    if top and len(names) > top:
+        rest = names[top:]
+        out.append(f"| ({len(rest)} more) | "
+                   + " | ".join(f"{sum(w.cpu.get(n, 0.0) for n in rest):.1f}" for w in waves)
+                   + f" | {sum(peak[n].peak_rss_kib for n in rest) / 1024:.0f} |")
+    out += ["", "| kind | processes | " + " | ".join(f"CPU s, {w.name}" for w in waves)
+            + " | share of CPU | peak RSS (MiB) |",
+            "|---|---|" + "---|" * len(waves) + "---|---|"]
+    kinds: dict[str, list[str]] = {}
+    for n in names:
+        kinds.setdefault(kind(n), []).append(n)
+    total_cpu = sum(sum(w.cpu.values()) for w in waves)
+    for k in sorted(kinds, key=lambda k: (-sum(w.cpu.get(n, 0.0) for w in waves
+                                              for n in kinds[k]), k)):
+        members = kinds[k]
+        spent = sum(w.cpu.get(n, 0.0) for w in waves for n in members)
+        out.append(f"| {k} | {len(members)} | "
+                   + " | ".join(f"{sum(w.cpu.get(n, 0.0) for n in members):.1f}" for w in waves)
+                   + f" | {share(spent, total_cpu)} | "
+                   + f"{sum(peak[n].peak_rss_kib for n in members) / 1024:.0f} |")
+    out.append("| **total** | " + f"{len(names)} | "
+               + " | ".join(f"{sum(w.cpu.values()):.1f}" for w in waves)
+               + f" | 100% | {sum(u.peak_rss_kib for u in peak.values()) / 1024:.0f} |")
+    return out
+
+
+def share(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole > 0 else "—"
+
+
+def render(res: Results, top: int = 0) -> str:
+    m = res.machine
+    out = []
+    if m:
+        out += [f"Machine: {m.get('cpu')}, {m.get('nproc')} CPUs, {m.get('memory_gib')} GiB; "
+                f"load {m.get('load_before')} before, {m.get('load_after')} after; "
+                f"{m.get('date')}.", ""]
+    out += [f"Fleet: {res.clusters} clusters (the control plane and {res.clusters - 1} remote), "
+            f"each {res.gpu_nodes} nodes of 8 GPUs and a CPU node; {res.deployments} "
+            f"ModelDeployments; control plane up in {_s(res.startup_seconds)} s.", ""]
+    if res.waves:
+        out += wave_rows(res.waves)
+        out += ["", "Seconds from the apply until a deployment is Ready with every replica "
+                "it asks for serving (status.replicas.ready = desired = spec.replicas); "
+                "p50/p95 over the deployments that converged.", ""]
+        rec = reconcile_rows(res.waves)
+        if rec:
+            out += rec + [""]
+        if res.peak:
+            cpu_total = sum(sum(w.cpu.values()) for w in res.waves)
+            ours = sum(w.cpu.get(OURS, 0.0) for w in res.waves)
+            out += process_rows(res.waves, res.peak, top)
+            out += ["", f"CPU seconds from the apply to convergence, per wave; peak RSS is "
+                    f"VmHWM since the process started. The function's share of the "
+                    f"control plane's CPU: **{share(ours, cpu_total)}**.", ""]
+    out += [f"- {n}" for n in res.notes]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,202 @@
+"""The live part of `make bench-live`: a control plane for the generated fleet, the
+two waves, and what each cost. Needs a machine that can run `make cluster`; nothing
+here runs in `make test`.
+
+Bounded: the whole run (start-up included) gets `budget` seconds, enforced by
+SIGALRM, and each wave stops waiting at its deadline; the control plane is taken
+down in a `finally`, whatever happened (an error, Ctrl-C, SIGTERM, the alarm).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.live import metrics, plan, procstat
+from benchmarks.live.report import Results, Wave
+
+MD = "modeldeployments.modelplane.ai"
+OBJECT = "objects.kubernetes.m.crossplane.io"
+# provider-kubernetes v1.2 serves its metrics on :8080 with no flag to move them
+# (e2e/controlplane/core.py PROVIDER_FIXED_PORTS).
+PROVIDER_METRICS = "http://127.0.0.1:8080/metrics"
+TEARDOWN_RESERVE = 90.0     # seconds of the budget kept for taking the control plane down
+POLL = 1.0                  # seconds between reads of the deployments
+
+
+class OutOfBudget(Exception):
+    pass
+
+
+def _alarm(signum, frame):  # noqa: ARG001 - a signal handler's signature
+    raise OutOfBudget("the run's time budget is spent")
+
+
+def _terminated(signum, frame):  # noqa: ARG001
+    raise SystemExit(128 + signum)
+
+
+class Live:
+    """One run against a started control plane `cp` (e2e.controlplane.ControlPlane)."""
+
+    def __init__(self, cp: Any, say: Callable[[str], None]) -> None:
+        self.cp = cp
+        self.say = say
+
+    # ---- what the processes and controllers spent --------------------------------
+
+    def usage(self) -> dict[str, procstat.Usage]:
+        from e2e.controlplane.procs import group_members
+        leaders = {name: self.cp.sup.pid(name) for name in self.cp.components()}
+        return procstat.snapshot(leaders, group_members)
+
+    def counters(self) -> tuple[dict[str, float], tuple[float, float] | None]:
+        """Reconciles per controller (ours in Crossplane, Objects in
+        provider-kubernetes), and Crossplane's count of RunFunction calls with the
+        seconds it waited for them."""
+        port = (self.cp.state.get("ports") or {}).get("crossplane-metrics")
+        xp = metrics.scrape(f"http://127.0.0.1:{port}/metrics") if port else ""
+        prov = metrics.scrape(PROVIDER_METRICS)
+        out = {c: n for c, n in metrics.counter_by(xp, metrics.RECONCILES, "controller").items()
+               if "modelplane.ai" in c}
+        out |= {f"provider-kubernetes {c}": n
+                for c, n in metrics.counter_by(prov, metrics.RECONCILES, "controller").items()
+                if "object" in c.lower()}
+        calls = metrics.counter_by(xp, metrics.FUNCTION_CALLS, "function_name")
+        waited = metrics.counter_by(xp, metrics.FUNCTION_SECONDS, "function_name")
+        return out, ((sum(calls.values()), sum(waited.values())) if calls else None)
+
+    def composites(self, controllers: Sequence[str], deployments: int) -> dict[str, int]:
+        """How many composites each controller looks after: Crossplane's
+        `composite/<plural>.<group>` and provider-kubernetes' Objects, counted in the
+        benchmark's namespace (all of them for a cluster-scoped kind)."""
+        def count(resource: str) -> int:
+            try:
+                return len(self.cp.get_json(resource, "-n", plan.NS)["items"])
+            except Exception as exc:  # noqa: BLE001 - a count is optional
+                self.say(f"counting {resource}: {exc}")
+                return 0
+        out = {}
+        for c in controllers:
+            if c.startswith("composite/"):
+                out[c] = deployments if "modeldeployments" in c else count(c.split("/", 1)[1])
+            elif c.startswith("provider-kubernetes"):
+                out[c] = count(OBJECT)
+        return {c: n for c, n in out.items() if n}
+
+    # ---- a wave --------------------------------------------------------------------
+
+    def apply(self, docs: Sequence[Mapping[str, Any]]) -> None:
+        from e2e.tests.live import apply_docs
+        apply_docs(self.cp, docs)
+
+    def watch(self, want: Mapping[str, int], t0: float, deadline: float) -> dict[str, float | None]:
+        """Read the deployments every POLL seconds until each has converged (plan.converged)
+        or the deadline; seconds from t0 to the read that first saw each converged."""
+        seconds: dict[str, float | None] = {n: None for n in want}
+        said = time.monotonic()
+        while True:
+            start = time.monotonic()
+            try:
+                items = self.cp.get_json(MD, "-n", plan.NS)["items"]
+            except Exception as exc:  # noqa: BLE001 - a failed read is "not yet"
+                self.say(f"reading the deployments: {exc}")
+                items = []
+            now = time.monotonic()
+            by_name = {md["metadata"]["name"]: md for md in items}
+            for name, replicas in want.items():
+                if seconds[name] is None and plan.converged(by_name.get(name), replicas):
+                    seconds[name] = now - t0
+            done = sum(1 for s in seconds.values() if s is not None)
+            if done == len(want) or now >= deadline:
+                return seconds
+            if now - said >= 15:
+                self.say(f"{done}/{len(want)} converged after {now - t0:.0f}s")
+                said = now
+            time.sleep(max(0.0, min(POLL - (now - start), deadline - now)))
+
+    def wave(self, name: str, docs: Sequence[Mapping[str, Any]], timeout: float) -> Wave:
+        want = {md["metadata"]["name"]: int(md["spec"]["replicas"]) for md in docs}
+        cpu0, (rec0, calls0) = self.usage(), self.counters()
+        self.say(f"{name}: applying {len(docs)} ModelDeployments ({sum(want.values())} "
+                 f"replicas); waiting up to {timeout:.0f}s")
+        t0 = time.monotonic()
+        self.apply(docs)
+        seconds = self.watch(want, t0, t0 + timeout)
+        cpu1, (rec1, calls1) = self.usage(), self.counters()
+        rec = {c: n for c, n in metrics.delta(rec0, rec1).items() if n}
+        w = Wave(name, sum(want.values()), seconds, timeout, cpu=procstat.cpu_between(cpu0, cpu1),
+                 reconciles=rec)
+        if calls1 is not None:
+            start = calls0 or (0.0, 0.0)
+            w.function_calls, w.function_seconds = calls1[0] - start[0], calls1[1] - start[1]
+        w.composites = self.composites(list(rec), len(docs))
+        self.say(f"{name}: {len(w.done)}/{len(docs)} converged"
+                 + (f" in {w.all_seconds:.1f}s" if w.all_seconds is not None else
+                    f"; not by the deadline: {', '.join(w.missing)}"))
+        return w
+
+
+def run(res: Results, *, clusters: int, deployments: int, seed: int, budget: float,
+        wave_timeout: float, state_dir: Path, say: Callable[[str], None]) -> Results:
+    """Start, measure and stop; `res` is filled as far as the run got (so a failure
+    still reports what was measured)."""
+    from e2e.controlplane.core import ControlPlane
+
+    t_start = time.monotonic()
+    mds = plan.deployments(deployments, seed)
+    nodes = plan.gpu_nodes_per_cluster(mds, clusters)
+    res.clusters, res.gpu_nodes, res.deployments = clusters, nodes, deployments
+    # The endpoint picker and routing sidecar the function adds stay kwok-only too:
+    # every component started from here inherits this environment.
+    os.environ.update(plan.FUNCTION_ENV)
+    old_alarm = signal.signal(signal.SIGALRM, _alarm)
+    old_term = signal.signal(signal.SIGTERM, _terminated)
+    signal.alarm(max(1, int(budget - TEARDOWN_RESERVE)))
+    cp = None
+    # The fleet's files live as long as the control plane (its state names them).
+    fleet_dir = Path(tempfile.mkdtemp(prefix="bench-live-fleet-"))
+    try:
+        plan.write_fleet(plan.fleet(clusters, nodes), fleet_dir)
+        say(f"starting a control plane for {clusters} clusters of {nodes} 8-GPU nodes "
+            f"in {state_dir}")
+        cp = ControlPlane.up(fleet_dir, state_dir, say=say)
+        res.startup_seconds = time.monotonic() - t_start
+        live = Live(cp, say)
+        from e2e.tests.live import ensure_namespace
+        ensure_namespace(cp, plan.NS)
+
+        def left() -> float:
+            return budget - TEARDOWN_RESERVE - (time.monotonic() - t_start)
+
+        first = live.wave("apply", mds, min(wave_timeout, left()))
+        res.waves.append(first)
+        if first.missing:
+            res.notes.append("the day-2 wave was skipped: not every deployment converged")
+        elif left() < 30:
+            res.notes.append("the day-2 wave was skipped: the time budget is spent")
+        else:
+            res.waves.append(live.wave("day-2 (+1 replica each)", plan.scaled(mds),
+                                       min(wave_timeout, left())))
+        res.peak = live.usage()
+    except OutOfBudget:
+        res.notes.append(f"stopped by the time budget ({budget:.0f}s, with "
+                         f"{TEARDOWN_RESERVE:.0f}s kept to take it down)")
+        raise
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        if cp is not None:
+            if not res.peak:
+                res.peak = Live(cp, say).usage()
+            say("taking the control plane down")
+            cp.down()
+        shutil.rmtree(fleet_dir, ignore_errors=True)
+        signal.signal(signal.SIGTERM, old_term)
+    return res
