@@ -35,19 +35,6 @@ def member_pods(member: Mapping[str, Any]) -> int:
     return 1
 
 
-def claims_devices(member: Mapping[str, Any]) -> bool:
-    """Whether the member's pods claim any DRA device.
-
-    On a ModelReplica the resolved deviceRequests say it (claim DRA); a
-    member with none resolved (or only requests, not yet placed) claims
-    whatever it requests.
-    """
-    resolved = member.get("deviceRequests")
-    if resolved is not None:
-        return any((r.get("claim") or DeviceClaim.DRA) == DeviceClaim.DRA for r in resolved)
-    return bool(((member.get("nodeSelector") or {}).get("devices")) or [])
-
-
 def shape(requests: Iterable[Request]) -> Shape:
     return tuple(sorted(requests))
 
@@ -76,11 +63,6 @@ def replica_usage(engines: Iterable[Mapping[str, Any]]) -> dict[str, dict[Shape,
             if pool:
                 add(usage, pool, recorded_shape(member), member_pods(member) * copies)
     return usage
-
-
-def pods_of(usage: Usage) -> int:
-    """How many device-claiming pods a usage holds."""
-    return sum(n for pods in usage.values() for n in pods.values())
 
 
 def merged(parts: Iterable[Usage]) -> dict[str, dict[Shape, int]]:

@@ -27,16 +27,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from function.contract.capacity import WHOLE, Shape
+from function.contract.devicecel import CelError
 from function.contract.enums import DeviceClaim
 from function.contract.quotas import selected
 from function.contract.records import Pool
 
 Vector = tuple[int, ...]  # devices per kind, in the pool's devices[] order
 
+# Per pool shape, across reconciles (a shape's devices never change); bounded.
+_LIMIT = 50_000
 _RESOLVED: dict[tuple[str, Shape], Vector | None] = {}
-_RESOLVED_LIMIT = 50_000
-
-
 _CAPACITY: dict[str, Vector] = {}
 
 
@@ -46,7 +46,7 @@ def capacity(pool: Pool) -> Vector:
     found = _CAPACITY.get(pool.shape)
     if found is None:
         found = tuple(d.count if d.claim == DeviceClaim.DRA else 0 for d in pool.devices)
-        if len(_CAPACITY) < _RESOLVED_LIMIT:
+        if len(_CAPACITY) < _LIMIT:
             _CAPACITY[pool.shape] = found
     return found
 
@@ -61,7 +61,7 @@ def resolve(shape: Shape, pool: Pool) -> Vector:
     found = _RESOLVED.get(key)
     if key not in _RESOLVED:
         found = _RESOLVED[key] = None if shape == WHOLE else _assign(shape, pool)
-        if len(_RESOLVED) > _RESOLVED_LIMIT:
+        if len(_RESOLVED) > _LIMIT:
             _RESOLVED.pop(next(iter(_RESOLVED)))
     return found if found is not None else capacity(pool)
 
@@ -73,7 +73,8 @@ def _assign(shape: Shape, pool: Pool) -> Vector | None:
                    and _accepts(sels, d)]
                   for cls, sels, count in shape]
     order = sorted(range(len(shape)), key=lambda i: (len(candidates[i]), i))
-    left = [d.count if d.claim == DeviceClaim.DRA else 0 for d in devices]
+    cap = capacity(pool)
+    left = list(cap)
 
     def search(k: int) -> bool:
         if k == len(order):
@@ -90,15 +91,22 @@ def _assign(shape: Shape, pool: Pool) -> Vector | None:
 
     if not search(0):
         return None
-    return tuple(d.count - free if d.claim == DeviceClaim.DRA else 0
-                 for d, free in zip(devices, left))
+    return tuple(c - free for c, free in zip(cap, left))
 
 
 def _accepts(selectors: tuple[str, ...], device) -> bool:
     try:
         return selected(selectors, device)
-    except Exception:  # an expression that no longer compiles selects nothing
+    except CelError:  # an expression that no longer compiles selects nothing
         return False
+
+
+def vectors(pool: Pool, pods: Mapping[Shape, int]) -> list[Vector]:
+    """What each pod of `pods` (shape -> how many) takes of `pool`, one vector per
+    pod that claims anything, largest first."""
+    out = [v for shape, n in pods.items() for v in [resolve(shape, pool)] * n if any(v)]
+    out.sort(reverse=True)
+    return out
 
 
 def units(vector: Vector) -> int:
@@ -279,7 +287,7 @@ def packed(pool: Pool, pods: Mapping[Shape, int]) -> Bins:
     """The pool's nodes holding `pods` (shape -> how many), packed as a ledger that
     loads them at once packs them."""
     bins = Bins(pool)
-    bins.load(v for shape, n in pods.items() for v in [resolve(shape, pool)] * n)
+    bins.load(vectors(pool, pods))
     return bins
 
 

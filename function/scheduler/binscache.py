@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from function.contract.capacity import Shape
-from function.contract.nodes import Bins
+from function.contract.nodes import Bins, packed
 from function.contract.records import Pool
 from function.kit.lru import Lru
 
@@ -23,16 +23,14 @@ _LOADED: Lru[tuple, Bins] = Lru(20_000)
 
 
 def loaded(pool: Pool, pods: Mapping[Shape, int], cache: bool = True) -> Bins:
-    """A Bins of `pool` holding `pods` (shape -> how many), packed as `Bins.load`
-    packs them. With `cache`, it may be shared with every caller that asked for the
+    """A Bins of `pool` holding `pods` (shape -> how many), as `nodes.packed` packs
+    them. With `cache`, it may be shared with every caller that asked for the
     same: the caller must copy it before changing it (ledger.Ledger does). Its `pool`
     may then be another pool of the same devices and nodes."""
     key = (pool.shape, pool.nodes, pool.taken, tuple(sorted(pods.items())))
     found = _LOADED.get(key) if cache else None
     if found is None:
-        from function.scheduler.ledger import vectors  # the ledger imports this module
-        found = Bins(pool)
-        found.load(vectors(pool, pods))
+        found = packed(pool, pods)
         if cache:
             _LOADED.put(key, found)
     return found

@@ -27,9 +27,9 @@ from function.contract.cacheview import Cache
 from function.contract import nodes
 from function.contract.capacity import Shape, add, member_pods, shape
 from function.contract.enums import DeviceClaim, PlacementStrategy, TaintEffect, TolerationOperator
-from function.contract.nodes import Bins, Vector
+from function.contract.nodes import Bins, Vector, vectors
 from function.contract.records import Cluster, Pool, Taint, selects
-from function.scheduler.ledger import Ledger, vectors
+from function.scheduler.ledger import Ledger
 from function.scheduler.matching import EngineFit, Matcher
 
 
@@ -184,7 +184,7 @@ class EnginePlacement:
     fit: EngineFit
     pods: Mapping[Shape, int]  # the device-claiming pods it runs on the pool, by shape
     weight: Fraction           # node-hours per hour: each pod's share of its node, summed
-    vectors: Sequence[Vector]  # each pod's devices on the pool, largest first (ledger.vectors)
+    vectors: Sequence[Vector]  # each pod's devices on the pool, largest first (nodes.vectors)
     cost: int                  # per hour at the pool's price (cost.UNKNOWN: unpriced)
 
 
@@ -228,14 +228,6 @@ def weight(pool: Pool, pods: Mapping[Shape, int]) -> Fraction:
         share = max((Fraction(x, c) for x, c in zip(v, cap) if c), default=Fraction(0))
         total += share * n
     return total
-
-
-def engine_cost(engine: Mapping[str, Any], fit: EngineFit) -> int:
-    """Whole nodes the engine would take if every device-claiming pod held a node
-    of its own (the accounting before devices were counted; benchmarks compare)."""
-    copies = int(engine.get("copies") or 1)
-    return sum(member_pods(m) * copies
-               for m, f in zip(engine.get("members") or [], fit.members) if f.claims)
 
 
 def pool_pods(engines: Mapping[str, EnginePlacement]) -> dict[str, dict[Shape, int]]:

@@ -18,17 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from function.contract.capacity import Pods, Shape, Usage
-from function.contract.nodes import Bins, Vector, resolve
+from function.contract.capacity import Shape, Usage
+from function.contract.nodes import Bins, Vector, vectors
 from function.contract.records import Cluster, Pool
 from function.scheduler import binscache
-
-
-def vectors(pool: Pool, pods: Pods) -> list[Vector]:
-    """One vector per pod, largest first."""
-    out = [v for shape, n in pods.items() for v in [resolve(shape, pool)] * n if any(v)]
-    out.sort(reverse=True)
-    return out
 
 
 class Ledger:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from function.contract.capacity import Usage
 from function.contract.enums import PlacementStrategy
-from function.contract.nodes import Bins
+from function.contract.nodes import Bins, vectors
 from function.contract.quotas import count_usage, usage
 from function.contract.records import Cluster
 from function.kit import deadline
@@ -57,7 +57,7 @@ from function.scheduler.filters import (
     pool_pods,
 )
 from function.scheduler.framework import CycleState, Held
-from function.scheduler.ledger import Ledger, vectors
+from function.scheduler.ledger import Ledger
 from function.scheduler.matching import Matcher
 from function.scheduler.model import Replica
 from function.scheduler import quotas
