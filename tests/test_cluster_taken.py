@@ -253,6 +253,15 @@ def test_a_pool_capped_by_its_declaration_counts_its_freest_nodes():
     assert parse_cluster(with_taken(local(nodes=1), taken, 3)).pools[0].taken == ()
 
 
+def test_the_status_counts_the_same_freest_nodes_the_scheduler_reads():
+    # Declared 1 of 2 schedulable nodes; someone else holds 6 GPUs of "a" and 1 of
+    # "b". The scheduler counts the freest node ("b", 7 free); so does the status.
+    _, rsp = observe(local(nodes=1), [gpu_node("a"), gpu_node("b")],
+                     [claim("big", "a", 0, 1, 2, 3, 4, 5), claim("small", "b", 0)])
+    gpu = next(d for d in pool_entry(rsp)["devices"] if d["name"] == "gpu")
+    assert (gpu["total"], gpu["free"], gpu["largestFree"]) == (8, 7, 7)
+
+
 def test_the_reduction_is_deterministic_whatever_the_order_of_its_inputs():
     pairs = [gpu_node(n) for n in ("a", "b", "c")]
     claims = [claim(f"c{i}", "abc"[i % 3], i % 8, (i + 3) % 8) for i in range(9)]

@@ -47,7 +47,7 @@ from function.contract.nodes import Bins, packed
 from function.contract.enums import InventorySource, ProviderConfigKind
 from function.contract.inventory_report import Observation
 from function.contract.models.inferencecluster import Monitoring
-from function.contract.records import Cluster, parse_cluster
+from function.contract.records import Cluster, parse_cluster, pool_taken
 from function.contract.validation import dig
 from function.kit import requeue
 from function.kit.request import Request, desired_ready
@@ -201,10 +201,10 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
     summary = []
     by_name = {p.name: p for p in pools}
     for count in verdict.pools:
-        others = tuple(tuple(sorted((d["name"], d["count"]) for d in e["devices"]))
-                       for e in held.get(count.name, ()))[:count.counted]
-        bins = packed(dataclasses.replace(by_name[count.name], nodes=count.counted,
-                                          taken=others), used.get(count.name) or {})
+        pool = dataclasses.replace(by_name[count.name], nodes=count.counted)
+        others = pool_taken(pool, held.get(count.name, ()),
+                            count.counted if count.schedulable is None else count.schedulable)
+        bins = packed(dataclasses.replace(pool, taken=others), used.get(count.name) or {})
         in_use = bins.busy_nodes() + sum(bins.over.values())
         entry = {"name": count.name, "nodes": count.counted, "declaredNodes": count.declared,
                  "usedNodes": in_use, "freeNodes": max(0, count.counted - in_use)}

@@ -362,39 +362,45 @@ def _taken(obj: Mapping[str, Any], pools: Sequence[Pool],
            schedulable: Mapping[str, int]) -> dict[str, tuple[tuple[tuple[str, int], ...], ...]]:
     """The devices other claims hold on each pool's counted nodes (`takenDevices`,
     written by the cluster function: cluster/taken.py), read only while the
-    observation counts, as `_schedulable`. Each node's counts are of the pool's
-    devices, at most what a node has. When the declaration caps the pool below its
-    schedulable nodes, the pool counts the freest of them: the untaken nodes
-    first, then those holding least."""
+    observation counts, as `_schedulable` (see `pool_taken`)."""
     by_name = {p.name: p for p in pools}
     out = {}
     for status in obj["status"].get("nodePools") or []:
         pool = by_name.get(str(status.get("name"))) if isinstance(status, Mapping) else None
         listed = status.get("takenDevices") if pool is not None else None
-        if pool is None or not isinstance(listed, list):
-            continue
-        most = {d.name: d.count for d in pool.devices}
-        nodes: dict[str, tuple[tuple[str, int], ...]] = {}
-        for entry in listed:
-            node = entry.get("node") if isinstance(entry, Mapping) else None
-            devices = entry.get("devices") if isinstance(node, str) else None
-            if not isinstance(node, str) or not isinstance(devices, list) or node in nodes:
-                continue  # the status is this function's own output: never expected
-            counts: dict[str, int] = {}
-            for d in devices:
-                name, n = (d.get("name"), d.get("count")) if isinstance(d, Mapping) else ("", 0)
-                if isinstance(name, str) and name in most and isinstance(n, int) \
-                        and not isinstance(n, bool) and n > 0:
-                    counts[name] = min(most[name], counts.get(name, 0) + n)
-            if counts:
-                nodes[node] = tuple(sorted(counts.items()))
-        untaken = max(0, schedulable.get(pool.name, pool.nodes) - len(nodes))
-        keep = max(0, pool.nodes - untaken)
-        if len(nodes) > keep:
-            freest = sorted(nodes, key=lambda n: (sum(c for _, c in nodes[n]), n))[:keep]
-            nodes = {n: nodes[n] for n in freest}
-        out[pool.name] = tuple(nodes[n] for n in sorted(nodes))
+        if pool is not None and isinstance(listed, list):
+            out[pool.name] = pool_taken(pool, listed, schedulable.get(pool.name, pool.nodes))
     return out
+
+
+def pool_taken(pool: Pool, listed: Sequence[Any],
+               schedulable: int) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """`Pool.taken` from `takenDevices` entries: each node's counts of the pool's
+    devices, at most what a node has. When the pool counts fewer nodes than are
+    schedulable (the declaration caps it), it counts the freest of them: the
+    untaken nodes first, then those holding least. The cluster function's status
+    and the scheduler read the same nodes through it."""
+    most = {d.name: d.count for d in pool.devices}
+    nodes: dict[str, tuple[tuple[str, int], ...]] = {}
+    for entry in listed:
+        node = entry.get("node") if isinstance(entry, Mapping) else None
+        devices = entry.get("devices") if isinstance(node, str) else None
+        if not isinstance(node, str) or not isinstance(devices, list) or node in nodes:
+            continue  # the status is this function's own output: never expected
+        counts: dict[str, int] = {}
+        for d in devices:
+            name, n = (d.get("name"), d.get("count")) if isinstance(d, Mapping) else ("", 0)
+            if isinstance(name, str) and name in most and isinstance(n, int) \
+                    and not isinstance(n, bool) and n > 0:
+                counts[name] = min(most[name], counts.get(name, 0) + n)
+        if counts:
+            nodes[node] = tuple(sorted(counts.items()))
+    untaken = max(0, schedulable - len(nodes))
+    keep = max(0, pool.nodes - untaken)
+    if len(nodes) > keep:
+        freest = sorted(nodes, key=lambda n: (sum(c for _, c in nodes[n]), n))[:keep]
+        nodes = {n: nodes[n] for n in freest}
+    return tuple(nodes[n] for n in sorted(nodes))
 
 
 def _published(obj: Mapping[str, Any], pools: Sequence[Pool]) -> dict[str, tuple[Device, ...]]:
