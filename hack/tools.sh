@@ -23,7 +23,7 @@
 #
 # The versions live only in hack/tools/*/go.mod (with go.sum): one module per
 # tool, so a build is reproducible. Each tool is cached in its own directory,
-# $cache/NAME-<hash of its go.mod, go.sum, *.go, patch.sh, packages, link flags and
+# $cache/NAME-<hash of its go.mod, go.sum, *.go, patch.sh (and patchlib.sh), packages, link flags and
 # the Go version>, created by renaming a finished temporary directory (atomic).
 set -euo pipefail
 shopt -s inherit_errexit
@@ -82,6 +82,7 @@ build() {
     echo "$goversion"; echo "$ldflags"; printf '%s\n' "$@"
     (cd "$src" && find . -maxdepth 1 -type f \( -name go.mod -o -name go.sum -o -name '*.go' -o -name patch.sh \) |
       LC_ALL=C sort | xargs sha256sum)
+    if [ -f "$src/patch.sh" ]; then sha256sum <"$here/tools/patchlib.sh"; fi
   } | sha256sum | cut -c1-12)
   dir="$cache/$tool-$key"
   if ! have_all "$dir" "$@"; then

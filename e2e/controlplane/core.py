@@ -1173,7 +1173,12 @@ class _Builder:
             # remote cluster) shows no data in status.atProvider (docs/security.md).
             "--poll=1m", "--enable-watches", "--sanitize-secrets"),
             env={"KUBECONFIG": str(cp.kubeconfig),
-                               "TLS_SERVER_CERTS_DIR": str(self.dir / "provider-certs")}),
+                 "TLS_SERVER_CERTS_DIR": str(self.dir / "provider-certs"),
+                 # Upstream waits 30 s after creating an Object before it trusts that the
+                 # remote object is gone, even when the Object is being deleted: a
+                 # deployment deleted soon after it was applied took 30-45 s to go. An
+                 # API server reads its own writes (hack/tools/provider-kubernetes/patch.sh).
+                 "PROVIDER_KUBERNETES_CREATION_GRACE_PERIOD": "1s"}),
             {"type": "http", "url": f"http://127.0.0.1:{health}/readyz", "what": "GET /readyz"},
             240)
         self._wait(["provider-kubernetes"])

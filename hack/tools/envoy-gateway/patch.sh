@@ -5,8 +5,6 @@
 # OUTDIR/go.mod and go.sum (this folder's, plus a replace directive naming the copy)
 # and print the go build flag that uses them (-modfile=...). hack/tools.sh runs it
 # when building this tool.
-# (`go build -overlay` would be lighter, but the go command refuses to overlay files
-# in the module cache.)
 #
 # What main.go cannot reach through a variable, because upstream wrote a constant or
 # a struct literal:
@@ -32,55 +30,13 @@
 #                                       $EG_WASM_ADDRESS (upstream :18002 on every
 #                                       interface, which a second controller cannot bind)
 # Unset, each variable keeps upstream's value.
-# Every edit replaces one whole line (compared without its indentation) that must
-# occur exactly once: if upstream changes it, this fails loudly instead of building
-# a binary that listens on every interface.
+# Every edit replaces one whole line that must occur exactly once: if upstream changes
+# it, this fails loudly instead of building a binary that listens on every interface.
+# The copy, the line edits and the go.mod that names the copy: ../patchlib.sh.
 set -euo pipefail
-
-die() { echo "hack/tools/envoy-gateway/patch.sh: $*" >&2; exit 1; }
-
-out=${1:?usage: patch.sh OUTDIR [MODULE_DIR]}
 cd "$(dirname "$0")"
-mod=github.com/envoyproxy/gateway
-here=$PWD
-if [ -n "${2:-}" ]; then
-  src=$2
-else
-  # Download first: on a cold module cache `go list -m` fetches only the module's
-  # go.mod and prints no directory. A bare path means the version go.mod requires,
-  # checked against go.sum.
-  GOFLAGS=-mod=mod go mod download "$mod" || die "go mod download $mod failed"
-  src=$(GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$mod") || die "go list -m $mod failed"
-fi
-[ -d "$src" ] || die "no module directory for $mod: '$src'"
-[ ! -e "$out" ] || die "$out exists"
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-cp -R "$src" "$out/gateway"
-chmod -R u+w "$out/gateway"
-
-# edit FILE OLD NEW: replace the one line of FILE that is OLD (indentation aside)
-# by NEW (which may hold several lines, each indented as OLD was).
-edit() {
-  local file=$1 n
-  n=$(OLD="$2" awk '{ l = $0; sub(/^[ \t]+/, "", l) } l == ENVIRON["OLD"] { n++ } END { print n + 0 }' "$file")
-  [ "$n" = 1 ] || die "expected exactly one line '$2' in $mod/${file#"$out"/gateway/}, found $n"
-  OLD="$2" NEW="$3" awk '{ l = $0; sub(/^[ \t]+/, "", l) }
-    l == ENVIRON["OLD"] {
-      indent = substr($0, 1, length($0) - length(l))
-      k = split(ENVIRON["NEW"], lines, "\n")
-      for (i = 1; i <= k; i++) print indent lines[i]
-      next
-    }
-    { print }' "$file" >"$file.new"
-  mv "$file.new" "$file"
-}
-
-# file REL: the copy's REL.
-file() {
-  [ -f "$out/gateway/$1" ] || die "no $1 in $mod"
-  echo "$out/gateway/$1"
-}
+source ../patchlib.sh
+patch_module "${1:?usage: patch.sh OUTDIR [MODULE_DIR]}" github.com/envoyproxy/gateway gateway "${2:-}"
 
 xds=$(file internal/xds/runner/runner.go)
 edit "$xds" '"path/filepath"' $'"os"\n"path/filepath"'
@@ -185,6 +141,4 @@ func wasmServerAddress() string {
 }
 EOF
 
-cp "$here/go.sum" "$out/go.sum"
-{ cat "$here/go.mod"; echo; echo "replace $mod => $out/gateway"; } >"$out/go.mod"
-echo "-modfile=$out/go.mod"
+patch_done
