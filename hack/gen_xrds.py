@@ -1137,8 +1137,9 @@ def hugging_face(*, adapter: bool) -> dict:
         "name": string(253, "The Secret, in the cache's namespace.", pattern=DNS_SUBDOMAIN,
                        min_length=1),
         "key": string(253, "The key holding the token.", default="HF_TOKEN", min_length=1),
-    }, "A Secret with a Hugging Face token, for gated or private repositories; copied to "
-       "every cluster that stages the cache.", required=["name"])
+    }, "A Secret with a Hugging Face token, for gated or private repositories. Never copied: "
+       "it must exist under this name in the cache's namespace on every cluster that stages "
+       "the cache (synced by the platform); the cache observes it there.", required=["name"])
     props["sizeGiB"] = integer(1, 1048576, "The volume's size in GiB; the model (and its "
                                "adapters) must fit, or hydration fails and says so.")
     props["allowPatterns"] = array(string(256, min_length=1), 32,
@@ -1168,8 +1169,9 @@ def model_uri(*, adapter: bool) -> dict:
         "name": string(253, "The Secret, in the cache's namespace.", pattern=DNS_SUBDOMAIN,
                        min_length=1),
     }, "A Secret whose every key becomes an environment variable of the downloader "
-       "(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `HF_TOKEN`...); copied to every "
-       "cluster that stages the cache.", required=["name"])
+       "(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `HF_TOKEN`...). Never copied: it must "
+       "exist under this name in the cache's namespace on every cluster that stages the cache "
+       "(synced by the platform); the cache observes it there.", required=["name"])
     props["sizeGiB"] = integer(1, 1048576, "The volume's size in GiB; the model (and its "
                                "adapters) must fit, or hydration fails and says so.")
     return obj(props, "A model at a URI.", required=["url", "sizeGiB"])
