@@ -1137,8 +1137,9 @@ def hugging_face(*, adapter: bool) -> dict:
         "name": string(253, "The Secret, in the cache's namespace.", pattern=DNS_SUBDOMAIN,
                        min_length=1),
         "key": string(253, "The key holding the token.", default="HF_TOKEN", min_length=1),
-    }, "A Secret with a Hugging Face token, for gated or private repositories; copied to "
-       "every cluster that stages the cache.", required=["name"])
+    }, "A Secret with a Hugging Face token, for gated or private repositories. Never copied: "
+       "it must exist under this name in the cache's namespace on every cluster that stages "
+       "the cache (synced by the platform); the cache observes it there.", required=["name"])
     props["sizeGiB"] = integer(1, 1048576, "The volume's size in GiB; the model (and its "
                                "adapters) must fit, or hydration fails and says so.")
     props["allowPatterns"] = array(string(256, min_length=1), 32,
@@ -1168,8 +1169,9 @@ def model_uri(*, adapter: bool) -> dict:
         "name": string(253, "The Secret, in the cache's namespace.", pattern=DNS_SUBDOMAIN,
                        min_length=1),
     }, "A Secret whose every key becomes an environment variable of the downloader "
-       "(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `HF_TOKEN`...); copied to every "
-       "cluster that stages the cache.", required=["name"])
+       "(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `HF_TOKEN`...). Never copied: it must "
+       "exist under this name in the cache's namespace on every cluster that stages the cache "
+       "(synced by the platform); the cache observes it there.", required=["name"])
     props["sizeGiB"] = integer(1, 1048576, "The volume's size in GiB; the model (and its "
                                "adapters) must fit, or hydration fails and says so.")
     return obj(props, "A model at a URI.", required=["url", "sizeGiB"])
@@ -1300,6 +1302,11 @@ PRINTABLE_NOTE = " Printable ASCII, no leading or trailing space."
 # DNS name or an IPv4 address; the function checks the same (contract/endpoints.py).
 ENDPOINT_URL = (r"^https?://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?"
                 r"(/[^?#\s]*)?$")
+# A JWKS the front door's Envoy fetches: an endpoint URL, https only (Envoy Gateway
+# verifies it against the system CAs); at most 253 characters, as Envoy Gateway's CRD.
+JWKS_URI = "^https" + ENDPOINT_URL[len("^https?"):]
+MAX_JWT_PROVIDERS = 4
+MAX_CLAIM_HEADERS = 8
 REWRITE_PATH = r"^/[^?#\s]*$"
 SERVICE_ROLE = ("ServiceRole", ["Primary", "Fallback"])
 RULE_PATH_TYPE = ("RulePathType", ["PathPrefix", "Exact"])
@@ -1326,8 +1333,9 @@ def header_not_reserved(field: str, allow: tuple[str, ...] = ()) -> tuple[str, s
             "a Secret (spec.auth)")
 
 
-def url_rules() -> list[tuple[str, str]]:
-    """What CEL can refuse of an endpoint URL's host whatever an admin allows
+def url_rules(field: str = "spec.url") -> list[tuple[str, str]]:
+    """What CEL can refuse of an endpoint URL's host (or of another URL the front door's
+    Envoy fetches, named `field` in the messages) whatever an admin allows
     (destinations.NEVER), with the Kubernetes IP and CIDR libraries (in CRD rules
     since Kubernetes 1.31). The host is cut out with indexOf, substring and find,
     whose results the API server's cost estimate bounds by the URL's maxLength
@@ -1340,14 +1348,60 @@ def url_rules() -> list[tuple[str, str]]:
     prefix = destinations.NEVER_PREFIX
     return [
         (f"!isIP({host}) || !({nets})",
-         "spec.url may not name a link-local (metadata service), unspecified, multicast or "
+         f"{field} may not name a link-local (metadata service), unspecified, multicast or "
          "reserved address"),
         (f"isIP({host}) || !{host}.matches('(^|[.])([0-9]+|0x[0-9a-f]*)$')",
          "a host whose last label is numeric is read as an IPv4 number: write the address as "
          "four decimal octets"),
         (f"!({host} in [{names}] || {host} == '{prefix}' || {host}.startsWith('{prefix}.'))",
-         "spec.url may not name the cluster's API server or a metadata service"),
+         f"{field} may not name the cluster's API server or a metadata service"),
     ]
+
+
+def jwt_authentication() -> dict:
+    """spec.authentication.jwt: Envoy Gateway's SecurityPolicy `jwt`, remote JWKS only."""
+    claim = obj({
+        "claim": string(253, "The claim (`sub`; a nested one as `org.team`); a string, "
+                        "number or boolean." + PRINTABLE_NOTE, pattern=HEADER_VALUE,
+                        min_length=1),
+        "header": with_rules(string(256, "The request header it is copied to; not a reserved "
+                                    "one.", pattern=HEADER_NAME, min_length=1),
+                             [header_not_reserved("self")]),
+    }, "A claim of a verified token, copied into a request header for the backends.",
+        required=["claim", "header"])
+    provider = obj({
+        "name": string(63, "The provider's name, unique in the list.", pattern=DNS_LABEL,
+                       min_length=1),
+        "issuer": string(253, "The `iss` a token must carry (a URL or an email address); "
+                         "default any." + PRINTABLE_NOTE, pattern=HEADER_VALUE, min_length=1),
+        "audiences": array(string(253, min_length=1, pattern=HEADER_VALUE), 8,
+                           "The `aud` values accepted (one is enough); default any."),
+        "remoteJWKS": obj({
+            "uri": with_rules(string(
+                253, "Where the front door's Envoy fetches the signing keys: an `https://` URL "
+                "verified against the system CAs. The same destinations as a ModelEndpoint's "
+                "URL: never a link-local, metadata, unspecified or multicast address, nor the "
+                "API server's names; a private address or a cluster-internal name only where "
+                "the front door's InferenceCluster allows it "
+                "(spec.frontDoor.allowedDestinations).", pattern=JWKS_URI, min_length=9),
+                url_rules("remoteJWKS.uri")),
+        }, "The provider's JSON Web Key Set.", required=["uri"]),
+        "claimToHeaders": array(claim, MAX_CLAIM_HEADERS, "Claims copied into request "
+                                "headers, for backends that need to know who called.",
+                                rules=[("self.all(c, self.exists_one(o, o.header.lowerAscii() "
+                                        "== c.header.lowerAscii()))",
+                                        "claimToHeaders headers must be unique, whatever "
+                                        "their case")]),
+    }, "An identity provider whose tokens are accepted.", required=["name", "remoteJWKS"])
+    return obj({
+        "providers": array(provider, MAX_JWT_PROVIDERS, "The identity providers; a token "
+                           "any one of them verifies is accepted.", min_items=1,
+                           map_keys=["name"]),
+    }, "JWTs: a client sends `Authorization: Bearer <token>`; a request without a token "
+       "one provider verifies (signature, expiry, issuer and audiences) is answered 401. The "
+       "token goes no further than the front door: the route removes Authorization on its "
+       "way to every endpoint (one with spec.auth gets its own credential instead).",
+        required=["providers"])
 
 
 def model_endpoint() -> dict:
@@ -1521,6 +1575,7 @@ def model_service() -> dict:
            "`modelplane.ai/front-door: \"true\"`. Either way the cluster must be admitted as "
            "a front door for this namespace (its spec.frontDoor)."),
         "authentication": obj({
+            "jwt": jwt_authentication(),
             "apiKeys": obj({
                 "secretRef": obj({
                     "name": string(253, "A Secret of the service's namespace: each key a "
@@ -1532,9 +1587,12 @@ def model_service() -> dict:
             }, "API keys: a client sends `Authorization: Bearer <key>` (what OpenAI "
                "clients send); a request without a known key is answered 401, and the key "
                "is removed before the request goes on.", required=["secretRef"]),
-        }, "Who may call the service: an Envoy Gateway SecurityPolicy on its route. "
-           "Without it the service answers anyone who reaches the front door.",
-            required=["apiKeys"]),
+        }, "Who may call the service: an Envoy Gateway SecurityPolicy on its route, with "
+           "API keys or JWTs (one of them). Without it the service answers anyone who "
+           "reaches the front door.", rules=[
+            ("has(self.apiKeys) != has(self.jwt)",
+             "set apiKeys or jwt, not both: clients send either in the Authorization header, "
+             "and Envoy Gateway requires every method a SecurityPolicy sets to pass")]),
     }, "One OpenAI-compatible URL over weighted sets of ModelEndpoints.",
         required=["endpoints"],
         rules=[("!has(self.loraAdapters) || has(self.modelName)",

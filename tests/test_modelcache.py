@@ -43,6 +43,20 @@ def entries(rsp) -> dict[str, tuple[str, str]]:
     return {e["name"]: (e["phase"], e["reason"]) for e in composite(rsp)["status"]["clusters"]}
 
 
+def secret_there(cluster: str = "eu-west-1", *, ready: str = "True", synced: str = "True",
+                 message: str = "") -> dict:
+    """The observe-only Object of the cache's Secret on `cluster`, as provider-kubernetes
+    reports it."""
+    obj = desired(run())[f"{cluster}-auth"]
+    return {f"{cluster}-auth": {**obj, "status": {"conditions": [
+        {"type": "Ready", "status": ready},
+        {"type": "Synced", "status": synced, **({"message": message} if message else {})}]}}}
+
+
+# What crossplane-runtime writes on an observe-only Object whose remote object is gone.
+NOT_FOUND = "observe failed: external resource does not exist"
+
+
 def the_job(out: dict, cluster: str) -> dict:
     [key] = [k for k in out if k.startswith(f"{cluster}-hydrate-")]
     obj = out[key]
@@ -50,7 +64,7 @@ def the_job(out: dict, cluster: str) -> dict:
 
 
 def test_eager_stages_on_every_cluster_of_the_footprint_that_has_storage():
-    rsp = run()
+    rsp = run(observed=secret_there())
     out = desired(rsp)
     assert sorted(entries(rsp)) == ["eu-west-1", "us-east-1"]  # batch: not prod
     # The control plane: the claim and the Job as they are; the user's Secret is used in place.
@@ -62,21 +76,129 @@ def test_eager_stages_on_every_cluster_of_the_footprint_that_has_storage():
     assert claim["spec"] == {"accessModes": ["ReadWriteMany"], "storageClassName": "nfs-rwx",
                              "resources": {"requests": {"storage": "40Gi"}}}
     assert "us-east-1-secret" not in out and "us-east-1-namespace" not in out
-    # A remote cluster: everything wrapped, the namespace too, and a Secret copied there.
+    # A remote cluster: everything wrapped, the namespace too, and its Secret observed there.
     assert {k for k in out if k.startswith("eu-west-1-")} == {
-        "eu-west-1-namespace", "eu-west-1-claim", "eu-west-1-secret",
+        "eu-west-1-namespace", "eu-west-1-claim", "eu-west-1-auth",
         next(k for k in out if k.startswith("eu-west-1-hydrate-"))}
     assert all(out[k]["kind"] == "Object" for k in out if k.startswith("eu-west-1-"))
     remote_claim = out["eu-west-1-claim"]["spec"]["forProvider"]["manifest"]
     assert remote_claim["spec"]["storageClassName"] == "filestore-rwx"
 
 
-def test_the_remote_secret_is_filled_by_provider_kubernetes_never_by_the_function():
-    obj = desired(run())["eu-west-1-secret"]
-    assert "data" not in obj["spec"]["forProvider"]["manifest"]
-    assert obj["spec"]["references"] == [{"patchesFrom": {
-        "apiVersion": "v1", "kind": "Secret", "name": "hf-token", "namespace": "ml-team",
-        "fieldPath": "data"}}]
+def test_a_remote_cluster_observes_the_secret_and_never_copies_it():
+    out = desired(run(observed=secret_there()))
+    obj = out["eu-west-1-auth"]
+    assert obj["kind"] == "Object"
+    assert obj["spec"]["managementPolicies"] == ["Observe"]
+    # It names the Secret and nothing more: no data, no reference that provider-kubernetes
+    # would resolve (and persist) into the Object's spec.
+    assert obj["spec"]["forProvider"]["manifest"] == {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token",
+                                                           "namespace": "ml-team"}}
+    assert obj["spec"]["readiness"] == {"policy": "DeriveFromCelQuery",
+                                        "celQuery": 'has(object.data) && "token" in object.data'}
+    assert "watch" not in obj["spec"]
+    for o in out.values():
+        assert "references" not in o.get("spec", {})
+        manifest = (o.get("spec", {}).get("forProvider") or {}).get("manifest") or o
+        assert manifest["kind"] != "Secret" or obj is o
+
+
+def test_the_secrets_readiness_query_needs_the_key_the_job_reads():
+    from cel_expr_python import cel
+    env = cel.NewEnv(variables={"object": cel.Type.DYN})
+    program = env.compile(desired(run())["eu-west-1-auth"]["spec"]["readiness"]["celQuery"])
+
+    def ready(secret):
+        return program.eval(env.Activation({"object": secret})).value()
+    base = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token"}}
+    assert ready({**base, "data": {"token": "aGY="}}) is True
+    assert ready({**base, "data": {"other": "aGY="}}) is False
+    assert ready(base) is False
+
+
+def test_the_control_planes_secret_is_read_only_where_the_control_plane_stages_the_cache():
+    remote_only = cache(clusterSelector={"matchLabels": {"region": "eu-west"}})
+    assert REQUIRE_SECRET not in run(remote_only).requirements.resources
+    assert REQUIRE_SECRET in run().requirements.resources  # us-east-1 is the control plane
+
+
+def test_a_secret_missing_on_a_cluster_says_where_and_holds_back_only_a_new_job():
+    gone = secret_there(synced="False", message=NOT_FOUND)
+    rsp = run(observed=gone)
+    assert entries(rsp) == {"eu-west-1": ("Pending", "SecretMissing"),
+                            "us-east-1": ("Pending", "Creating")}
+    said = "Secret hf-token not found in namespace ml-team on cluster eu-west-1: sync it " \
+        "there (docs/caches.md)"
+    [entry] = [e for e in composite(rsp)["status"]["clusters"] if e["name"] == "eu-west-1"]
+    assert entry["message"] == said
+    source = conditions(rsp)["SourceReady"]
+    assert (source.status, source.reason, source.message) == \
+        (fnv1.STATUS_CONDITION_FALSE, "SecretMissing", said)
+    assert not any(k.startswith("eu-west-1-hydrate-") for k in desired(rsp))
+    # A Job already running there is kept as it is, and so is the rest; a Ready the
+    # Secret had before it went (the provider leaves it) does not hide that it is gone.
+    started = observed_job(desired(run(observed=secret_there())), "eu-west-1", active=1)
+    stale = secret_there(ready="True", synced="False", message=NOT_FOUND)
+    got = desired(run(observed={**stale, **started}))
+    assert set(started) <= set(got)
+    assert conditions(run(observed={**stale, **started}))["SourceReady"].reason == \
+        "SecretMissing"
+
+
+def test_a_secret_without_the_key_or_not_observed_yet_holds_back_the_job_and_says_why():
+    no_key = run(observed=secret_there(ready="False"))
+    assert entries(no_key)["eu-west-1"] == ("Pending", "SecretKeyMissing")
+    assert "has no key token" in conditions(no_key)["SourceReady"].message
+    first = run()
+    assert entries(first)["eu-west-1"] == ("Pending", "CheckingSecret")
+    assert conditions(first)["SourceReady"].reason == "CheckingSecret"
+    unreadable = run(observed=secret_there(synced="False", message="observe failed: cannot get "
+                                           "object: secrets is forbidden"))
+    assert entries(unreadable)["eu-west-1"] == ("Pending", "SecretUnreadable")
+    for rsp in (no_key, first, unreadable):
+        assert not any(k.startswith("eu-west-1-hydrate-") for k in desired(rsp))
+
+
+def test_a_uri_sources_secret_only_has_to_exist():
+    mc = cache(source="URI", uri={"url": "s3://models/q", "sizeGiB": 40,
+                                  "authSecret": {"name": "s3"}}, adapters=[])
+    del mc["spec"]["huggingFace"]
+    obj = desired(run(mc, secret=[{**SECRET, "metadata": {"name": "s3", "namespace": "ml-team"}}]))[
+        "eu-west-1-auth"]
+    assert obj["spec"]["readiness"] == {"policy": "SuccessfulCreate"}
+    assert obj["spec"]["forProvider"]["manifest"]["metadata"]["name"] == "s3"
+
+
+def copying_object() -> dict:
+    """The Object an earlier release composed to copy the Secret, as observed."""
+    return {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+            "metadata": {"name": "qwen3-8b-eu-west-1-secret-x", "namespace": "ml-team",
+                         "labels": {LABEL_MODEL_CACHE: "qwen3-8b"}},
+            "spec": {"forProvider": {"manifest": {
+                "apiVersion": "v1", "kind": "Secret", "data": {"token": "aGZfc2VjcmV0"},
+                "metadata": {"name": "hf-token", "namespace": "ml-team"}}},
+                "providerConfigRef": {"name": "eu-west-1", "kind": "ClusterProviderConfig"},
+                "references": [{"patchesFrom": {"apiVersion": "v1", "kind": "Secret",
+                                                "name": "hf-token", "namespace": "ml-team",
+                                                "fieldPath": "data"}}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+@pytest.mark.parametrize("replicas", [(), ("eu-west-1",)])
+def test_an_earlier_copy_is_made_observe_only_then_dropped_leaving_the_remote_secret(replicas):
+    users = [uses(c) for c in replicas]
+    old = copying_object()
+    first = desired(run(replicas=users, observed={"eu-west-1-secret": old}))["eu-west-1-secret"]
+    # Observe-only: deleting it later deletes nothing on the cluster. Its reference stays,
+    # so that its deletion releases the control plane's Secret; the data is not ours to send.
+    assert first["spec"]["managementPolicies"] == ["Observe"]
+    assert first["spec"]["references"] == old["spec"]["references"]
+    assert "data" not in first["spec"]["forProvider"]["manifest"]
+    observe_only = {**old, "spec": {**old["spec"], "managementPolicies": ["Observe"]}}
+    # Then it goes, even where a replica uses the cache (what is kept for it is the rest).
+    assert "eu-west-1-secret" not in desired(run(replicas=users,
+                                                 observed={"eu-west-1-secret": observe_only}))
 
 
 def test_the_job_downloads_the_model_then_each_adapter_into_the_volume():
@@ -113,9 +235,10 @@ def test_a_uri_source_uses_the_downloaders_entrypoint_or_the_model_image(url, im
 
 
 def test_a_changed_source_is_a_new_job_and_the_old_one_goes():
-    before = {k for k in desired(run()) if "-hydrate-" in k}
+    before = {k for k in desired(run(observed=secret_there())) if "-hydrate-" in k}
     after = {k for k in desired(run(cache(huggingFace={**CACHE["spec"]["huggingFace"],
-                                                        "revision": "v2"})))
+                                                        "revision": "v2"}),
+                                    observed=secret_there()))
              if "-hydrate-" in k}
     assert len(before) == len(after) == 2 and not before & after
 
@@ -183,36 +306,41 @@ def test_a_job_failed_by_its_pod_failure_policy_says_why(code, reason):
 
 
 def test_every_cluster_ready_makes_the_cache_ready():
-    out = desired(run())
-    observed = {}
+    out = desired(run(observed=secret_there()))
+    observed = dict(secret_there())
     for c in ("us-east-1", "eu-west-1"):
         observed.update(observed_job(out, c, conditions=[{"type": "Complete", "status": "True"}]))
     # The remote Job's Object: ready through its CEL query, the inner status observed.
-    remote = next(k for k in observed if k.startswith("eu-west-1"))
+    remote = next(k for k in observed if k.startswith("eu-west-1-hydrate-"))
     observed[remote] = {**out[remote], "status": {
         "conditions": [{"type": "Ready", "status": "True"}, {"type": "Synced", "status": "True"}],
         "atProvider": {"manifest": {**out[remote]["spec"]["forProvider"]["manifest"], "status": {
             "conditions": [{"type": "Complete", "status": "True"}]}}}}}
     rsp = run(observed=observed)
     assert entries(rsp) == {"eu-west-1": ("Ready", "Hydrated"), "us-east-1": ("Ready", "Hydrated")}
+    assert conditions(rsp)["SourceReady"].status == fnv1.STATUS_CONDITION_TRUE
     assert composite(rsp)["status"]["summary"] == "2/2 Ready"
     assert conditions(rsp)["Staged"].reason == "Staged"
     assert rsp.desired.composite.ready == fnv1.READY_TRUE
 
 
-def test_a_missing_secret_holds_back_new_jobs_and_keeps_a_started_one():
-    out = desired(run())
+def test_a_secret_missing_on_the_control_plane_holds_back_new_jobs_and_keeps_a_started_one():
+    out = desired(run(observed=secret_there()))
     started = observed_job(out, "us-east-1", active=1)
     rsp = run(secret=[], observed=started)
-    got = desired(rsp)
-    assert list(started)[0] in got  # kept
-    assert not any("-hydrate-" in k for k in got if k.startswith("eu-west-1"))
-    assert entries(rsp)["eu-west-1"] == ("Pending", "SecretMissing")
-    assert conditions(rsp)["SourceReady"].reason == "SecretMissing"
+    assert list(started)[0] in desired(rsp)  # kept
+    assert entries(rsp)["us-east-1"][1] != "SecretMissing"  # the Job says how it goes
+    fresh = run(secret=[])
+    assert not any(k.startswith("us-east-1-hydrate-") for k in desired(fresh))
+    assert entries(fresh)["us-east-1"] == ("Pending", "SecretMissing")
+    source = conditions(fresh)["SourceReady"]
+    assert (source.reason, source.message) == (
+        "SecretMissing", "Secret hf-token does not exist in namespace ml-team; create it to "
+        "start hydrating")
 
 
 def test_a_narrowed_footprint_keeps_the_volume_where_a_replica_still_mounts_it():
-    out = desired(run())
+    out = desired(run(observed=secret_there()))
     observed = {k: v for k, v in out.items() if k.startswith("eu-west-1")}
     narrowed = cache(clusterSelector={"matchLabels": {"region": "us-east"}})
     kept = desired(run(narrowed, replicas=[uses("eu-west-1")], observed=observed))
@@ -222,7 +350,7 @@ def test_a_narrowed_footprint_keeps_the_volume_where_a_replica_still_mounts_it()
 
 
 def test_a_cluster_gone_keeps_its_objects_while_a_replica_there_uses_the_cache():
-    out = desired(run())
+    out = desired(run(observed=secret_there()))
     observed = {k: v for k, v in out.items() if k.startswith("eu-west-1")}
     fleet = [ic for ic in FLEET if ic["metadata"]["name"] != "eu-west-1"]
     rsp = run(fleet=fleet, replicas=[uses("eu-west-1")], observed=observed)
@@ -273,7 +401,8 @@ def schemas():
 
 @pytest.mark.parametrize("hydrate", ["Eager", "OnDemand"])
 def test_every_composed_object_validates_against_the_real_schemas(hydrate, schemas):
-    out = desired(run(cache(hydration=hydrate), replicas=[uses("eu-west-1")]))
-    assert out
+    out = desired(run(cache(hydration=hydrate), replicas=[uses("eu-west-1")],
+                      observed=secret_there()))
+    assert out and any(k.startswith("eu-west-1-hydrate-") for k in out)
     errors = [e for obj in out.values() for e in schemas.errors(obj)]
     assert not errors, errors

@@ -95,10 +95,15 @@ def test_every_composed_pod_of_every_example_meets_the_restricted_standard(path)
 
 
 def test_the_cache_hydration_pods_meet_the_restricted_standard_as_the_downloader_user():
-    rsp = fn.run_function(request(CACHE, required={
-        REQUIRE_CLUSTERS: ALL_FLEET, REQUIRE_REPLICAS: [],
-        REQUIRE_SECRET: [{"apiVersion": "v1", "kind": "Secret",
-                          "metadata": {"name": "hf-token", "namespace": "ml-team"}}]}))
+    required = {REQUIRE_CLUSTERS: ALL_FLEET, REQUIRE_REPLICAS: [],
+                REQUIRE_SECRET: [{"apiVersion": "v1", "kind": "Secret",
+                                  "metadata": {"name": "hf-token", "namespace": "ml-team"}}]}
+    first = fn.run_function(request(CACHE, required=required))
+    # eu-west-1's Job waits until its observe-only Object finds the Secret there.
+    auth = structs.to_dict(first.desired.resources["eu-west-1-auth"].resource)
+    auth["status"] = {"conditions": [{"type": "Ready", "status": "True"},
+                                     {"type": "Synced", "status": "True"}]}
+    rsp = fn.run_function(request(CACHE, required=required, observed={"eu-west-1-auth": auth}))
     objects = [inner(structs.to_dict(r.resource)) for r in rsp.desired.resources.values()]
     jobs = [o for o in objects if o["kind"] == "Job"]
     assert len(jobs) == 2  # us-east-1 and eu-west-1 have storage

@@ -1169,8 +1169,8 @@ class _Builder:
         self.say(f"provider-kubernetes (local process); health :{health}")
         self._launch(Spec("provider-kubernetes", (
             self.tools["PROVIDER_KUBERNETES"], f"--health-probe-bind-addr=127.0.0.1:{health}",
-            # --sanitize-secrets: an Object of a Secret (a ModelCache's token copied to a
-            # remote cluster) shows no data in status.atProvider (docs/security.md).
+            # --sanitize-secrets: an Object of a Secret (a ModelCache's auth Secret, observed
+            # on a remote cluster) shows no data in status.atProvider (docs/security.md).
             "--poll=1m", "--enable-watches", "--sanitize-secrets"),
             env={"KUBECONFIG": str(cp.kubeconfig),
                  "TLS_SERVER_CERTS_DIR": str(self.dir / "provider-certs"),

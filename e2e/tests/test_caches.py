@@ -1,7 +1,9 @@
 """A ModelCache on the real control plane: the volume binds, the hydration Job
 runs to completion on every cluster of the footprint (kwok completes Job pods),
 replicas land only inside the footprint and prefer warm clusters, and every
-engine pod mounts the volume read-only.
+engine pod mounts the volume read-only. The auth Secret is put on each workload
+cluster as the platform's sync would; the cache only observes it there, holds no
+token in any Object, and says which cluster lacks it.
 
 The cache lives in a namespace of its own: its completed Job pods would
 otherwise stand in the way of other scenarios' "everything is gone" waits.
@@ -38,19 +40,44 @@ def in_namespace(doc: dict, **spec) -> dict:
 
 
 TOKEN = "hf_not_a_real_token"
+TOKEN_B64 = base64.b64encode(TOKEN.encode()).decode()
 OBJECTS = "objects.kubernetes.m.crossplane.io"
+REMOTE = "eu-west-1"  # the footprint's workload cluster; us-east-1 is the control plane
 
 
-def secret() -> dict:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": NS},
-            "stringData": {"token": TOKEN}}
+def secret(name: str = "hf-token") -> dict:
+    # `data`, not `stringData`: server-side apply records no value, and no
+    # last-applied-configuration annotation holds the token (which --sanitize-secrets,
+    # replacing only `data`, would leave in an observing Object's status).
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": NS}, "data": {"token": TOKEN_B64}}
+
+
+def sync_secret(cp: ControlPlane, cluster: str, name: str = "hf-token") -> None:
+    """What the platform's sync (External Secrets, say) does: the Secret, as the tenant
+    wrote it, in the same namespace on a workload cluster."""
+    assert cp.cluster(cluster).remote
+    ensure_namespace(cp, NS, cluster=cluster)
+    cp.apply([secret(name)], cluster=cluster)
+
+
+def unsync_secret(cp: ControlPlane, cluster: str, name: str) -> None:
+    cp.kubectl("delete", "secret", name, "-n", NS, "--ignore-not-found", cluster=cluster)
+
+
+def secret_objects(cp: ControlPlane, name: str) -> list[dict]:
+    """The Objects in the cache's namespace whose manifest is the Secret `name`."""
+    return [o for o in items(cp, OBJECTS, NS)
+            if (o["spec"]["forProvider"]["manifest"].get("kind"), o["spec"]["forProvider"]
+                ["manifest"].get("metadata", {}).get("name")) == ("Secret", name)]
 
 
 @pytest.fixture(scope="module")
 def staged(cp: ControlPlane):
     """The example cache, Eager, staged on its whole footprint."""
     ensure_namespace(cp, NS)
-    apply_docs(cp, [secret()])
+    cp.apply([secret()])   # the control plane stages it too (us-east-1), from the tenant's
+    sync_secret(cp, REMOTE)
     clock = Stopwatch()
     apply_docs(cp, [in_namespace(CACHE)])
     try:
@@ -61,6 +88,7 @@ def staged(cp: ControlPlane):
     finally:
         _delete(cp, MD, DEPLOYMENT["metadata"]["name"])
         _delete(cp, MC, CACHE["metadata"]["name"])
+        unsync_secret(cp, REMOTE, "hf-token")
 
 
 def test_the_cache_is_staged_on_every_cluster_of_its_footprint(cp: ControlPlane, staged):
@@ -77,22 +105,24 @@ def test_the_cache_is_staged_on_every_cluster_of_its_footprint(cp: ControlPlane,
         assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
         jobs = items(cp, "jobs", NS, "modelplane.ai/model-cache=qwen3-8b", cluster=handle)
         assert [condition(j, "Complete").get("status") for j in jobs] == ["True"], jobs
-    # The remote cluster got the token through provider-kubernetes, never through us.
-    remote = get(cp, "secrets", "hf-token", NS, cluster=cp.cluster("eu-west-1"))
-    assert remote is not None and remote.get("data", {}).get("token")
-    # And no Object's status shows it: provider-kubernetes runs with --sanitize-secrets,
-    # so the Secret's Object reports the data it observes redacted. (Its spec still holds
-    # the data: the provider persists what spec.references[].patchesFrom resolved into
-    # the manifest; docs/security.md says who can read it and what would remove it.)
-    objects = items(cp, OBJECTS, NS)
-    copies = [o for o in objects
-              if (o["spec"]["forProvider"]["manifest"].get("kind"), o["spec"]["forProvider"]
-                  ["manifest"].get("metadata", {}).get("name")) == ("Secret", "hf-token")]
-    assert copies, [o["metadata"]["name"] for o in objects]
-    for o in copies:
-        assert o["status"]["atProvider"]["manifest"]["data"] == {"redacted": None}, o["status"]
-    statuses = json.dumps([o.get("status") for o in objects])
-    assert TOKEN not in statuses and base64.b64encode(TOKEN.encode()).decode() not in statuses
+    # The workload cluster's Secret is the one the sync put there: the cache observes
+    # it with one observe-only Object that names it and carries no data, no reference.
+    observers = secret_objects(cp, "hf-token")
+    assert len(observers) == 1, [o["metadata"]["name"] for o in items(cp, OBJECTS, NS)]
+    [o] = observers
+    assert o["spec"]["managementPolicies"] == ["Observe"]
+    assert "references" not in o["spec"]
+    manifest = o["spec"]["forProvider"]["manifest"]
+    assert (manifest["kind"], manifest["metadata"]["name"], manifest["metadata"]["namespace"]) \
+        == ("Secret", "hf-token", NS)
+    assert not {"data", "stringData"} & set(manifest), manifest
+    assert is_true(o, "Ready"), o.get("status")  # the Secret, with its key, is there
+    # provider-kubernetes runs with --sanitize-secrets: what it observed reads redacted.
+    assert o["status"]["atProvider"]["manifest"]["data"] == {"redacted": None}, o["status"]
+    # No Object in the namespace holds the token, in its spec or its status.
+    everything = json.dumps([{"spec": o.get("spec"), "status": o.get("status")}
+                             for o in items(cp, OBJECTS, NS)])
+    assert TOKEN not in everything and TOKEN_B64 not in everything
 
 
 def test_replicas_land_inside_the_footprint_and_mount_the_cache(cp: ControlPlane, staged,
@@ -121,6 +151,49 @@ def test_replicas_land_inside_the_footprint_and_mount_the_cache(cp: ControlPlane
             assert {"name": "model-cache", "mountPath": "/mnt/models", "readOnly": True} in \
                 engine["volumeMounts"]
             assert pod["status"]["phase"] == "Running"
+
+
+def test_a_cluster_without_the_secret_says_so_and_stages_once_it_is_synced(cp: ControlPlane,
+                                                                           staged):
+    """The Secret only on the control plane: us-east-1 hydrates, eu-west-1 waits and
+    says where to sync it; once synced there, eu-west-1 stages too."""
+    name, secret_name = "qwen-sync", "hf-token-sync"
+    mc = in_namespace(CACHE)
+    mc["metadata"]["name"] = name
+    mc["spec"]["huggingFace"]["authSecret"] = {"name": secret_name, "key": "token"}
+    cp.apply([secret(secret_name)])
+    unsync_secret(cp, REMOTE, secret_name)
+    said = (f"Secret {secret_name} not found in namespace {NS} on cluster {REMOTE}: "
+            "sync it there (docs/caches.md)")
+    apply_docs(cp, [mc])
+    try:
+        def missing_there():
+            got = get(cp, MC, name, NS) or {}
+            entries = {e["name"]: e for e in (got.get("status") or {}).get("clusters") or []}
+            entry = entries.get(REMOTE) or {}
+            if (entry.get("reason"), entry.get("message")) != ("SecretMissing", said):
+                raise AssertionError(f"{REMOTE}: {entry}")
+            return got
+        got = wait(f"ModelCache {name} to say {REMOTE} lacks its Secret", missing_there, SERVING)
+        source = condition(got, "SourceReady")
+        assert (source.get("status"), source.get("reason")) == ("False", "SecretMissing")
+        assert said in source.get("message", "")
+        assert not is_true(got, "Ready")
+        # Nothing started there without it; the control plane's cluster is not held back.
+        assert items(cp, "jobs", NS, f"modelplane.ai/model-cache={name}", cluster=REMOTE) == []
+        wait(f"ModelCache {name} Ready on us-east-1", lambda: _ready_on(cp, name, "us-east-1"),
+             HYDRATED)
+        # The platform syncs it: provider-kubernetes retries at most a minute apart.
+        sync_secret(cp, REMOTE, secret_name)
+        done = wait_condition(cp, MC, name, NS, "Staged", HYDRATED + 60)
+        assert is_true(done, "SourceReady") and done["status"]["summary"] == "2/2 Ready"
+        everything = json.dumps([{"spec": o.get("spec"), "status": o.get("status")}
+                                 for o in items(cp, OBJECTS, NS)])
+        assert TOKEN not in everything and TOKEN_B64 not in everything
+    finally:
+        _delete(cp, MC, name)
+        cp.kubectl("delete", "secret", secret_name, "-n", NS, "--ignore-not-found")
+        unsync_secret(cp, REMOTE, secret_name)
 
 
 def cached_deployment(name: str, cache: str, replicas: int, selector=None) -> dict:

@@ -78,32 +78,33 @@ def _ip(host: str) -> bool:
         return False
 
 
-def parse_url(url: Any) -> tuple[str, str, int, str]:
-    """(scheme, host, port, path) of an endpoint URL, or Invalid saying what is wrong."""
+def parse_url(url: Any, field: str = "spec.url") -> tuple[str, str, int, str]:
+    """(scheme, host, port, path) of an endpoint URL (or another URL Envoy fetches, named
+    `field` in messages), or Invalid saying what is wrong."""
     if not isinstance(url, str) or not url:
-        raise Invalid("InvalidURL", "spec.url is missing")
+        raise Invalid("InvalidURL", f"{field} is missing")
     if len(url) > MAX_URL:
-        raise Invalid("InvalidURL", f"spec.url is longer than {MAX_URL} characters")
+        raise Invalid("InvalidURL", f"{field} is longer than {MAX_URL} characters")
     m = URL.match(url)
     if not m or any(c.isspace() for c in url):
-        raise Invalid("InvalidURL", f"spec.url {url!r} is not a URL of the form "
+        raise Invalid("InvalidURL", f"{field} {url!r} is not a URL of the form "
                       "http(s)://host[:port][/path]")
     scheme = m["scheme"].lower()
     if scheme not in DEFAULT_PORTS:
-        raise Invalid("UnsupportedScheme", f"spec.url {url!r} has scheme {scheme!r}; the "
+        raise Invalid("UnsupportedScheme", f"{field} {url!r} has scheme {scheme!r}; the "
                       "gateway reaches only http and https endpoints")
     if m["rest"]:
-        raise Invalid("InvalidURL", f"spec.url {url!r} has a query or fragment; remove it")
+        raise Invalid("InvalidURL", f"{field} {url!r} has a query or fragment; remove it")
     host = m["host"].lower().rstrip(".")
     if "@" in url.split("/")[2]:
-        raise Invalid("InvalidURL", f"spec.url {url!r} carries credentials; put none in a URL")
+        raise Invalid("InvalidURL", f"{field} {url!r} carries credentials; put none in a URL")
     if not host or not (_ip(host) or (len(host) <= 253 and DNS_NAME.match(host))):
-        raise Invalid("InvalidURL", f"spec.url {url!r} needs a host: a DNS name or an IPv4 "
+        raise Invalid("InvalidURL", f"{field} {url!r} needs a host: a DNS name or an IPv4 "
                       "address")
     port = DEFAULT_PORTS[scheme]
     if m["port"] is not None:
         if not m["port"].isdigit() or not 1 <= int(m["port"]) <= 65535:
-            raise Invalid("InvalidURL", f"spec.url {url!r} has port {m['port']!r}, not "
+            raise Invalid("InvalidURL", f"{field} {url!r} has port {m['port']!r}, not "
                           "1..65535")
         port = int(m["port"])
     return scheme, host, port, m["path"] or ""

@@ -173,9 +173,19 @@ def render_cache(tools, address, fleet: pathlib.Path, caches: pathlib.Path | Non
         if source.get("authSecret") else []
     (tmp / "cache-inputs.yaml").write_text(yaml.safe_dump_all(placed + secrets))
     (tmp / "cache.yaml").write_text(yaml.safe_dump(mc))
-    staged = localrender.render(tools, address, tmp / "cache.yaml", MC / "composition.yaml",
-                                required=[fleet, tmp / "cache-inputs.yaml"],
-                                xrd=MC / "definition.yaml")
+    def stage(observed: pathlib.Path | None = None) -> list[dict]:
+        return localrender.render(tools, address, tmp / "cache.yaml", MC / "composition.yaml",
+                                  required=[fleet, tmp / "cache-inputs.yaml"], observed=observed,
+                                  xrd=MC / "definition.yaml")
+    staged = stage()
+    # A remote cluster's Job waits until its observe-only Object finds the auth Secret
+    # there: shown as once the platform has synced it (docs/caches.md).
+    found_there = [{**d, "status": {"conditions": [{"type": "Ready", "status": "True"},
+                                                   {"type": "Synced", "status": "True"}]}}
+                   for d in staged if d.get("kind") == "Object" and _observe_only(d)]
+    if found_there:
+        (tmp / "cache-secrets.yaml").write_text(yaml.safe_dump_all(found_there))
+        staged = stage(tmp / "cache-secrets.yaml")
     rendered = next(d for d in staged if d.get("kind") == KIND_MODEL_CACHE)
     clusters = ((rendered.get("status") or {}).get("clusters")) or []
     hydrated = {**mc, "status": {"clusters": [
@@ -353,6 +363,10 @@ def table(stage1: list[dict], stage2: Mapping[str, list[dict]], fleet: list[dict
     return "\n".join(lines)
 
 
+def _observe_only(obj: Mapping[str, Any]) -> bool:
+    return (obj.get("spec") or {}).get("managementPolicies") == ["Observe"]
+
+
 def _cache_lines(staged: Sequence[dict], placed: list[dict]) -> list[str]:
     """The cache's objects per cluster, and what each replica mounts."""
     mc = next((d for d in staged if d.get("kind") == KIND_MODEL_CACHE), None)
@@ -370,6 +384,8 @@ def _cache_lines(staged: Sequence[dict], placed: list[dict]) -> list[str]:
         inner = ((d.get("spec") or {}).get("forProvider") or {}).get("manifest")
         shown = inner if d.get("kind") == "Object" and isinstance(inner, dict) else d
         via = " (provider-kubernetes Object)" if shown is not d else ""
+        if shown is not d and _observe_only(d):
+            via = " (observed, never copied: the platform syncs it there; shown as synced)"
         cluster = key.rsplit("-hydrate-", 1)[0] if "-hydrate-" in key else key.rsplit("-", 1)[0]
         by_cluster.setdefault(cluster, []).append(
             f"    {shown.get('kind')} {shown['metadata'].get('name')}{via}")

@@ -1,4 +1,4 @@
-"""The cache function: ModelCache -> a volume, its Secret and a hydration Job per cluster.
+"""The cache function: ModelCache -> a volume and a hydration Job per cluster, its Secret observed.
 
 Which clusters stage the cache:
 
@@ -11,17 +11,19 @@ Which clusters stage the cache:
   replica.
 
 On each: the PersistentVolumeClaim (`contract/cacheview.claim_name`, in the
-cache's namespace), the auth Secret (remote clusters get a copy that
-provider-kubernetes fills from the control plane's Secret: this function writes no
-token into what it composes, though Crossplane does send it the Secret it requires,
-data included, to learn whether it exists), and the hydration Job (hydration.py). On a remote
-cluster each is wrapped in a provider-kubernetes Object, as a replica's
-objects are (placement.py), the namespace included.
+cache's namespace) and the hydration Job (hydration.py). On a remote cluster each
+is wrapped in a provider-kubernetes Object, as a replica's objects are
+(placement.py), the namespace included. The auth Secret is never copied: the
+platform syncs it to each cluster, and the cache only observes that it is there
+(authsecret.py: an observe-only Object per remote cluster; on the control plane,
+Crossplane sends the Secret as a required resource, data included, to learn whether
+it exists; this function writes no token into anything it composes).
 
 Never destructive: until the fleet, the replicas and the Secret are
 resolved, everything observed is kept; a cluster that is gone, unreadable
 or without storage keeps its objects while a replica there uses the cache;
-a missing Secret holds back only a Job not yet created. Deleting the cache
+a missing Secret (on the control plane, or on a cluster) holds back only a Job
+not yet created. Deleting the cache
 deletes its volumes, which Kubernetes' own protection keeps until the last
 pod mounting one stops.
 
@@ -42,7 +44,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer import keep, kinds, placement
 from function.composer.composed import Composed, Role
-from function.composer.modelcache import hydration
+from function.composer.modelcache import authsecret, hydration
+from function.composer.modelcache.authsecret import Presence
 from function.composer.readiness import State
 from function.contract.api import (
     API_VERSION,
@@ -95,12 +98,8 @@ def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any
     # Its Namespace's labels, for the clusters' spec.namespaceSelector (records.Cluster.admits).
     require_namespace(rsp, REQUIRE_OWN_NAMESPACE, ns)
     secret = auth_secret(spec)
-    if secret:
-        response.require_resources(rsp, REQUIRE_SECRET, "v1", "Secret", match_name=secret[0],
-                                   namespace=ns)
     observed = req.observed()
-    wanted = [REQUIRE_CLUSTERS, REQUIRE_REPLICAS] + ([REQUIRE_SECRET] if secret else [])
-    if not all(req.resolved(w) for w in wanted):
+    if not all(req.resolved(w) for w in (REQUIRE_CLUSTERS, REQUIRE_REPLICAS)):
         keep.keep_observed(rsp, observed)
         return
 
@@ -127,12 +126,21 @@ def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any
     for cname in in_use:
         if cname in clusters and clusters[cname].storage_class:
             staging.setdefault(cname, clusters[cname])
-    secret_missing = bool(secret) and not req.required(REQUIRE_SECRET)
+    # The control plane's own Secret is read only where the control plane stages the
+    # cache (its Job uses it in place); a remote cluster's is observed there.
+    if secret and any(not c.remote for c in staging.values()):
+        response.require_resources(rsp, REQUIRE_SECRET, "v1", "Secret", match_name=secret[0],
+                                   namespace=ns)
+        if not req.resolved(REQUIRE_SECRET):
+            keep.keep_observed(rsp, observed)
+            return
+    local_secret = _local_presence(secret, bool(req.required(REQUIRE_SECRET)), ns)
 
     steps = hydration.steps(spec)
     claim = claim_name(ns, name)
     composed_keys: set[str] = set()
-    entries = []
+    entries: list[Entry] = []
+    missing: list[Presence] = []
     local = next((c.name for c in staging.values() if not c.remote), None)
     for cname, cluster in sorted(staging.items()):
         # Every InferenceCluster without providerConfigRef is the control
@@ -141,14 +149,27 @@ def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any
         owner = cname if cluster.remote or local is None else local
         # The owner's pod security level shapes its Job's pod, so its name too.
         digest = hydration.digest(steps, secret, staging[owner].pod_security)
-        objects = per_cluster(mc, cluster, owner, steps, digest, secret, secret_missing, observed)
+        found = authsecret.presence(observed.get(keys(owner, digest)["auth"]), secret, ns, cname) \
+            if secret and cluster.remote else local_secret
+        objects = per_cluster(mc, cluster, owner, steps, digest, secret, found, observed)
         if owner == cname:
             for c in objects:
                 resource.update(rsp.desired.resources[c.key], c.manifest)
                 rsp.desired.resources[c.key].ready = desired_ready(
                     kinds.judge(observed.get(c.key)).ready)
                 composed_keys.add(c.key)
-        entries.append(judge_cluster(cname, observed, owner, digest, secret, secret_missing, ns))
+        entries.append(judge_cluster(cname, observed, owner, digest, found))
+        if not found.usable:
+            missing.append(found)
+
+    # An earlier release's copy of the Secret: observe-only first, then dropped
+    # (authsecret.retired), wherever it is: deleting it as it was would delete the
+    # Secret a running Job reads.
+    for key in sorted(k for k in observed if k.endswith(f"-{authsecret.SECRET_KEY}")):
+        if (retired := authsecret.retired(observed[key])) is not None:
+            resource.update(rsp.desired.resources[key], retired)
+            rsp.desired.resources[key].ready = desired_ready(kinds.judge(observed[key]).ready)
+        composed_keys.add(key)
 
     # Objects no longer wanted go, unless a replica there still mounts the volume.
     kept = {k: v for k, v in observed.items() if k not in composed_keys
@@ -160,7 +181,7 @@ def compose_cache(req: Request, rsp: fnv1.RunFunctionResponse, mc: dict[str, Any
                              "namespace now"))
     entries = _dedupe(entries)
 
-    write_status(rsp, entries, claim, no_storage, unreadable, spec, secret, secret_missing, ns,
+    write_status(rsp, entries, claim, no_storage, unreadable, spec, missing, ns,
                  [c.name for c in refused])
 
 
@@ -174,24 +195,35 @@ def auth_secret(spec: Mapping[str, Any]) -> tuple[str, str] | None:
     return (ref["name"], "") if ref else None
 
 
+def _local_presence(secret: tuple[str, str] | None, exists: bool, ns: str) -> Presence:
+    """The control plane's Secret, as Crossplane sent it (or did not)."""
+    if not secret or exists:
+        return authsecret.PRESENT
+    return Presence(authsecret.Found.MISSING, "SecretMissing",
+                    f"Secret {secret[0]} does not exist in namespace {ns}; create it to start "
+                    "hydrating")
+
+
 def keys(owner: str, digest: str) -> dict[str, str]:
     """Composed-resource keys of one cluster's objects. The Job's carries its
     digest: a changed source drops the old Job and creates a new one."""
     return {"namespace": f"{owner}-namespace", "claim": f"{owner}-claim",
-            "secret": f"{owner}-secret", "job": f"{owner}-hydrate-{digest}"}
+            "auth": f"{owner}-{authsecret.AUTH_KEY}", "job": f"{owner}-hydrate-{digest}"}
 
 
 def _cluster_of(key: str) -> str:
-    for suffix in ("-namespace", "-claim", "-secret"):
+    for suffix in ("-namespace", "-claim", f"-{authsecret.AUTH_KEY}",
+                   f"-{authsecret.SECRET_KEY}"):
         if key.endswith(suffix):
             return key.removesuffix(suffix)
     return key.rsplit("-hydrate-", 1)[0]
 
 
 def per_cluster(mc: Mapping[str, Any], cluster: Cluster, owner: str, steps, digest: str,
-                secret: tuple[str, str] | None, secret_missing: bool,
+                secret: tuple[str, str] | None, found: Presence,
                 observed: Mapping[str, Mapping[str, Any]]) -> list[Composed]:
-    """The cache's objects on one cluster, placed (wrapped when remote)."""
+    """The cache's objects on one cluster, placed (wrapped when remote); `found` says
+    whether its auth Secret is there (always, without one)."""
     meta, spec = mc["metadata"], mc["spec"]
     ns, name = meta["namespace"], meta["name"]
     k = keys(owner, digest)
@@ -205,12 +237,8 @@ def per_cluster(mc: Mapping[str, Any], cluster: Cluster, owner: str, steps, dige
         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": storage_class,
                  "resources": {"requests": {"storage": f"{size}Gi"}}},
     })]
-    if secret and cluster.remote:
-        objects.append(Composed(k["secret"], {
-            **kinds.SECRET.header(), "metadata": {"name": secret[0], "namespace": ns,
-                                                  "labels": labels}}))
     job_name = tagged_label(name, digest, tag="hydrate", identity=(ns, name, digest))
-    if not secret_missing:
+    if found.usable:
         objects.append(Composed(k["job"], hydration.job(job_name, ns, claim, labels, steps,
                                                          secret, cluster.pod_security),
                                 Role.WORKLOAD))
@@ -224,12 +252,10 @@ def per_cluster(mc: Mapping[str, Any], cluster: Cluster, owner: str, steps, dige
     placed = placement.place(kinds.recorded(objects), owner_of, cluster,
                              namespace_key=k["namespace"])
     if secret and cluster.remote:
-        for c in placed:
-            if c.key == k["secret"]:
-                # provider-kubernetes copies the data from the control plane's Secret.
-                c.manifest["spec"]["references"] = [{"patchesFrom": {
-                    "apiVersion": "v1", "kind": "Secret", "name": secret[0], "namespace": ns,
-                    "fieldPath": "data"}}]
+        placed.append(Composed(k["auth"], authsecret.observer(
+            secret, ns, tagged_label(name, cluster.name, tag="auth",
+                                     identity=(ns, name, cluster.name, "auth")),
+            owner_of, cluster)))
     return placed
 
 
@@ -251,12 +277,11 @@ def _claim_as_bound(observed: Mapping[str, Any] | None, storage_class: str,
 
 
 def _tag(manifest: Mapping[str, Any]) -> str:
-    return {"PersistentVolumeClaim": "pvc", "Secret": "secret"}.get(manifest["kind"], "hydrate")
+    return {"PersistentVolumeClaim": "pvc"}.get(manifest["kind"], "hydrate")
 
 
 def judge_cluster(cluster: str, observed: Mapping[str, Mapping[str, Any]], owner: str,
-                  digest: str, secret: tuple[str, str] | None, secret_missing: bool,
-                  ns: str) -> Entry:
+                  digest: str, found: Presence) -> Entry:
     k = keys(owner, digest)
     job = kinds.judge(observed.get(k["job"]))
     claim = kinds.judge(observed.get(k["claim"]))
@@ -264,10 +289,8 @@ def judge_cluster(cluster: str, observed: Mapping[str, Mapping[str, Any]], owner
         return Entry(cluster, CachePhase.FAILED, *hydration.failure(job.failure))
     if job.ready:
         return Entry(cluster, CachePhase.READY, "Hydrated", "the weights are staged")
-    if secret_missing and secret is not None and not job.exists:  # missing implies named
-        return Entry(cluster, CachePhase.PENDING, "SecretMissing",
-                     f"Secret {secret[0]} does not exist in namespace {ns}; create it to "
-                     "start hydrating")
+    if not found.usable and not job.exists:
+        return Entry(cluster, CachePhase.PENDING, found.reason, found.message)
     if claim.failure:
         return Entry(cluster, CachePhase.FAILED, "VolumeFailed", claim.failure)
     if job.exists and claim.ready:
@@ -292,7 +315,7 @@ def _dedupe(entries: list[Entry]) -> list[Entry]:
 
 def write_status(rsp: fnv1.RunFunctionResponse, entries: list[Entry], claim: str,
                  no_storage: list[str], unreadable: Mapping[str, str], spec: Mapping[str, Any],
-                 secret: tuple[str, str] | None, secret_missing: bool, ns: str,
+                 missing: list[Presence], ns: str,
                  not_admitted: list[str] | None = None) -> None:
     ready = sum(e.phase == CachePhase.READY for e in entries)
     resource.update(rsp.desired.composite, {"status": {
@@ -328,16 +351,18 @@ def write_status(rsp: fnv1.RunFunctionResponse, entries: list[Entry], claim: str
     message = "; ".join([cond[2], *skipped])[:MAX_MESSAGE]
     response.set_conditions(rsp, resource.Condition(
         typ=STAGED, status=cond[0], reason=cond[1], message=message))
-    if secret_missing and secret is not None:  # missing implies named
+    if missing:
+        # Said first: what the user must do (a Secret to sync), then what is pending.
+        worst = [m for m in missing if m.found is not authsecret.Found.CHECKING] or missing
         response.set_conditions(rsp, resource.Condition(
-            typ=SOURCE_READY, status="False", reason="SecretMissing",
-            message=f"Secret {secret[0]} does not exist in namespace {ns}"))
+            typ=SOURCE_READY, status="False", reason=worst[0].reason,
+            message="; ".join(dict.fromkeys(m.message for m in worst))[:MAX_MESSAGE]))
     else:
         response.set_conditions(rsp, resource.Condition(
             typ=SOURCE_READY, status="True", reason="SourceReady"))
     # Said explicitly: a cache with nothing composed would otherwise count as ready.
     rsp.desired.composite.ready = desired_ready(cond[0] == "True")
-    if cond[1] == "Hydrating" or secret_missing:
+    if cond[1] == "Hydrating" or missing:
         requeue.soon(rsp)  # the Secret and the fleet are not watched for us
 
 

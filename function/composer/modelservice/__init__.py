@@ -34,8 +34,9 @@ Rules whose order Gateway API would not keep (rules.py) are refused:
 `Routed=False, RuleConflict`, naming both rules and why.
 
 Never destructive: until the requirements are resolved, without a front
-door, with a bad spec, or when the endpoints in use need different rewrite
-paths (Envoy cannot rewrite per weighted backend: envoyproxy/gateway#7099),
+door, with a bad spec, with a JWKS the front door may not fetch (authn.py), or
+when the endpoints in use need different rewrite paths (Envoy cannot rewrite
+per weighted backend: envoyproxy/gateway#7099),
 the observed objects are kept as they are and `Routed` says why. The
 rewrite paths need to agree only within one rule: each has its own filter.
 """
@@ -50,7 +51,7 @@ from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer import keep, kinds, placement
-from function.composer.modelservice import objects, policy, rules, weights
+from function.composer.modelservice import authn, objects, policy, rules, weights
 from function.composer.modelservice.endpoint import check
 from function.composer.modelservice.rules import Match
 from function.kit import requeue
@@ -185,6 +186,12 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
     if why:
         hold(rsp, observed, "NoGateway", why)
         return
+    # Fail closed: without the JWKS there is no policy, and a route without it would
+    # answer anyone; what exists is kept as it is.
+    denied = authn.refusals(spec, admission)
+    if denied:
+        hold(rsp, observed, "DeniedJWKS", "; ".join(denied))
+        return
     fleet = policy.gateways(req.required(REQUIRE_CLUSTERS))
     for e in entries:
         resolve(e, req.required(requirement(e.role, e.index, e.rule)), admission, fleet)
@@ -272,7 +279,7 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
         errors.append("spec.loraAdapters need spec.modelName")
     if len(set(adapters)) != len(adapters):
         errors.append("spec.loraAdapters must be unique")
-    return errors + rules.rule_errors(spec)
+    return errors + rules.rule_errors(spec) + authn.errors(spec)
 
 
 def resolve(entry: Entry, objs: list[dict[str, Any]], door: FrontDoor,

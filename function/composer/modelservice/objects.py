@@ -32,9 +32,10 @@ ModelReplica's objects in the same namespace (their tags differ).
   reads the Secret (key `credential`) and sets the header, replacing any the
   client sent; the function never reads the Secret.
 * `SecurityPolicy` (Envoy Gateway) targeting the route, when
-  `spec.authentication.apiKeys` is set: `apiKeyAuth` from the Secret, the key
-  read from `Authorization` (Envoy drops a `Bearer ` prefix) and removed
-  before the request goes on (`sanitize`).
+  `spec.authentication` is set: `apiKeyAuth` or `jwt` (authn.py). With `jwt`,
+  each backendRef without its own credential also removes `Authorization`:
+  Envoy Gateway forwards a verified token, which is the tenant's client's, not
+  the provider's.
 """
 
 from __future__ import annotations
@@ -45,16 +46,16 @@ from typing import Any
 
 from function.composer import kinds, placement
 from function.composer.composed import Composed, Role
+from function.composer.modelservice import authn
 from function.composer.modelservice.rules import Match
 from function.contract.api import GROUP, HEADER_REPLICA
-from function.contract.endpoints import Endpoint
+from function.contract.endpoints import AUTH_HEADER, Endpoint
 from function.contract.names import tagged_label
 from function.contract.records import Cluster
 
 GATEWAY_API = "gateway.networking.k8s.io"
 ENVOY_GATEWAY = "gateway.envoyproxy.io"
 LABEL_SERVICE = f"{GROUP}/model-service"
-AUTHORIZATION = "Authorization"
 LOCAL = "control-plane"  # the key prefix of every InferenceCluster without providerConfigRef
 
 
@@ -110,18 +111,14 @@ def compose(ns: str, name: str, spec: Mapping[str, Any], cluster: Cluster,
                     "header": ep.auth_header, "overwrite": True,
                     "credential": {"valueRef": {"group": "", "kind": "Secret",
                                                 "name": ep.auth_secret}}}}}, Role.ROUTE))
-    keys = ((spec.get("authentication") or {}).get("apiKeys") or {}).get("secretRef")
-    if keys:
+    authentication = authn.policy(spec)
+    if authentication:
         out.append(Composed(key(cluster, "route-authentication"), {
             **kinds.SECURITYPOLICY.header(),
             "metadata": meta(ns, name, name_of(ns, name, tag="auth")),
             "spec": {"targetRefs": [{"group": GATEWAY_API, "kind": "HTTPRoute",
                                      "name": route_name}],
-                     "apiKeyAuth": {
-                         "credentialRefs": [{"group": "", "kind": "Secret",
-                                             "name": keys["name"]}],
-                         "extractFrom": [{"headers": [AUTHORIZATION]}],
-                         "sanitize": True}}}, Role.ROUTE))
+                     **authentication}}, Role.ROUTE))
     retry = spec.get("retry")
     if retry:
         policy: dict[str, Any] = {"numRetries": retry["attempts"]}
@@ -157,16 +154,22 @@ def credential_name(ns: str, name: str, endpoint: str) -> str:
     return name_of(ns, name, endpoint, tag="cred")
 
 
-def backend_filters(ns: str, name: str, ep: Endpoint) -> list[dict[str, Any]]:
+def backend_filters(ns: str, name: str, ep: Endpoint,
+                    strip_authorization: bool = False) -> list[dict[str, Any]]:
     """The endpoint's header changes: the replica header set (a replica's endpoint)
-    or removed (any other), its own headers; its credential filter."""
+    or removed (any other), the client's Authorization removed when asked (a JWT the
+    front door verified) unless the endpoint's credential replaces it, its own
+    headers; its credential filter."""
     modifier: dict[str, Any] = {}
     headers = list(ep.headers)
+    remove = [] if ep.replica else [HEADER_REPLICA]
+    if strip_authorization and not ep.auth_secret:
+        remove.append(AUTH_HEADER)
     if ep.replica:
         headers = sorted([(HEADER_REPLICA, ep.replica_header), *headers],
                          key=lambda h: h[0].lower())
-    else:
-        modifier["remove"] = [HEADER_REPLICA]
+    if remove:
+        modifier["remove"] = remove
     if headers:
         modifier["set"] = [{"name": n, "value": v} for n, v in headers]
     out: list[dict[str, Any]] = [{"type": "RequestHeaderModifier",
@@ -206,7 +209,7 @@ def http_rule(ns: str, name: str, spec: Mapping[str, Any], match: Match, target:
     for ep, weight in target.backends:
         ref: dict[str, Any] = {"group": ENVOY_GATEWAY, "kind": "Backend",
                                "name": backend_name(ns, name, ep.name), "weight": weight}
-        ref["filters"] = backend_filters(ns, name, ep)
+        ref["filters"] = backend_filters(ns, name, ep, authn.strips_authorization(spec))
         refs.append(ref)
     if refs:
         rule["backendRefs"] = refs

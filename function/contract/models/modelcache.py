@@ -111,7 +111,7 @@ class HuggingFace1(BaseModel):
     authSecret: Annotated[
         AuthSecret | None,
         Field(
-            description="A Secret with a Hugging Face token, for gated or private repositories; copied to every cluster that stages the cache."
+            description="A Secret with a Hugging Face token, for gated or private repositories. Never copied: it must exist under this name in the cache's namespace on every cluster that stages the cache (synced by the platform); the cache observes it there."
         ),
     ] = None
     filename: Annotated[
@@ -181,7 +181,7 @@ class Uri1(BaseModel):
     authSecret: Annotated[
         AuthSecret1 | None,
         Field(
-            description="A Secret whose every key becomes an environment variable of the downloader (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `HF_TOKEN`...); copied to every cluster that stages the cache."
+            description="A Secret whose every key becomes an environment variable of the downloader (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `HF_TOKEN`...). Never copied: it must exist under this name in the cache's namespace on every cluster that stages the cache (synced by the platform); the cache observes it there."
         ),
     ] = None
     sizeGiB: Annotated[

@@ -31,13 +31,107 @@ class ApiKeys(BaseModel):
     ]
 
 
+class Audience(RootModel[StrictStr]):
+    root: Annotated[
+        StrictStr, Field(max_length=253, min_length=1, pattern="^[!-~]([ -~]*[!-~])?$")
+    ]
+
+
+class ClaimToHeader(BaseModel):
+    claim: Annotated[
+        StrictStr,
+        Field(
+            description="The claim (`sub`; a nested one as `org.team`); a string, number or boolean. Printable ASCII, no leading or trailing space.",
+            max_length=253,
+            min_length=1,
+            pattern="^[!-~]([ -~]*[!-~])?$",
+        ),
+    ]
+    header: Annotated[
+        StrictStr,
+        Field(
+            description="The request header it is copied to; not a reserved one.",
+            max_length=256,
+            min_length=1,
+            pattern="^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$",
+        ),
+    ]
+
+
+class RemoteJWKS(BaseModel):
+    uri: Annotated[
+        StrictStr,
+        Field(
+            description="Where the front door's Envoy fetches the signing keys: an `https://` URL verified against the system CAs. The same destinations as a ModelEndpoint's URL: never a link-local, metadata, unspecified or multicast address, nor the API server's names; a private address or a cluster-internal name only where the front door's InferenceCluster allows it (spec.frontDoor.allowedDestinations).",
+            max_length=253,
+            min_length=9,
+            pattern="^https://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[^?#\\s]*)?$",
+        ),
+    ]
+
+
+class Provider(BaseModel):
+    audiences: Annotated[
+        list[Audience] | None,
+        Field(
+            description="The `aud` values accepted (one is enough); default any.",
+            max_length=8,
+        ),
+    ] = None
+    claimToHeaders: Annotated[
+        list[ClaimToHeader] | None,
+        Field(
+            description="Claims copied into request headers, for backends that need to know who called.",
+            max_length=8,
+        ),
+    ] = None
+    issuer: Annotated[
+        StrictStr | None,
+        Field(
+            description="The `iss` a token must carry (a URL or an email address); default any. Printable ASCII, no leading or trailing space.",
+            max_length=253,
+            min_length=1,
+            pattern="^[!-~]([ -~]*[!-~])?$",
+        ),
+    ] = None
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="The provider's name, unique in the list.",
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        ),
+    ]
+    remoteJWKS: Annotated[
+        RemoteJWKS, Field(description="The provider's JSON Web Key Set.")
+    ]
+
+
+class Jwt(BaseModel):
+    providers: Annotated[
+        list[Provider],
+        Field(
+            description="The identity providers; a token any one of them verifies is accepted.",
+            max_length=4,
+            min_length=1,
+        ),
+    ]
+
+
 class Authentication(BaseModel):
     apiKeys: Annotated[
-        ApiKeys,
+        ApiKeys | None,
         Field(
             description="API keys: a client sends `Authorization: Bearer <key>` (what OpenAI clients send); a request without a known key is answered 401, and the key is removed before the request goes on."
         ),
-    ]
+    ] = None
+    jwt: Annotated[
+        Jwt | None,
+        Field(
+            description="JWTs: a client sends `Authorization: Bearer <token>`; a request without a token one provider verifies (signature, expiry, issuer and audiences) is answered 401. The token goes no further than the front door: the route removes Authorization on its way to every endpoint (one with spec.auth gets its own credential instead)."
+        ),
+    ] = None
 
 
 MatchLabelsAdditionalProperty = TypeAliasType(
@@ -274,7 +368,7 @@ class Spec(BaseModel):
     authentication: Annotated[
         Authentication | None,
         Field(
-            description="Who may call the service: an Envoy Gateway SecurityPolicy on its route. Without it the service answers anyone who reaches the front door."
+            description="Who may call the service: an Envoy Gateway SecurityPolicy on its route, with API keys or JWTs (one of them). Without it the service answers anyone who reaches the front door."
         ),
     ] = None
     endpoints: Annotated[
