@@ -23,8 +23,8 @@
 #
 # The versions live only in hack/tools/*/go.mod (with go.sum): one module per
 # tool, so a build is reproducible. Each tool is cached in its own directory,
-# $cache/NAME-<hash of its go.mod, go.sum, *.go, patch.sh (and patchlib.sh), packages, link flags and
-# the Go version>, created by renaming a finished temporary directory (atomic).
+# $cache/NAME-<hash of its go.mod, go.sum, *.go, patch.sh (and patchlib.sh), packages, compile and
+# link flags and the Go version>, created by renaming a finished temporary directory (atomic).
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -46,6 +46,12 @@ done
 command -v go >/dev/null || die "go is not on PATH; it is needed to build the pinned tools"
 mkdir -p "$cache"
 goversion=$(go env GOVERSION)
+# No debug information, in any package (-gcflags) or binary (-s -w): nobody debugs these
+# tools, and a cold build of them all is about a tenth shorter without it (etcd: 37.6 s
+# -> 33.0 s compiling, kwok: 7.5 s -> 3.3 s linking, on 2 cores). hack/build-go-tool.sh
+# and tests/harness/test_inferencepool_extension.py build with the same -trimpath and
+# -gcflags, so the packages they share with Envoy Gateway's build compile once.
+GCFLAGS=all=-dwarf=false
 
 # modver TOOL MODULE: the version of MODULE that hack/tools/TOOL/go.mod requires.
 modver() {
@@ -74,12 +80,12 @@ modsrc() {
 # run as `patch.sh DIR`: it writes patched sources under DIR and prints go build
 # flags (one a line) that use them; DIR is removed once the binaries are built.
 build() {
-  local tool=$1 ldflags=$2 src="$here/tools/$1" key dir tmp log spec bin pkg start flags
+  local tool=$1 ldflags="-s -w $2" src="$here/tools/$1" key dir tmp log spec bin pkg start flags
   shift 2
   [ -f "$src/go.mod" ] || die "no hack/tools/$tool/go.mod"
   # The key: every source of the binaries, how they are built, and the Go release.
   key=$( {
-    echo "$goversion"; echo "$ldflags"; printf '%s\n' "$@"
+    echo "$goversion"; echo "$GCFLAGS"; echo "$ldflags"; printf '%s\n' "$@"
     (cd "$src" && find . -maxdepth 1 -type f \( -name go.mod -o -name go.sum -o -name '*.go' -o -name patch.sh \) |
       LC_ALL=C sort | xargs sha256sum)
     if [ -f "$src/patch.sh" ]; then sha256sum <"$here/tools/patchlib.sh"; fi
@@ -109,7 +115,7 @@ build() {
       bin=$(binname "$spec") pkg=${spec#*=}
       # -mod=mod: go.sum pins every module; the proxy refuses version listing,
       # so never ask it for @latest.
-      if ! (cd "$src" && GOFLAGS=-mod=mod go build -trimpath "${flags[@]}" -ldflags "$ldflags" -o "$tmp/$bin" "$pkg") >>"$log" 2>&1; then
+      if ! (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -gcflags="$GCFLAGS" "${flags[@]}" -ldflags "$ldflags" -o "$tmp/$bin" "$pkg") >>"$log" 2>&1; then
         cat "$log" >&2
         cp -f "$log" "$cache/$tool-$key.failed.log"
         die "building $tool ($pkg) failed (log above; kept in $cache/$tool-$key.failed.log)"

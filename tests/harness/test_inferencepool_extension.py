@@ -34,8 +34,11 @@ def _envoy() -> str:
 def _go(*args: str) -> subprocess.CompletedProcess:
     # -mod=readonly: go.mod/go.sum are committed and must be complete, as for
     # hack/build-go-tool.sh; the module cache is shared, nothing is written here.
-    # FMS_ENVOY lets the Go tests load the rewrite into a real Envoy.
-    env = {**os.environ, "GOFLAGS": "-mod=readonly", "FMS_ENVOY": _envoy()}
+    # FMS_ENVOY lets the Go tests load the rewrite into a real Envoy. -trimpath and
+    # -gcflags as hack/build-go-tool.sh and hack/tools.sh build: on a cold machine
+    # vet, test and the builds then compile the packages they share once.
+    env = {**os.environ, "GOFLAGS": "-mod=readonly -trimpath -gcflags=all=-dwarf=false",
+           "FMS_ENVOY": _envoy()}
     return subprocess.run(["go", *args], cwd=TOOL, capture_output=True, text=True, env=env,
                           timeout=900)
 
