@@ -145,8 +145,11 @@ def replay(case: corpus.Case, strategy: str | None, time_limit: float | None = N
                 else f"2026-02-01T{n:02d}:{result.rounds:02d}:{i % 60:02d}Z")
         mds[name] = {**mds[name], "status": status}
         owned[name] = out
-        result.moves += sum(1 for k in before if k not in out)
-        return set(out) != set(before)
+        # A move: a replica gone from its cluster, or one on the same cluster
+        # whose engines changed pools (making room on another pool of it).
+        moved = [k for k in before if k not in out or _pools(out[k]) != _pools(before[k])]
+        result.moves += len(moved)
+        return set(out) != set(before) or bool(moved)
 
     for n, md in enumerate(case.deployments):
         name = md["metadata"]["name"]
@@ -176,6 +179,12 @@ def replay(case: corpus.Case, strategy: str | None, time_limit: float | None = N
     result.usage, result.gpus = solver.placed_pods(clusters, mine)
     result.overcommitted = overcommits(case.clusters, others(""))
     return result
+
+
+def _pools(mr: dict) -> list[str]:
+    """The pools a ModelReplica's members run on."""
+    return [m.get("nodePoolName", "") for e in mr["spec"].get("engines") or []
+            for m in e.get("members") or []]
 
 
 def overcommits(clusters: Sequence[dict], ledger: Sequence[dict],
