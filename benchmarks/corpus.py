@@ -23,8 +23,10 @@ Capacity is counted per node and device (issue #34; benchmarks/packing.py), and
 these traps are where that matters:
 
 - mixed-gpus: 1-, 2-, 4- and 8-GPU engines (and the odd gang of 8-GPU pods)
-  on 8-GPU nodes, asking for 100-140% of the fleet's GPUs: the optimum packs
-  them so that no node is left with a remainder nothing fits.
+  on 8-GPU nodes, asking for 90-100% of the fleet's GPUs, all of which fit
+  (the demand is cut from a packing of every node): a packer that leaves
+  nodes with remainders the later replicas cannot use strands devices and
+  places fewer.
 - fragmentation: many 1-GPU replicas first (more than the nodes), then 2-,
   4- and 8-GPU ones: scattered one or two per node, the small ones leave no
   node with 4 or 8 GPUs free.
@@ -32,23 +34,29 @@ these traps are where that matters:
   (or firstAvailable between two kinds) on 8-GPU H100/A100 and 4-GPU L4
   nodes, asking for 60-100% of its GPUs: charged a whole node each, they
   place one replica per node and strand most GPUs.
+- over-demand: mixed-gpus as it was until 2026-11-26, asking for 100-140%
+  of the fleet's GPUs: the count optimum leaves early large replicas out to
+  place more later small ones, which no scheduler serving deployments in
+  arrival order can. It measures the arrival order, not the packing: scored
+  apart, against the in-order optimum (`IN_ORDER`).
 
 Other deployments' replicas (`held`) hold whole nodes' GPUs, so a "nearly
 full" fleet is as full counted by devices as by nodes. Everything comes from
-`random.Random(f"{seed}-{trap}-{i}")`: the same seed gives the same corpus,
-and a trap added later has streams of its own, leaving the earlier ones'
-cases as they were.
+`random.Random(f"{seed}-{stream}-{i}")`, the stream named by the trap
+(`STREAMS`): the same seed gives the same corpus, and a trap added later has
+streams of its own, leaving the earlier ones' cases as they were.
 
 Pools have a costPerNodeHour: a list price per kind, each cluster's within
 40% of it either way. In the `mixed` trap about one pool in five has none
 (unknown, which the scheduler ranks after any price); elsewhere every pool
 is priced, so a strategy's cost compares with the least as one number.
-Prices come from a second generator, `random.Random(f"{seed}-{trap}-{i}-cost")`,
+Prices come from a second generator, `random.Random(f"{seed}-{stream}-{i}-cost")`,
 so adding them left every fleet and deployment of a seed as it was.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 
@@ -58,7 +66,13 @@ GPU = "gpu.nvidia.com"
 NAMESPACE = "ml-team"
 PRODUCTS = {"h100": "NVIDIA-H100-80GB", "a100": "NVIDIA-A100-80GB", "l4": "NVIDIA-L4"}
 TRAPS = ("small-before-gang", "alternatives", "multi-engine", "nearly-full", "mixed",
-         "mixed-gpus", "fragmentation", "whole-node-waste")
+         "mixed-gpus", "fragmentation", "whole-node-waste", "over-demand")
+# Traps whose demand exceeds the fleet by design: scored against the in-order
+# optimum (what a first-come-first-served scheduler can place), apart from the rest.
+IN_ORDER = frozenset({"over-demand"})
+# The RNG stream each trap draws from, where it is not the trap's name: the
+# over-demand cases are the mixed-gpus cases before 2026-11-26, as they were.
+STREAMS = {"mixed-gpus": "mixed-gpus-fits", "over-demand": "mixed-gpus"}
 GPUS_PER_NODE = {"h100": 8, "a100": 8, "l4": 4}
 
 
@@ -291,24 +305,107 @@ def _fleet_gpus(clusters: list[dict]) -> int:
                for p in c["spec"]["nodePools"])
 
 
-def mixed_gpus(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
-    clusters = [cluster(f"c{i:02d}", *[pool(k, rng.randint(1, 4)) for k in
-                                       sorted(rng.sample(["a100", "h100"], rng.randint(1, 2)))])
-                for i in range(rng.randint(2, 5))]
+def _gpu_fleet(rng: random.Random) -> list[dict]:
+    """Two to five clusters of one to four 8-GPU nodes of A100, H100 or both."""
+    return [cluster(f"c{i:02d}", *[pool(k, rng.randint(1, 4)) for k in
+                                   sorted(rng.sample(["a100", "h100"], rng.randint(1, 2)))])
+            for i in range(rng.randint(2, 5))]
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """A mixed-gpus deployment's replica: `copies` pods of `size` GPUs, or a
+    gang of 1 + `workers` pods of 8 GPUs and 8 NICs, on nodes of `kinds`."""
+
+    kinds: tuple[str, ...]
+    size: int = 8
+    copies: int = 1
+    workers: int = 0  # a gang's (0: a Standalone engine)
+
+    @property
+    def gpus(self) -> int:
+        return 8 * (1 + self.workers) if self.workers else self.size * self.copies
+
+    @property
+    def block(self) -> int:
+        """GPUs the witness gives a replica on one node (its copies together),
+        0 when it takes whole nodes."""
+        return 0 if self.workers or self.gpus > 8 else self.gpus
+
+    @property
+    def nodes(self) -> int:
+        """Whole nodes of one pool the witness gives a replica (0: a block)."""
+        return 0 if self.block else self.gpus // 8
+
+    def deployment(self, i: int, replicas: int) -> dict:
+        if self.workers:
+            return deployment(_name(i, "gang"), replicas, gang("vllm", self.workers, *self.kinds))
+        return deployment(_name(i, f"g{self.size}"), replicas,
+                          standalone("vllm", gpus(self.size, *self.kinds), copies=self.copies))
+
+
+def _gpu_shape(rng: random.Random, kinds: list[str]) -> _Shape:
+    want = tuple(rng.sample(kinds, rng.randint(1, len(kinds))))
+    if rng.random() < 0.15:
+        return _Shape(want, workers=rng.randint(1, 2))
+    return _Shape(want, size=rng.choice([1, 1, 2, 2, 4, 8]), copies=rng.choice([1, 1, 2]))
+
+
+def over_demand(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    """The mixed-gpus shapes asking for 100-140% of the fleet's GPUs, each
+    deployment about as many GPUs: the `mixed-gpus` trap until 2026-11-26 (its
+    cases as they were, from the "mixed-gpus" streams). The count optimum
+    leaves early large replicas out to place more later small ones, which no
+    first-come-first-served scheduler does: scored against the in-order
+    optimum (`IN_ORDER`)."""
+    clusters = _gpu_fleet(rng)
     kinds, count = _kinds(clusters), rng.randint(4, 7)
     budget = _fleet_gpus(clusters) * rng.uniform(1.0, 1.4) / count  # GPUs per deployment
-    deps = []
-    for i in range(count):
-        want = rng.sample(kinds, rng.randint(1, len(kinds)))
-        if rng.random() < 0.15:  # a gang: 1 + workers pods of 8 GPUs and 8 NICs
-            workers = rng.randint(1, 2)
-            deps.append(deployment(_name(i, "gang"), max(1, round(budget / (8 * (1 + workers)))),
-                                   gang("vllm", workers, *want)))
-            continue
-        size, copies = rng.choice([1, 1, 2, 2, 4, 8]), rng.choice([1, 1, 2])
-        deps.append(deployment(_name(i, f"g{size}"), max(1, round(budget / (size * copies))),
-                               standalone("vllm", gpus(size, *want), copies=copies)))
-    return clusters, [], deps
+    shapes = [_gpu_shape(rng, kinds) for _ in range(count)]
+    return clusters, [], [s.deployment(i, max(1, round(budget / s.gpus)))
+                          for i, s in enumerate(shapes)]
+
+
+def mixed_gpus(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    """1/2/4/8-GPU engines and gangs on 8-GPU nodes, asking for 90-100% of the
+    fleet's GPUs, all of which fit: the demand is cut from a witness packing
+    (every node tiled with random replicas of the case's shapes, then random
+    replicas taken out until the demand is the drawn share of the fleet). The
+    count optimum is then everything asked, as is the in-order optimum, so a
+    replica short is a packing's stranded devices, never the arrival order."""
+    clusters = _gpu_fleet(rng)
+    kinds = _kinds(clusters)
+    shapes = [_gpu_shape(rng, kinds) for _ in range(rng.randint(4, 7))]
+    for kind in kinds:  # every pool has some shape to tile it with
+        if not any(kind in s.kinds for s in shapes):
+            i = rng.randrange(len(shapes))
+            shapes[i] = dataclasses.replace(shapes[i], kinds=(*shapes[i].kinds, kind))
+    witness: list[tuple[int, int]] = []  # (shape, GPUs) per replica, as tiled
+    for c in clusters:
+        for p in c["spec"]["nodePools"]:
+            usable = [i for i, s in enumerate(shapes) if p["name"] in s.kinds]
+            node = 0
+            while node < p["nodes"]:
+                room, empty = 8, p["nodes"] - node
+                while room:
+                    fit = [i for i in usable if 0 < shapes[i].block <= room
+                           or (room == 8 and 0 < shapes[i].nodes <= empty)]
+                    if not fit:
+                        break
+                    i = rng.choice(fit)
+                    if shapes[i].nodes:
+                        witness.append((i, 8 * shapes[i].nodes))
+                        node += shapes[i].nodes - 1
+                        room = 0
+                    else:
+                        witness.append((i, shapes[i].block))
+                        room -= shapes[i].block
+                node += 1
+    target = _fleet_gpus(clusters) * rng.uniform(0.9, 1.0)
+    while sum(g for _, g in witness) > target:
+        witness.pop(rng.randrange(len(witness)))
+    counts = [sum(1 for i, _ in witness if i == k) for k in range(len(shapes))]
+    return clusters, [], [s.deployment(i, n) for i, (s, n) in enumerate(zip(shapes, counts)) if n]
 
 
 def fragmentation(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
@@ -350,7 +447,12 @@ def whole_node_waste(rng: random.Random) -> tuple[list[dict], list[dict], list[d
 GENERATORS = {"small-before-gang": small_before_gang, "alternatives": alternatives_trap,
               "multi-engine": multi_engine, "nearly-full": nearly_full, "mixed": mixed,
               "mixed-gpus": mixed_gpus, "fragmentation": fragmentation,
-              "whole-node-waste": whole_node_waste}
+              "whole-node-waste": whole_node_waste, "over-demand": over_demand}
+
+
+def stream(trap: str) -> str:
+    """The name of the trap's RNG streams (`STREAMS`)."""
+    return STREAMS.get(trap, trap)
 
 
 def generate(seed: int = 19, per_trap: int = 12) -> list[Case]:
@@ -358,9 +460,9 @@ def generate(seed: int = 19, per_trap: int = 12) -> list[Case]:
     cases = []
     for trap in TRAPS:
         for i in range(per_trap):
-            rng = random.Random(f"{seed}-{trap}-{i}")
+            rng = random.Random(f"{seed}-{stream(trap)}-{i}")
             clusters, held, deps = GENERATORS[trap](rng)
-            price(random.Random(f"{seed}-{trap}-{i}-cost"), clusters,
+            price(random.Random(f"{seed}-{stream(trap)}-{i}-cost"), clusters,
                   unpriced=0.2 if trap == "mixed" else 0.0)
             cases.append(Case(f"{trap}-{i}", trap, clusters, held, deps))
     return cases

@@ -254,6 +254,11 @@ def test_the_harness_reports_every_case_trap_and_last_the_headline_ratio():
     for r in rows:
         assert r["gpus nodewise"] <= r["gpus fleet"] and r["gpus optimal"] <= r["gpus fleet"]
         assert r["nodewise"] <= r["optimal"]  # devices never place fewer than whole nodes
+    # The trap asking for more than the fleet has is scored apart, against the in-order optimum.
+    apart = [r for r in rows if r["trap"] in corpus.IN_ORDER]
+    assert apart and f"over {len(rows) - len(apart)} cases = " in text.splitlines()[-1]
+    assert "\nover-demand (asks for more than the fleet has; scored apart, against the " \
+        "in-order optimum): Spread " in text
     assert "\ncost per hour, against the least cost of placing the same replicas: Spread " in text
     assert "\ncost per hour, against each deployment's least on the fleet as it arrived: Spread " in text
     for r in rows:
@@ -325,8 +330,8 @@ def test_the_corpus_prices_most_pools_and_leaves_its_fleets_as_they_were():
     unpriced = [{**cl, "spec": {**cl["spec"], "nodePools": [
         {k: v for k, v in p.items() if k != "costPerNodeHour"} for p in cl["spec"]["nodePools"]]}}
         for c in cases for cl in c.clusters]
-    as_generated = [cl for trap in corpus.TRAPS for i in range(2)
-                    for cl in corpus.GENERATORS[trap](random.Random(f"7-{trap}-{i}"))[0]]
+    as_generated = [cl for trap in corpus.TRAPS for i in range(2) for cl in
+                    corpus.GENERATORS[trap](random.Random(f"7-{corpus.stream(trap)}-{i}"))[0]]
     assert unpriced == as_generated
 
 
@@ -342,6 +347,30 @@ def test_the_traps_added_for_devices_leave_the_earlier_traps_cases_as_they_were(
                        for c in cases], sort_keys=True)
     digest = hashlib.sha256(text.encode()).hexdigest()
     assert digest == "a17fc909a151a1e3ca8fd1ea84300a61a6bdf66bfaad17ad6214362acdbe2376"
+
+
+def test_the_over_demand_cases_are_the_mixed_gpus_cases_as_they_were():
+    # seed 19's mixed-gpus cases before 2026-11-26 (asking for 100-140% of the
+    # fleet's GPUs), now the over-demand trap, drawn from the same streams.
+    cases = [c for c in corpus.generate(19, 12) if c.trap == "over-demand"]
+    text = json.dumps([[c.name.replace("over-demand", "mixed-gpus"), c.clusters, c.deployments]
+                       for c in cases], sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    assert digest == "8a66ad6660deba32d80e087dea8e6a0362c005e378846366fc5d47d9667548f6"
+
+
+def test_the_mixed_gpus_trap_asks_for_no_more_than_fits_so_every_optimum_is_all_of_it():
+    # Cut from a packing of every node: the count optimum and the in-order
+    # optimum both place every replica asked for, so a shortfall is packing's.
+    for case in [c for c in corpus.generate(3, 3) if c.trap == "mixed-gpus"]:
+        asked = sum(md["spec"]["replicas"] for md in case.deployments)
+        wants = {s for md in case.deployments for e in md["spec"]["template"]["spec"]["engines"]
+                 for m in e["members"] for s in (m["nodeSelector"]["devices"][0]["count"],)}
+        assert wants <= {1, 2, 4, 8}
+        assert quality.optimum(case, 10).placed == asked
+        assert quality.optimum(case, 10, in_order=True).placed == asked
+        gpus = quality.optimum(case, 10, most_gpus=True).gpus
+        assert gpus <= quality.fleet_gpus(case)[0]
 
 
 def test_the_replay_counts_each_placed_replica_s_own_pods_and_gpus():

@@ -22,6 +22,7 @@ from fleetgen import (
     pool,
     product_is,
     req,
+    standalone,
     stamp,
     status,
     worker,
@@ -284,6 +285,63 @@ def test_an_older_deployment_over_its_quota_does_not_keep_a_younger_one_waiting(
     rsp = run(world, quotas=[_team_b_quota(maxPods=3)])
     assert placements(rsp) == {0: ("b", ON_H100), 1: ("b", ON_H100)}
     assert any(f"for ModelDeployment {NS}/young," in m for m in messages(rsp))
+
+
+# --- another pool of the same cluster ------------------------------------------
+
+A100 = device("gpu", "A100", count=8)
+
+
+def flexible(replicas: int) -> dict:
+    """Pack replicas of one 8-GPU pod that an H100 or an A100 node takes alike."""
+    md = deployment("flex", engine("vllm", standalone(req("gpu", 8, product_is("H100", "A100")))),
+                    replicas=replicas)
+    md["spec"]["template"]["spec"]["placement"] = {"strategy": "Pack"}
+    return md
+
+
+def on_pools(md: dict, *pools: str) -> dict[str, dict]:
+    """`md`'s replicas on cluster a, index i on pool pools[i]."""
+    return {key("a", i): own_replica(md, "a", i, {"vllm": p}, created=stamp(i))
+            for i, p in enumerate(pools)}
+
+
+def test_with_no_other_cluster_a_replica_moves_to_another_pool_of_its_own():
+    md = flexible(2)
+    # Pack put both on the fuller H100 pool; the H100-only gang needs both nodes,
+    # and the A100 pool beside them has room for both replicas.
+    clusters = [cluster("a", pool("a100", 4, A100), pool("h100", 2, H100))]
+    world = World(md, clusters, observed=on_pools(md, "h100", "h100"), deployments=[gang(2)])
+    rsp = world.run()
+    assert placements(rsp) == {0: ("a", {"vllm": "a100"}), 1: ("a", {"vllm": "a100"})}
+    assert (f"replica 1 moved to pool a100 on a: making room on a for ModelDeployment "
+            f"{NS}/gang, whose next replica fits on no cluster") in messages(rsp)
+    world.apply(rsp)
+    again = world.run()  # the block is free: nothing moves again
+    assert placements(again) == placements(rsp)
+    assert not [m for m in messages(again) if "moved" in m]
+
+
+def test_a_replica_on_a_pool_the_waiting_one_cannot_use_is_not_moved():
+    md = flexible(3)
+    # Replica 2 (the first weighed) holds an A100 node, which frees nothing for
+    # an H100 gang: only replica 1 moves, to the A100 node left free.
+    clusters = [cluster("a", pool("a100", 2, A100), pool("h100", 3, H100))]
+    world = World(md, clusters, observed=on_pools(md, "h100", "h100", "a100"),
+                  deployments=[gang(2)])
+    rsp = world.run()
+    assert placements(rsp) == {0: ("a", {"vllm": "h100"}), 1: ("a", {"vllm": "a100"}),
+                               2: ("a", {"vllm": "a100"})}
+    assert len([m for m in messages(rsp) if "moved" in m]) == 1
+
+
+def test_nothing_moves_when_the_other_pool_has_no_room_either():
+    md = flexible(2)
+    clusters = [cluster("a", pool("a100", 1, A100), pool("h100", 2, H100))]
+    world = World(md, clusters, observed=on_pools(md, "h100", "h100"), deployments=[gang(2)])
+    rsp = world.run()
+    assert placements(rsp) == {0: ("a", {"vllm": "h100"}), 1: ("a", {"vllm": "h100"})}
+    assert not [m for m in messages(rsp) if "moved" in m]
 
 
 def test_the_note_names_a_waiting_deployment_of_another_namespace_only_as_another():

@@ -89,10 +89,12 @@ class QuotaTally:
         return self._ledger.admit(fit_devices(engines, attempt.engines), template_pods(engines))
 
     def reserve(self, held: Held) -> None:
-        self._ledger.reserve(self._devices(held), self._pods(held))
+        if not held.foreign:  # another deployment's: its own quota counts it
+            self._ledger.reserve(self._devices(held), self._pods(held))
 
     def release(self, held: Held) -> None:
-        self._ledger.release(self._devices(held), self._pods(held))
+        if not held.foreign:
+            self._ledger.release(self._devices(held), self._pods(held))
 
     def snapshot(self) -> object:
         return dict(self._ledger.used)

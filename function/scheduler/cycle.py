@@ -9,7 +9,7 @@ knows step kinds, never a step by name:
   cluster the filters refused (their verdicts are in the state) or a budget
   refuses gives its reason, and the first one every budget admits takes the
   replica. A replica that fits nowhere gets the reasons, counted.
-- `land`, `leave` and `release` change what the budgets count, this
+- `land`, `leave`, `release` and `hold` change what the budgets count, this
   deployment's replicas per cluster, and re-rank the cluster they touch.
 - `snapshot` and `restore` let a trial (making room, room.py) be undone.
 """
@@ -142,9 +142,18 @@ class Cycle:
 
     def release(self, held: Held) -> None:
         """A replica not counted as hosted (it must move) frees what it holds
-        while it looks for a new place; `land` counts it again if it stays."""
+        while it looks for a new place; `land` counts it again if it stays.
+        Also ends a `hold`."""
         for tally in self._tallies:
             tally.release(held)
+        self._changed(held.cluster)
+
+    def hold(self, held: Held) -> None:
+        """Keep what `held` (another deployment's replica, `foreign`) would take
+        counted, not hosted, until `release`: making room keeps the block it
+        clears from the replicas it moves (room.py)."""
+        for tally in self._tallies:
+            tally.reserve(held)
         self._changed(held.cluster)
 
     def snapshot(self) -> Saved:

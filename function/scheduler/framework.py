@@ -100,6 +100,9 @@ class Held:
     pods: Usage                            # pool name -> the pods it runs there, by shape
     engines: Mapping[str, EnginePlacement] | None = None
     replica: Replica | None = None
+    # Another deployment's replica whose devices the cycle keeps free (making
+    # room, room.py): capacity counts its pods, this deployment's quota does not.
+    foreign: bool = False
 
 
 class Tally(Protocol):

@@ -25,7 +25,8 @@ policy:
 5. make room - Pack only, once every replica is placed and none moved: when
               another deployment waits with a replica that fits on no cluster,
               move the fewest of ours off one cluster so that it fits there,
-              each to a place elsewhere (room.py).
+              each to another cluster or, where none has room, another pool
+              of that cluster (room.py).
 
 Never destructive: a displaced replica is removed only once it has a new
 place, except a NoExecute drain and a quota overrun, the two limits the
@@ -221,25 +222,41 @@ def _settled(result: Plan, inp: Inputs) -> bool:
 
 
 def _clear(clearing: room.Clearing, result: Plan, cycle: Cycle) -> bool:
-    """Move the clearing's replicas off its cluster, each to a place elsewhere;
-    all or none (the cycle's counts are restored when one finds no place)."""
+    """Move the clearing's replicas off its cluster, each to a place on another
+    cluster or, where none has room, on another pool of this one (the block
+    held for the waiting replica meanwhile); all or none (the cycle's counts
+    are restored when one finds no place)."""
     saved = cycle.snapshot()
     by_index = {p.index: p for p in result.placements}
     here = clearing.cluster
     for index in clearing.movers:
         p = by_index[index]
         cycle.leave(Held(here, pool_pods(p.engines or {}), replica=p.existing))
+    block = Held(here, clearing.block, foreign=True)
+    cycle.hold(block)
     moves = []
     for index in clearing.movers:
         outcome = cycle.place(avoid=here)
         if not isinstance(outcome, Found):
+            outcome = cycle.place()  # the block is held: only another pool of `here`
+        # Back on the pools it ran on would move nothing (the ledger's nodes are a model).
+        if not isinstance(outcome, Found) or (
+                outcome.cluster == here
+                and _pools(outcome.engines) == _pools(by_index[index].engines or {})):
             cycle.restore(saved)
             return False
         moves.append(Placement(index, outcome.cluster, outcome.engines))
+    cycle.release(block)
     moved = {m.index for m in moves}
     result.placements[:] = [p for p in result.placements if p.index not in moved] + moves
-    result.notes += [room.note(clearing, m.index, m.cluster) for m in moves]
+    result.notes += [room.note(clearing, m.index, m.cluster,
+                               list(dict.fromkeys(_pools(m.engines or {})))) for m in moves]
     return True
+
+
+def _pools(engines: Mapping[str, EnginePlacement]) -> list[str]:
+    """The pools a replica's engines run on, in engine order."""
+    return [e.pool.name for e in engines.values()]
 
 
 def _dedupe(own: Sequence[Replica]) -> dict[int, Replica]:

@@ -12,10 +12,19 @@ reads the ModelDeployments that wait for capacity (status.replicas.scheduled
 below spec.replicas). For the oldest one whose next replica fits on no
 cluster, it looks for a cluster where moving some of its own replicas away
 alone would let that replica fit, and where each moved replica has a place
-on another cluster. It takes the cluster needing the fewest moves (then by
-name), moves those replicas (each keeps its index; its old ModelReplica goes
-once the new one is composed, as any move), and leaves the block free for
-the waiting deployment's next reconcile. One such clearing per reconcile.
+on another cluster or, failing that, on another pool of the same cluster
+(the waiting replica's block held meanwhile, so a mover never lands on it).
+It takes the cluster needing the fewest moves (then by name), moves those
+replicas (each keeps its index; its old ModelReplica goes once the new one
+is composed, as any move; one moved to another pool of its cluster is the
+same ModelReplica, its pools changed), and leaves the block free for the
+waiting deployment's next reconcile. One such clearing per reconcile.
+
+Why another pool of the same cluster: an engine that fits several kinds of
+node (a selector accepting A100 or H100) takes, under Pack, the fullest
+pool, which may be the only kind a later deployment accepts; where every
+other cluster is full, the block can only be cleared by moving it to the
+other kind beside it.
 
 Why this settles: a deployment only makes room for one whose replica fits
 nowhere, and after the moves it fits on the cleared cluster, so the next
@@ -41,7 +50,7 @@ from dataclasses import dataclass
 from function.contract.capacity import Usage
 from function.contract.records import Cluster
 from function.scheduler import filters
-from function.scheduler.filters import Deployment
+from function.scheduler.filters import Deployment, pool_pods
 from function.scheduler.ledger import Ledger
 from function.scheduler.matching import Matcher
 from function.scheduler.quotas import QuotaLedger, fit_devices, template_pods
@@ -70,11 +79,13 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Clearing:
-    """Moving `movers` (our replicas' indexes) off `cluster` makes room for `waiting`."""
+    """Moving `movers` (our replicas' indexes) off `cluster` makes room for `waiting`,
+    whose next replica would then hold `block` there (pool name -> its pods)."""
 
     waiting: Waiting
     cluster: str
     movers: tuple[int, ...]
+    block: Usage
 
 
 def clearings(waiting: Sequence[Waiting], clusters: Mapping[str, Cluster], ledger: Ledger,
@@ -92,49 +103,74 @@ def clearings(waiting: Sequence[Waiting], clusters: Mapping[str, Cluster], ledge
             continue
         admitted = [c for name, c in sorted(clusters.items())
                     if filters.admit(w.deployment, c, matcher) is None]
-        if any(_fits(w.deployment, c, matcher, ledger) for c in admitted):
+        if any(_fits(w.deployment, c, matcher, ledger) is not None for c in admitted):
             continue  # it has room: its own reconcile will take it
         quota = w.quota() if w.quota is not None else None
         if quota is not None and quota.admit((), template_pods(w.deployment.engines)):
             continue  # its quota keeps it waiting (or its namespace is closed)
         found = []
         for c in admitted:
-            movers = _movers(w.deployment, c, matcher, ledger, ours.get(c.name, ()), quota)
+            movers, block = _movers(w.deployment, c, matcher, ledger, ours.get(c.name, ()),
+                                    quota)
             if movers:
-                found.append(Clearing(w, c.name, movers))
+                found.append(Clearing(w, c.name, movers, block))
         if found:
             return sorted(found, key=lambda f: (len(f.movers), f.cluster))
     return []
 
 
 def _fits(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger,
-          quota: QuotaLedger | None = None) -> bool:
-    """Whether `dep`'s next replica fits on `cluster`, and (given its quota ledger)
-    its quota admits what it would hold there."""
+          quota: QuotaLedger | None = None) -> Usage | None:
+    """What `dep`'s next replica would hold on `cluster` (pool name -> pods) if it
+    fits there and (given its quota ledger) its quota admits it; None if not."""
     fit = filters.capacity(dep, cluster, matcher, ledger)[0]
-    if fit is None or quota is None:
-        return fit is not None
-    return quota.admit(fit_devices(dep.engines, fit), template_pods(dep.engines)) is None
+    if fit is None:
+        return None
+    if quota is not None and quota.admit(fit_devices(dep.engines, fit),
+                                         template_pods(dep.engines)) is not None:
+        return None
+    return pool_pods(fit)
 
 
 def _movers(dep: Deployment, cluster: Cluster, matcher: Matcher, ledger: Ledger,
-            ours: Sequence[tuple[int, Usage]], quota: QuotaLedger | None) -> tuple[int, ...]:
+            ours: Sequence[tuple[int, Usage]], quota: QuotaLedger | None,
+            ) -> tuple[tuple[int, ...], Usage]:
     """The fewest of our replicas on `cluster`, highest index first, whose
-    leaving lets `dep`'s replica fit there within its quota (empty: none do)."""
+    leaving lets `dep`'s replica fit there within its quota (empty: none do),
+    and what that replica would then hold there. Once enough have left, each
+    whose return still lets it fit stays (one on a pool the waiting replica
+    cannot use frees nothing for it)."""
     released: list[tuple[int, Usage]] = []
     try:
         for index, usage in ours:
             ledger.release(cluster.name, usage)
             released.append((index, usage))
-            if _fits(dep, cluster, matcher, ledger, quota):
-                return tuple(i for i, _ in released)
-        return ()
+            block = _fits(dep, cluster, matcher, ledger, quota)
+            if block is not None:
+                break
+        else:
+            return (), {}
+        movers = []
+        for index, usage in released[:-1]:  # the last one's leaving made it fit
+            ledger.reserve(cluster.name, usage)
+            kept = _fits(dep, cluster, matcher, ledger, quota)
+            if kept is None:
+                ledger.release(cluster.name, usage)
+                movers.append(index)
+            else:
+                block = kept
+                released.remove((index, usage))
+        return (*movers, released[-1][0]), block
     finally:
         for _, usage in released:
             ledger.reserve(cluster.name, usage)
 
 
-def note(clearing: Clearing, index: int, to: str) -> str:
-    return (f"replica {index} moved from {clearing.cluster} to {to}: making room on "
+def note(clearing: Clearing, index: int, to: str, pools: Sequence[str] = ()) -> str:
+    """Why replica `index` moved: to cluster `to`, or (`to` the cleared cluster)
+    to `pools` of it."""
+    where = (f"to pool {', '.join(pools)} on {to}" if to == clearing.cluster
+             else f"from {clearing.cluster} to {to}")
+    return (f"replica {index} moved {where}: making room on "
             f"{clearing.cluster} for {clearing.waiting.shown}, whose next "
             f"replica fits on no cluster")
