@@ -344,6 +344,22 @@ def test_nothing_moves_when_the_other_pool_has_no_room_either():
     assert not [m for m in messages(rsp) if "moved" in m]
 
 
+def test_a_replica_whose_devices_would_change_is_not_moved_to_another_pool_of_its_own():
+    # firstAvailable H100, then A100: on the A100 pool the same ModelReplica would ask
+    # for other devices, and its ResourceClaimTemplate's spec cannot change.
+    fungible = {"name": "gpu", "firstAvailable": [
+        {"name": "h100", "count": 8, "selectors": [{"cel": product_is("H100")}]},
+        {"name": "a100", "count": 8, "selectors": [{"cel": product_is("A100")}]}]}
+    md = deployment("flex", engine("vllm", standalone(fungible)), replicas=2)
+    md["spec"]["template"]["spec"]["placement"] = {"strategy": "Pack"}
+    world = World(md, [cluster("a", pool("a100", 4, A100), pool("h100", 2, H100))],
+                  deployments=[gang(2)])
+    world.apply(world.run())
+    rsp = world.run()
+    assert placements(rsp) == {0: ("a", {"vllm": "h100"}), 1: ("a", {"vllm": "h100"})}
+    assert not [m for m in messages(rsp) if "moved" in m]
+
+
 def test_the_note_names_a_waiting_deployment_of_another_namespace_only_as_another():
     md = small(2)
     rsp = World(md, fleet(4, 4), observed=on(md, "a", "b"), deployments=[_team_b_gang()]).run()

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from function.contract.capacity import Usage
-from function.contract.enums import PlacementStrategy
+from function.contract.enums import DeviceClaim, PlacementStrategy
 from function.contract.nodes import Bins, vectors
 from function.contract.quotas import count_usage, usage
 from function.contract.records import Cluster
@@ -239,10 +239,13 @@ def _clear(clearing: room.Clearing, result: Plan, cycle: Cycle) -> bool:
         outcome = cycle.place(avoid=here)
         if not isinstance(outcome, Found):
             outcome = cycle.place()  # the block is held: only another pool of `here`
-        # Back on the pools it ran on would move nothing (the ledger's nodes are a model).
+        # Back on the pools it ran on would move nothing (the ledger's nodes are a model);
+        # another pool of `here` is the same ModelReplica, whose ResourceClaimTemplates
+        # cannot change: only a move that claims the same devices there can be carried out.
         if not isinstance(outcome, Found) or (
                 outcome.cluster == here
-                and _pools(outcome.engines) == _pools(by_index[index].engines or {})):
+                and (_pools(outcome.engines) == _pools(by_index[index].engines or {})
+                     or _claims(outcome.engines) != _claims(by_index[index].engines))):
             cycle.restore(saved)
             return False
         moves.append(Placement(index, outcome.cluster, outcome.engines))
@@ -257,6 +260,19 @@ def _clear(clearing: room.Clearing, result: Plan, cycle: Cycle) -> bool:
 def _pools(engines: Mapping[str, EnginePlacement]) -> list[str]:
     """The pools a replica's engines run on, in engine order."""
     return [e.pool.name for e in engines.values()]
+
+
+def _claims(engines: Mapping[str, EnginePlacement] | None) -> list | None:
+    """What a replica's ResourceClaimTemplates ask for (per engine and member, each DRA
+    request's device class, count, firstAvailable alternative and selectors): a
+    template's spec is immutable, so a replica re-placed under the same name must ask
+    for the same. None where it is not known (never equal: nothing moves in place)."""
+    if engines is None:
+        return None
+    return [(name, [[(req, c.device.device_class, c.count, c.alternative, c.selectors)
+                     for req, c in sorted(m.choices.items()) if c.device.claim == DeviceClaim.DRA]
+                    for m in e.fit.members])
+            for name, e in engines.items()]
 
 
 def _dedupe(own: Sequence[Replica]) -> dict[int, Replica]:
