@@ -22,10 +22,14 @@ stamp="$cache/$name.sha256"
 
 command -v go >/dev/null || { echo "build-go-tool: 'go' is not on PATH" >&2; exit 1; }
 
-# Hash the sources (and the Go version, which changes the binary too).
+# No debug information, and the flags of hack/tools.sh, so packages shared with its
+# builds (Envoy Gateway's, for the InferencePool extension) compile once.
+build_flags=(-trimpath -gcflags=all=-dwarf=false "-ldflags=-s -w")
+
+# Hash the sources (and the Go version and build flags, which change the binary too).
 hash="$(
   cd "$src"
-  { go env GOVERSION; echo "-trimpath -gcflags=all=-dwarf=false -s -w"; find . -maxdepth 1 -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) \
+  { go env GOVERSION; echo "${build_flags[*]}"; find . -maxdepth 1 -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) \
       | LC_ALL=C sort | xargs sha256sum; } | sha256sum | cut -d' ' -f1
 )"
 
@@ -37,10 +41,8 @@ fi
 mkdir -p "$cache"
 echo "build-go-tool: building $bin (the first build downloads its modules, a few minutes)" >&2
 rm -f "$stamp"
-# -mod=readonly: go.mod/go.sum are committed and must already be complete. No debug
-# information, and the flags of hack/tools.sh, so packages shared with its builds
-# (Envoy Gateway's, for the InferencePool extension) compile once.
-(cd "$src" && go build -mod=readonly -trimpath -gcflags=all=-dwarf=false -ldflags="-s -w" -o "$bin.tmp" .) >&2 || {
+# -mod=readonly: go.mod/go.sum are committed and must already be complete.
+(cd "$src" && go build -mod=readonly "${build_flags[@]}" -o "$bin.tmp" .) >&2 || {
   echo "build-go-tool: go build failed in $src" >&2
   exit 1
 }

@@ -1,4 +1,5 @@
-# Sourced by hack/tools/TOOL/patch.sh: what every build-time patch of a pinned module
+# Sourced by hack/tools/TOOL/patch.sh from its own folder (its go.mod and go.sum are
+# read from the working directory): what every build-time patch of a pinned module
 # does. hack/tools.sh hashes this file into the cache key of every tool with a patch.sh.
 #
 #   patch_module OUT MODULE COPY [MODULE_DIR]
