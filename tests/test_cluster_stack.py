@@ -79,6 +79,17 @@ def test_a_cluster_without_a_stack_composes_requires_and_reports_nothing_more(ma
     assert not [r for r in rsp.requirements.resources if r.startswith(stack.REQUIRE_STACK)]
 
 
+@pytest.mark.parametrize("make", [lambda: h100_cluster(), lambda: remote_cluster()],
+                         ids=["control-plane", "remote"])
+def test_a_cluster_with_a_stack_still_reports_its_pools(make):
+    # Found on `make cluster`: the stack's status was written over the pools', so a
+    # cluster declaring a stack reported no capacity and took no replica.
+    ic = with_stack(make(), leaderWorkerSet={"mode": "External"})
+    status = to_plain(composite(run_cluster(ic)))["status"]
+    assert status["nodePools"] and status["nodes"] > 0
+    assert [e["name"] for e in status["stack"]["components"]] == ["leaderWorkerSet"]
+
+
 # --- Managed: the rendered manifests, through Objects ------------------------------
 
 def test_managed_components_compose_an_object_per_rendered_crd_that_validates():

@@ -225,14 +225,18 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
                              f"{sum(bins.over.values())} pods fit on none of its "
                              f"{count.counted} nodes; the schedulers re-place the youngest "
                              "replicas")
-    resource.update(rsp.desired.composite, {"status": {
+    status: dict[str, Any] = {
         "nodes": sum(p["nodes"] for p in status_pools),
         "freeNodes": sum(p["freeNodes"] for p in status_pools),
         "freeDevices": ", ".join(summary)[:FREE_DEVICES_MAX],
         "nodePools": status_pools,
-    }})
+    }
     if components is not None:
-        report_stack(req, rsp, cluster, components, composed, seen)
+        status["stack"] = {"components": report_stack(req, rsp, cluster, components,
+                                                      composed, seen)}
+    # One write: the SDK's update replaces a top-level key, so a second write of
+    # `status` would drop the first's fields.
+    resource.update(rsp.desired.composite, {"status": status})
     message = verdict.message
     for what, said in (("published devices", notes), ("taken devices", held_notes)):
         if said:
@@ -261,9 +265,10 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
 
 def report_stack(req: Request, rsp: fnv1.RunFunctionResponse, cluster: Cluster,
                  components: list[stack.Declared], composed: Mapping[str, Any],
-                 seen: Mapping[str, dict[str, Any]]) -> None:
-    """The stack's Usages (one per replica here and Managed CRD it needs), its status
-    per component and the StackReady condition (stack.py, stackstatus.py)."""
+                 seen: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stack's Usages (one per replica here and Managed CRD it needs) and the
+    StackReady condition (stack.py, stackstatus.py); returns the status per component
+    (status.stack.components)."""
     here = [mr for mr in req.required(REQUIRE_REPLICAS)
             if dig(mr, "spec").get("clusterName") == cluster.name]
     for key, usage in stack.usages(cluster, components, here, seen).items():
@@ -279,5 +284,5 @@ def report_stack(req: Request, rsp: fnv1.RunFunctionResponse, cluster: Cluster,
                          if dig(c, "metadata").get("name") == d.component.probe]
                 local[d.component.field] = found[0] if found else {}
     entries = stackstatus.components(components, composed, seen, local)
-    resource.update(rsp.desired.composite, {"status": {"stack": {"components": entries}}})
     response.set_conditions(rsp, stackstatus.condition(entries))
+    return entries
