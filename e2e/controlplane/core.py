@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 
 from e2e.controlplane import (addons, certs, dataplane, envoy_gateway, fleet, inventory,
-                              security, tools)
+                              security, stack, tools)
 from e2e.controlplane.pods import harness as pods
 from e2e.controlplane.procs import Spec, Supervisor, tail
 from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, http_get,
@@ -470,6 +470,10 @@ class _Builder:
         self.state: dict[str, Any] = {}
         self.cp: ControlPlane | None = None
         self.gateways: dict[str, dataplane.LocalGateway] = {}
+        # Per cluster: the CRD files its serving stack installs, and the plan's
+        # manifests that wait for them (stack.py).
+        self.stack_crds: dict[str, list[Path]] = {}
+        self.stack_manifests: dict[str, list[Mapping[str, Any]]] = {}
 
     def say(self, msg: str) -> None:
         self.say_(f"[{time.monotonic() - self.t0:6.1f}s] {msg}")
@@ -516,7 +520,8 @@ class _Builder:
         # says (so replica endpoints and ModelService addresses answer here).
         self.gateways = dataplane.plan_gateways(fleet.plan_fleet(ics))
         ics, changed = dataplane.localize(ics, self.gateways)
-        for line in changed:
+        ics, declared = stack.declare(ics)
+        for line in changed + declared:
             self.say(line)
         plan = dataplane.with_data_plane(fleet.plan_fleet(ics))
         self.say(f"fleet {self.fleet_dir}: " + "; ".join(
@@ -537,7 +542,11 @@ class _Builder:
             self._write_state(plan, complete=False)
             self._start_etcd()
             self._start_clusters(plan)
-            self._start_gateways(plan)
+            # A cluster whose stack installs Gateway API or the InferencePool gets
+            # its Envoy Gateway once the stack is ready (_finish_stack_clusters).
+            self._start_gateways(plan, skip=[n for n in stack.stack_clusters(plan)
+                                             if stack.waits_for_stack(
+                                                 "envoy-gateway", stack.managed(plan, n))])
             self._start_registry()
             self._write_state(plan, complete=False)
             self._start_crossplane()
@@ -548,6 +557,7 @@ class _Builder:
             self._install(plan)
             self._write_state(plan, complete=False)
             self._apply_fleet(plan)
+            self._finish_stack_clusters(plan)
             self._start_inventory_reporters(plan)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -705,26 +715,83 @@ class _Builder:
         crds = addons.cluster_crds(REPO)
         keda = addons.vendored_crds(REPO, addons.CONTROL_PLANE_CRDS)
         stages = addons.kwok_stage_files(Path(self.tools["KWOK_SRC"]))
-        webhooks_yaml = (Path(self.tools["LWS_SRC"]) / addons.LWS_WEBHOOKS).read_text()
+        hand: dict[str, list[Path]] = {}
         for i, (name, cplan) in enumerate(plan.clusters.items()):
+            # What the cluster's InferenceCluster declares Managed in spec.stack, the
+            # stack installs (stack.py): the harness leaves it out.
+            by_stack = stack.installed_by_stack(crds, REPO / "crds", stack.managed(plan, name))
+            self.stack_crds[name] = by_stack
+            hand[name] = [f for f in crds if f not in by_stack] + (
+                keda if name == fleet.CONTROL_PLANE else [])
             base = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
                     for ns in (addons.LWS_NAMESPACE,
                                *([CROSSPLANE_NS] if name == fleet.CONTROL_PLANE else []))]
             self.cp.apply(base, cluster=name)
-            self.cp.apply(files=crds + (keda if name == fleet.CONTROL_PLANE else []),
-                          cluster=name)
+            self.cp.apply(files=hand[name], cluster=name)
             self._start_cluster_controllers(name, i, stages, cplan)
+            if not stack.waits_for_stack("lws", stack.managed(plan, name)):
+                self._launch_lws(name)
         for name in names:
-            self._wait_crds(name, addons.crd_names(
-                crds + (keda if name == fleet.CONTROL_PLANE else [])))
-            lws_port = self.port(f"lws-webhook:{name}")
-            self.cp.apply(addons.lws_webhooks(webhooks_yaml, port=lws_port,
-                                              ca_pem=self.ca.crt.read_bytes()), cluster=name)
-            self.cp.apply(plan.clusters[name].manifests, cluster=name)
+            self._wait_crds(name, addons.crd_names(hand[name]))
+            now, later = stack.split_manifests(plan.clusters[name].manifests,
+                                               stack.served_groups(self.stack_crds[name]))
+            self.stack_manifests[name] = later
+            self.cp.apply(now, cluster=name)
         self._wait(f"{kind}:{n}" for n in names
-                   for kind in ("controller-manager", "scheduler", "lws", "kwok"))
+                   for kind in ("controller-manager", "scheduler", "kwok"))
+        self._wait(f"lws:{n}" for n in names
+                   if not stack.waits_for_stack("lws", stack.managed(plan, n)))
         self.say("clusters ready: " + ", ".join(
             f"{n} ({len(fleet.expected_nodes(c))} nodes)" for n, c in plan.clusters.items()))
+
+    def _launch_lws(self, name: str) -> None:
+        """LeaderWorkerSet's manager for one cluster, and its webhooks pointed at it."""
+        cdir = self.dir / "clusters" / name
+        lws_port, lws_health = self.port(f"lws-webhook:{name}"), self.port(f"lws-health:{name}")
+        cfg = cdir / "lws-config.yaml"
+        cfg.write_text(yaml.safe_dump(addons.lws_config(
+            webhook_port=lws_port, cert_dir=self.dir / "lws-certs", health_port=lws_health)))
+        self._launch(Spec(f"lws:{name}", (self.tools["LWS_MANAGER"], f"--config={cfg}"),
+                          env={"KUBECONFIG": str(self._kubeconfig_path(name))}),
+                     {"type": "http", "url": f"http://127.0.0.1:{lws_health}/readyz",
+                      "what": "GET /readyz"}, 180)
+        webhooks_yaml = (Path(self.tools["LWS_SRC"]) / addons.LWS_WEBHOOKS).read_text()
+        self.cp.apply(addons.lws_webhooks(webhooks_yaml, port=lws_port,
+                                          ca_pem=self.ca.crt.read_bytes()), cluster=name)
+
+    def _finish_stack_clusters(self, plan: fleet.FleetPlan) -> None:
+        """Once each stack cluster's InferenceCluster says StackReady (its CRDs
+        installed by provider-kubernetes Objects the function composed): the
+        manifests of the groups they serve, then the controllers that watch them."""
+        cp = self.cp
+        assert cp is not None
+        clusters = stack.stack_clusters(plan)
+        if not clusters:
+            return
+        ics = [ic for n in clusters for ic in plan.clusters[n].inference_clusters]
+        self.say("the serving stack installs " + "; ".join(
+            f"{n}: {', '.join(sorted(stack.managed(plan, n)))}" for n in clusters))
+
+        def ready() -> bool:
+            waiting = stack.not_stack_ready(
+                cp.get_json("inferenceclusters.modelplane.ai")["items"], ics)
+            if waiting:
+                raise ControlPlaneError("; ".join(waiting))
+            return True
+
+        wait_for("every serving stack to be ready (StackReady on " + ", ".join(ics) + ")",
+                 ready, 300, logs=[self.sup.log_path("provider-kubernetes"),
+                            self.sup.log_path("function")])
+        for name in clusters:
+            self._wait_crds(name, addons.crd_names(self.stack_crds[name]))
+            if self.stack_manifests[name]:
+                cp.apply(self.stack_manifests[name], cluster=name)
+            if stack.waits_for_stack("lws", stack.managed(plan, name)):
+                self._launch_lws(name)
+        self._wait(f"lws:{n}" for n in clusters
+                   if stack.waits_for_stack("lws", stack.managed(plan, n)))
+        self._start_gateways(plan, only=[n for n in clusters if stack.waits_for_stack(
+            "envoy-gateway", stack.managed(plan, n))])
 
     def _start_cluster_controllers(self, name: str, index: int, stages: Sequence[Path],
                                    cplan: fleet.ClusterPlan) -> None:
@@ -763,14 +830,6 @@ class _Builder:
         self._launch(pods.supervisor_spec(name, kubeconfig=Path(kc), cidr=pods.pod_cidr(index),
                                           state_dir=cdir / "pods", tools=self.tools, repo=REPO),
                      {"type": "none", "what": "started"}, 30)
-        lws_port, lws_health = self.port(f"lws-webhook:{name}"), self.port(f"lws-health:{name}")
-        cfg = cdir / "lws-config.yaml"
-        cfg.write_text(yaml.safe_dump(addons.lws_config(
-            webhook_port=lws_port, cert_dir=self.dir / "lws-certs", health_port=lws_health)))
-        self._launch(Spec(f"lws:{name}", (self.tools["LWS_MANAGER"], f"--config={cfg}"),
-                          env={"KUBECONFIG": kc}),
-                     {"type": "http", "url": f"http://127.0.0.1:{lws_health}/readyz",
-                      "what": "GET /readyz"}, 180)
 
     def _wait_crds(self, cluster: str, names: Sequence[str], timeout: float = 180) -> None:
         assert self.cp is not None
@@ -791,20 +850,22 @@ class _Builder:
 
     # ---- Envoy Gateway with its InferencePool extension, registry ----------------------
 
-    def _start_gateways(self, plan: fleet.FleetPlan) -> None:
+    def _start_gateways(self, plan: fleet.FleetPlan, only: Sequence[str] | None = None,
+                        skip: Sequence[str] = ()) -> None:
         """Envoy Gateway's controller per cluster that holds a Gateway (after its
         InferencePool extension server), each starting its Gateways' Envoys on the
         cluster's loopback address (dataplane.py). Ready when every Gateway is Accepted,
         its Envoy answers on its readiness listener, and it is Programmed (through
         the stand-in Envoy Service and Deployment Envoy Gateway's status code asks
         for; see envoy_gateway.not_accepted on the GatewayClass)."""
-        egs = envoy_gateway.clusters_with_gateways(plan)
-        if egs:
-            binary = dataplane.envoy_binary()
-            version = dataplane.binary_version(binary)
-            if version != dataplane.ENVOY_VERSION:
-                raise ControlPlaneError(f"{binary} is Envoy {version}, not "
-                                        f"{dataplane.ENVOY_VERSION}")
+        egs = [n for n in envoy_gateway.clusters_with_gateways(plan)
+               if (only is None or n in only) and n not in skip]
+        if not egs:
+            return
+        binary = dataplane.envoy_binary()
+        version = dataplane.binary_version(binary)
+        if version != dataplane.ENVOY_VERSION:
+            raise ControlPlaneError(f"{binary} is Envoy {version}, not {dataplane.ENVOY_VERSION}")
         for name in egs:
             self._launch_envoy_gateway(name, binary)
         self._wait(f"envoy-gateway:{n}" for n in egs)

@@ -1,0 +1,147 @@
+"""The serving stack on the local control plane (docs/clusters.md#the-serving-stack).
+
+`make cluster` starts its remote clusters bare of what a stack can install: an
+InferenceCluster of the fleet that declares no `spec.stack` gets the harness's
+(`declare`, said in the start-up log): Gateway API, the Inference Extension and
+LeaderWorkerSet `Managed` on a remote cluster, `External` on the control plane's
+(whose stack can only observe), Envoy Gateway `External` everywhere (and KEDA on
+the control plane's). A fleet's own `spec.stack` is left as written.
+
+A remote cluster whose InferenceCluster declares a component `Managed` in
+`spec.stack` gets that component's CRDs from the stack (provider-kubernetes
+Objects the function composes through the cluster's ClusterProviderConfig), not
+from the harness. What needs those CRDs waits until the cluster's InferenceCluster
+says StackReady:
+
+* the fleet plan's manifests of the API groups those CRDs serve (the GatewayClass
+  and Gateway of `spec.gateway`);
+* the controllers that watch them. This release's stack installs CRDs (the
+  controllers' tier comes next); the harness runs each controller as a local
+  process in place of the Deployment a real cluster runs, so it starts one once the
+  stack has installed what it watches: LeaderWorkerSet's manager (it cannot start
+  without its CRDs) and Envoy Gateway with its InferencePool extension (it watches
+  only the kinds served when it starts).
+
+Pure: plans and manifests in, decisions out.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from e2e.controlplane import addons, fleet
+from function.contract.stack import BY_FIELD
+
+# What `declare` gives an InferenceCluster without a stack.
+REMOTE_STACK: Mapping[str, Mapping[str, str]] = {
+    "gatewayAPI": {"mode": "Managed"}, "inferenceExtension": {"mode": "Managed"},
+    "leaderWorkerSet": {"mode": "Managed"}, "envoyGateway": {"mode": "External"}}
+CONTROL_PLANE_STACK: Mapping[str, Mapping[str, str]] = {
+    "gatewayAPI": {"mode": "External"}, "inferenceExtension": {"mode": "External"},
+    "leaderWorkerSet": {"mode": "External"}, "envoyGateway": {"mode": "External"},
+    "keda": {"mode": "External"}}
+
+# The local controller (its component prefix in the harness) -> the components whose
+# CRDs it needs before it starts.
+CONTROLLERS: Mapping[str, tuple[str, ...]] = {
+    "lws": ("leaderWorkerSet",),
+    "envoy-gateway": ("gatewayAPI", "inferenceExtension"),
+}
+
+
+def declare(inference_clusters: Sequence[Mapping[str, Any]]) -> tuple[list[dict], list[str]]:
+    """Copies of the InferenceClusters, each without a spec.stack given the harness's,
+    and a line per change saying so."""
+    out, said = [], []
+    for ic in inference_clusters:
+        ic = copy.deepcopy(dict(ic))
+        spec = ic.setdefault("spec", {})
+        if "stack" not in spec:
+            spec["stack"] = copy.deepcopy(dict(
+                REMOTE_STACK if spec.get("providerConfigRef") else CONTROL_PLANE_STACK))
+            said.append(f"InferenceCluster {ic['metadata']['name']}: spec.stack " + ", ".join(
+                f"{f} {e['mode']}" for f, e in spec["stack"].items()))
+        out.append(ic)
+    return out, said
+
+
+def managed(plan: fleet.FleetPlan, cluster: str) -> frozenset[str]:
+    """The components the stack installs on a cluster: those an InferenceCluster it
+    backs declares Managed (only a remote cluster's may: the function refuses it on
+    the control plane's)."""
+    cplan = plan.clusters[cluster]
+    if not cplan.remote:
+        return frozenset()
+    out = set()
+    for ic in plan.inference_clusters:
+        if ic["metadata"]["name"] not in cplan.inference_clusters:
+            continue
+        stack = (ic.get("spec") or {}).get("stack") or {}
+        out |= {f for f, entry in stack.items()
+                if f in BY_FIELD and isinstance(entry, Mapping) and entry.get("mode") == "Managed"}
+    return frozenset(out)
+
+
+def stack_clusters(plan: fleet.FleetPlan) -> list[str]:
+    """The clusters with something Managed, in plan order."""
+    return [name for name in plan.clusters if managed(plan, name)]
+
+
+def installed_by_stack(files: Iterable[Path], crds_dir: Path,
+                       components: Iterable[str]) -> list[Path]:
+    """The vendored CRD files (crds/<folder>/...) a set of Managed components install:
+    those their table entries' globs name (contract/stack.py)."""
+    globs = [g for c in components for g in BY_FIELD[c].crds]
+    out = []
+    for f in files:
+        rel = Path(f).resolve().relative_to(Path(crds_dir).resolve()).as_posix()
+        if any(fnmatch.fnmatch(rel, g) for g in globs):
+            out.append(Path(f))
+    return out
+
+
+def served_groups(files: Iterable[Path]) -> frozenset[str]:
+    """The API groups the CRDs of some files serve."""
+    groups = set()
+    for f in files:
+        for doc in addons.load_all(f):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                groups.add(doc["spec"]["group"])
+    return frozenset(groups)
+
+
+def _group(manifest: Mapping[str, Any]) -> str:
+    api = str(manifest.get("apiVersion", ""))
+    return api.split("/")[0] if "/" in api else ""
+
+
+def split_manifests(manifests: Sequence[Mapping[str, Any]], groups: frozenset[str]
+                    ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(what can be applied now, what waits for the stack's CRDs), each in plan order."""
+    now = [m for m in manifests if _group(m) not in groups]
+    later = [m for m in manifests if _group(m) in groups]
+    return now, later
+
+
+def waits_for_stack(controller: str, components: frozenset[str]) -> bool:
+    """Whether a local controller starts only after the stack installed its CRDs."""
+    return bool(set(CONTROLLERS[controller]) & components)
+
+
+def not_stack_ready(items: Iterable[Mapping[str, Any]], names: Iterable[str]) -> list[str]:
+    """Which of the named InferenceClusters do not say StackReady=True, and why."""
+    have = {(i.get("metadata") or {}).get("name"): i for i in items}
+    waiting = []
+    for name in names:
+        conds = [c for c in ((have.get(name) or {}).get("status") or {}).get("conditions") or []
+                 if isinstance(c, Mapping) and c.get("type") == "StackReady"]
+        if not conds:
+            waiting.append(f"{name}: StackReady not reported yet")
+        elif conds[0].get("status") != "True":
+            waiting.append(f"{name}: StackReady={conds[0].get('status')} "
+                           f"({conds[0].get('reason')}: {conds[0].get('message', '')})")
+    return waiting

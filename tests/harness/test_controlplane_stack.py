@@ -1,0 +1,100 @@
+"""The serving stack on the local control plane (e2e/controlplane/stack.py): which
+CRDs the harness leaves to each cluster's stack, what waits for them, and what the
+start-up waits on. Pure: the example fleet and the vendored crds/ in, decisions out.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+
+from e2e.controlplane import addons, dataplane, fleet, stack
+from function.contract.stack import spec_errors
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "fleet"
+
+
+@functools.cache
+def vendored() -> tuple[pathlib.Path, ...]:
+    return tuple(addons.cluster_crds(ROOT))
+
+
+def example_plan() -> fleet.FleetPlan:
+    ics, _ = stack.declare(fleet.load_fleet(EXAMPLES))
+    return dataplane.with_data_plane(fleet.plan_fleet(ics))
+
+
+def test_a_fleet_without_stacks_gets_managed_remote_and_observed_control_plane_stacks():
+    ics, said = stack.declare(fleet.load_fleet(EXAMPLES))
+    stacks = {ic["metadata"]["name"]: ic["spec"]["stack"] for ic in ics}
+    assert stacks["eu-west-1"]["leaderWorkerSet"] == {"mode": "Managed"}
+    assert stacks["eu-west-1"]["envoyGateway"] == {"mode": "External"}
+    assert {e["mode"] for e in stacks["us-east-1"].values()} == {"External"}
+    assert len(said) == len(ics)
+    assert "InferenceCluster eu-west-1: spec.stack gatewayAPI Managed, inferenceExtension " \
+        "Managed, leaderWorkerSet Managed, envoyGateway External" in said
+    # What the harness declares passes the function's own rules.
+    assert all(spec_errors(ic["spec"]) == [] for ic in ics)
+
+
+def test_a_stack_the_fleet_declares_is_left_as_written():
+    ics = fleet.load_fleet(EXAMPLES)
+    ics[0]["spec"]["stack"] = {"gatewayAPI": {"mode": "External"}}
+    out, said = stack.declare(ics)
+    assert out[0]["spec"]["stack"] == {"gatewayAPI": {"mode": "External"}}
+    assert not any(ics[0]["metadata"]["name"] + ":" in line for line in said)
+    assert "stack" not in fleet.load_fleet(EXAMPLES)[1]["spec"]  # copies, not the input
+
+
+def test_only_remote_clusters_have_anything_managed():
+    plan = example_plan()
+    assert stack.managed(plan, fleet.CONTROL_PLANE) == frozenset()
+    assert stack.managed(plan, "eu-west-1") == {"gatewayAPI", "inferenceExtension",
+                                                "leaderWorkerSet"}
+    assert stack.stack_clusters(plan) == [n for n, c in plan.clusters.items() if c.remote]
+
+
+def test_the_harness_leaves_exactly_the_managed_components_crds_to_the_stack():
+    files = vendored()
+    by_stack = stack.installed_by_stack(files, ROOT / "crds", {"leaderWorkerSet"})
+    assert sorted(addons.crd_names(by_stack)) == [
+        "disaggregatedsets.disaggregatedset.x-k8s.io",
+        "leaderworkersets.leaderworkerset.x-k8s.io"]
+    everything = stack.installed_by_stack(files, ROOT / "crds", stack.REMOTE_STACK)
+    names = set(addons.crd_names(everything))
+    assert {"httproutes.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io",
+            "inferencepools.inference.networking.k8s.io"} <= names
+    # Envoy Gateway is External: its CRDs (and the PodMonitor's) stay the harness's.
+    assert not [n for n in names if n.endswith("envoyproxy.io") or "monitoring" in n]
+
+
+def test_the_gateway_manifests_wait_for_the_stack_and_the_rest_do_not():
+    plan = example_plan()
+    files = stack.installed_by_stack(vendored(), ROOT / "crds",
+                                     stack.managed(plan, "eu-west-1"))
+    now, later = stack.split_manifests(plan.clusters["eu-west-1"].manifests,
+                                       stack.served_groups(files))
+    assert {m["kind"] for m in later} == {"GatewayClass", "Gateway"}
+    assert {"Node", "ResourceSlice", "DeviceClass"} <= {m["kind"] for m in now}
+    assert len(now) + len(later) == len(plan.clusters["eu-west-1"].manifests)
+
+
+def test_controllers_wait_only_for_the_components_they_watch():
+    assert stack.waits_for_stack("lws", frozenset({"leaderWorkerSet"}))
+    assert not stack.waits_for_stack("lws", frozenset({"gatewayAPI"}))
+    assert stack.waits_for_stack("envoy-gateway", frozenset({"inferenceExtension"}))
+    assert not stack.waits_for_stack("envoy-gateway", frozenset())
+
+
+def test_the_start_up_waits_until_each_named_cluster_says_stack_ready():
+    def ic(name, *conds):
+        return {"metadata": {"name": name}, "status": {"conditions": list(conds)}}
+    ready = {"type": "StackReady", "status": "True"}
+    progressing = {"type": "StackReady", "status": "False", "reason": "Progressing",
+                   "message": "gatewayAPI Progressing: 3 of 10 objects Ready"}
+    items = [ic("a", ready), ic("b", progressing), ic("c")]
+    assert stack.not_stack_ready(items, ["a"]) == []
+    assert stack.not_stack_ready(items, ["a", "b", "c", "d"]) == [
+        "b: StackReady=False (Progressing: gatewayAPI Progressing: 3 of 10 objects Ready)",
+        "c: StackReady not reported yet", "d: StackReady not reported yet"]
