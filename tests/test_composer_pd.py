@@ -535,9 +535,29 @@ def test_images_and_sizes_come_from_the_serving_config(monkeypatch):
     assert sidecars(pod)[0]["image"] == "registry.example.com/proxy:v9"
 
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("image", [f"ghcr.io/llm-d/llm-d-inference-scheduler@{DIGEST}",
+                                   f"ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1@{DIGEST}"])
+def test_a_platform_pins_the_routing_images_by_digest(monkeypatch, image):
+    # The defaults are tags (no registry to read digests from where this is built);
+    # a platform whose policy wants digests sets them, tag kept beside for people.
+    sidecar = image.replace("inference-scheduler", "routing-sidecar")
+    monkeypatch.setenv("MODELPLANE_EPP_IMAGE", image)
+    monkeypatch.setenv("MODELPLANE_ROUTING_SIDECAR_IMAGE", sidecar)
+    out = compose(pd())
+    (c,) = out.manifests()["epp"]["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == image
+    (pod,) = pods_of(out, "decode")
+    assert sidecars(pod)[0]["image"] == sidecar
+    assert routed(out)
+
+
 @pytest.mark.parametrize("variable, value", [("MODELPLANE_EPP_REPLICAS", "many"),
                                              ("MODELPLANE_PD_NON_CACHED_TOKENS", "0"),
                                              ("MODELPLANE_EPP_IMAGE", "not an image"),
+                                             ("MODELPLANE_EPP_IMAGE", "epp@sha256:ABCD"),
                                              ("MODELPLANE_EPP_FAILURE_MODE", "Maybe")])
 def test_a_malformed_override_routes_nothing_and_says_which(monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
