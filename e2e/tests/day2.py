@@ -11,6 +11,7 @@ from conftest import FLEET, REPO
 from live import (MD, SERVING, apply_docs, claims_on_their_pool, ensure_namespace, replicas_of,
                   wait, wait_condition)
 
+from e2e.controlplane import stack
 from e2e.controlplane.core import ControlPlane
 
 DEPLOYMENT = load_one(REPO / "examples" / "deployments" / "single-gpu.yaml")
@@ -19,8 +20,9 @@ NS, NAME = DEPLOYMENT["metadata"]["namespace"], DEPLOYMENT["metadata"]["name"]
 
 def inference_cluster(cp: ControlPlane, name: str) -> dict:
     """The example InferenceCluster as `make cluster` applied it: its gateway's
-    address is this machine's URL for that cluster (cp.gateways), not the example's."""
-    ic = copy.deepcopy(load_one(FLEET / f"{name}.yaml"))
+    address is this machine's URL for that cluster (cp.gateways), not the example's,
+    and it declares the harness's serving stack (e2e/controlplane/stack.py)."""
+    (ic,) = stack.declare([load_one(FLEET / f"{name}.yaml")])[0]
     local = cp.gateways.get(name)
     if local:
         ic["spec"]["gateway"]["address"] = local["url"]

@@ -1,0 +1,106 @@
+"""The serving stack on the live control plane (docs/clusters.md#the-serving-stack):
+`make cluster` starts the remote clusters bare of Gateway API, the Inference
+Extension and LeaderWorkerSet, and each InferenceCluster's stack installs them there
+through provider-kubernetes; the control plane's stack observes what the harness
+installed. Every other scenario then runs on what the stacks installed."""
+
+from __future__ import annotations
+
+import pytest
+from day2 import NAME, NS, clusters_of, deploy
+from live import IC, OBJECT, delete_and_wait, get, is_true, items, wait
+
+from e2e.controlplane import stack as harness_stack
+from e2e.controlplane.core import ControlPlane
+from function.cluster import reporter, stack
+from function.contract.records import Cluster, parse_cluster
+from function.contract.stack import BY_FIELD, LABEL_COMPONENT
+
+REMOTE = ("eu-west-1", "us-central-batch")
+USAGE = "usages.protection.crossplane.io"
+
+
+def test_kubectl_get_ic_shows_every_clusters_stack_ready(cp: ControlPlane):
+    table = cp.kubectl("get", IC).stdout.splitlines()
+    header = table[0].split()
+    assert "STACKREADY" in header, table[0]
+    column = header.index("STACKREADY")
+    rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert {name: row[column] for name, row in rows.items()} == {
+        name: "True" for name in rows}, "\n".join(table)
+    for ic in items(cp, IC):
+        name = ic["metadata"]["name"]
+        declared = ic["spec"]["stack"]
+        entries = {e["name"]: e for e in ic["status"]["stack"]["components"]}
+        assert set(entries) == set(declared), (name, entries)
+        for field, entry in entries.items():
+            managed = declared[field]["mode"] == "Managed"
+            assert entry["phase"] == ("Installed" if managed else "Observed"), (name, entry)
+            assert entry["version"] == stack.rendered(field).version, (name, entry)
+
+
+@pytest.mark.parametrize("cluster", REMOTE)
+def test_the_remote_clusters_crds_are_the_ones_the_stack_installed(cp: ControlPlane, cluster):
+    managed = [f for f, e in harness_stack.REMOTE_STACK.items() if e["mode"] == "Managed"]
+    for field in managed:
+        for m in stack.rendered(field).objects:
+            crd = get(cp, "customresourcedefinitions", m.name, cluster=cp.cluster(cluster))
+            assert crd is not None, (cluster, m.name)
+            assert crd["metadata"]["labels"].get(LABEL_COMPONENT) == field, (cluster, m.name)
+            assert is_true(crd, "Established"), (cluster, m.name)
+            # Its Object: Ready, and without Delete among its policies.
+            obj = get(cp, OBJECT, stack.object_name(_record(cp, cluster), m.name),
+                      reporter.namespace())
+            assert obj is not None and is_true(obj, "Ready"), (cluster, m.name, obj)
+            assert "Delete" not in obj["spec"]["managementPolicies"]
+    # Envoy Gateway is External: the harness installed its CRDs, the stack observes one.
+    probe = get(cp, "customresourcedefinitions", BY_FIELD["envoyGateway"].probe,
+                cluster=cp.cluster(cluster))
+    assert probe is not None and LABEL_COMPONENT not in (probe["metadata"].get("labels") or {})
+
+
+def _record(cp: ControlPlane, cluster: str) -> Cluster:
+    return parse_cluster({k: v for k, v in (get(cp, IC, cluster) or {}).items()
+                          if k != "status"})
+
+
+@pytest.fixture
+def deployment(cp: ControlPlane):
+    yield
+    delete_and_wait(cp, NS, NAME)
+
+    def gone() -> bool:
+        left = [u["metadata"]["name"] for u in items(cp, USAGE, NS)]
+        if left:
+            raise AssertionError(left)
+        return True
+    wait("the stack's Usages of the deleted replicas to go", gone, 120)
+
+
+def test_a_replica_on_a_stack_cluster_holds_a_usage_of_each_crd_it_needs(cp: ControlPlane,
+                                                                          deployment):
+    deploy(cp, 2)
+    assert clusters_of(cp) == ["eu-west-1", "us-east-1"]
+    (remote,) = [mr for mr in items(cp, "modelreplicas.modelplane.ai", NS)
+                 if mr["spec"]["clusterName"] == "eu-west-1"]
+
+    def held() -> dict[str, dict]:
+        usages = {u["metadata"]["labels"][LABEL_COMPONENT]: u for u in items(cp, USAGE, NS)
+                  if u["spec"]["by"]["resourceRef"]["name"] == remote["metadata"]["name"]}
+        if set(usages) != {"gatewayAPI", "inferenceExtension", "leaderWorkerSet"}:
+            raise AssertionError(sorted(usages))
+        return usages
+
+    usages = wait("the remote replica's Usages", held, 120)
+    for field, usage in usages.items():
+        # It holds the Object that carries the component's CRD on eu-west-1. (Crossplane
+        # runs its Usage controller and webhook only with webhooks on; `make cluster`
+        # runs core without them, so nothing marks the Object in use here.)
+        of = usage["spec"]["of"]["resourceRef"]
+        obj = get(cp, OBJECT, of["name"], of["namespace"])
+        assert obj is not None, of
+        assert obj["spec"]["forProvider"]["manifest"]["metadata"]["name"] == \
+            BY_FIELD[field].probe, (field, of)
+    # The control-plane cluster's replica holds none: its stack only observes.
+    assert not [u for u in items(cp, USAGE, NS)
+                if u["spec"]["by"]["resourceRef"]["name"] != remote["metadata"]["name"]]
