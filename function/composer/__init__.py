@@ -116,8 +116,10 @@ def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, A
         requeue.soon(rsp)  # the cache is required, not watched
         return
 
-    placed = memo.composed((memo.replica_key(req), memo.cluster_key(cluster, replica)),
-                            lambda: compose(replica, cluster))
+    seen = claims.observed_shapes(observed)
+    placed = memo.composed((memo.replica_key(req), memo.cluster_key(cluster, replica),
+                            tuple(sorted(seen.items()))),
+                           lambda: compose(replica, cluster, seen))
     for note in placed.notes:
         response.warning(rsp, note)
     items = []
@@ -173,9 +175,11 @@ class Placed:
     notes: list[str]         # warnings for the user
 
 
-def compose(replica: Replica, cluster: Cluster) -> Placed:
-    """Every object of the replica, placed for its cluster."""
-    backends = compose_backends(replica, cluster)
+def compose(replica: Replica, cluster: Cluster,
+            seen: Mapping[str, claims.Shape | None] | None = None) -> Placed:
+    """Every object of the replica, placed for its cluster; `seen` the observed claim
+    templates' requests by key (a changed one gets a new name: claims.py)."""
+    backends = compose_backends(replica, cluster, seen)
     if replica.cache is not None:
         mounts.mount(backends, replica)
     # Validation admits only the (mode, router) pairs that have a layer (the table's).

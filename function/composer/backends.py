@@ -33,10 +33,11 @@ token streams before it is killed on a restart or a rollout.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from function.composer import kinds, naming
-from function.composer.claims import claim_template
+from function.composer.claims import Shape, claim_template
 from function.composer.composed import Backends, Composed, PodTemplate, Role, Workload
 from function.composer.model import Engine, Member, Replica, cluster_pool
 from function.composer.pods import pod_template
@@ -46,12 +47,14 @@ from function.contract.records import Cluster
 PROGRESS_DEADLINE_SECONDS = 3600
 
 
-def compose_backends(replica: Replica, cluster: Cluster) -> Backends:
+def compose_backends(replica: Replica, cluster: Cluster,
+                     seen: Mapping[str, Shape | None] | None = None) -> Backends:
+    """`seen`: the observed claim templates' requests by key (claims.template_key)."""
     out = Backends()
     for engine in replica.engines:
         claims = {}
         for member in engine.members:
-            rct = claim_template(replica, engine, member)
+            rct = claim_template(replica, engine, member, seen)
             if rct is not None:
                 out.support.append(rct)
                 claims[member.role] = rct.manifest["metadata"]["name"]

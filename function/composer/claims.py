@@ -19,6 +19,8 @@ its claims are recognized by the pods that own them instead.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +31,51 @@ from function.composer.composed import Composed
 from function.composer.model import Engine, Member, Replica
 
 
-def claim_template(replica: Replica, engine: Engine, member: Member) -> Composed | None:
+# A template's device requests as compared with an observed one: what the composer
+# writes of each (name, class, count, selectors), so the API server's defaults never
+# read as a change.
+Shape = tuple[tuple[str, str, int, tuple[str, ...]], ...]
+
+
+def shape(spec: Mapping[str, Any]) -> Shape | None:
+    """The device requests of a template's `spec`, or None when they cannot be read."""
+    try:
+        requests = spec["spec"]["devices"]["requests"]
+        return tuple((str(r["name"]), str(r["exactly"]["deviceClassName"]),
+                      int(r["exactly"].get("count", 1)),
+                      tuple(str(s["cel"]["expression"])
+                            for s in r["exactly"].get("selectors") or []))
+                     for r in requests)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def observed_shapes(observed: Mapping[str, Any]) -> dict[str, Shape | None]:
+    """The device requests of every observed template (bare or in an Object), by key."""
+    out = {}
+    for key, obj in observed.items():
+        spec = _template_spec(obj)
+        if spec is not None:
+            out[key] = shape(spec)
+    return out
+
+
+def template_key(base: str, wanted: Shape, seen: Mapping[str, Shape | None]) -> tuple[str, str]:
+    """(key, name suffix) of a member's template: the observed one asking for `wanted`;
+    else the plain key when none is observed; else a key and name suffix of its digest."""
+    mine = {k: v for k, v in seen.items() if k == base or k.startswith(base + "-")}
+    for k in sorted(mine):
+        if mine[k] == wanted:
+            return k, k[len(base) + 1:]
+    if not mine:
+        return base, ""
+    digest = hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:8]
+    return f"{base}-{digest}", digest
+
+
+def claim_template(replica: Replica, engine: Engine, member: Member,
+                   seen: Mapping[str, Shape | None] | None = None) -> Composed | None:
+    """The member's template; `seen` the observed templates' requests by key."""
     if not member.claims:
         return None
     requests = []
@@ -40,14 +86,29 @@ def claim_template(replica: Replica, engine: Engine, member: Member) -> Composed
             exactly["selectors"] = [{"cel": {"expression": s}} for s in r.selectors]
         requests.append({"name": r.name, "exactly": exactly})
     labels = naming.object_labels(replica)
+    spec = {"metadata": {"labels": dict(labels)}, "spec": {"devices": {"requests": requests}}}
+    wanted = shape(spec)
+    assert wanted is not None  # built just above
+    key, suffix = template_key(naming.claim_template_key(engine, member), wanted, seen or {})
     manifest = {
         **kinds.RESOURCECLAIMTEMPLATE.header(),
-        "metadata": {"name": naming.claim_template_name(replica, engine, member),
+        "metadata": {"name": naming.claim_template_name(replica, engine, member, suffix),
                      "namespace": replica.namespace, "labels": labels},
-        "spec": {"metadata": {"labels": dict(labels)},
-                 "spec": {"devices": {"requests": requests}}},
+        "spec": spec,
     }
-    return Composed(naming.claim_template_key(engine, member), manifest)
+    return Composed(key, manifest)
+
+
+def _template_spec(obj: Any) -> Mapping[str, Any] | None:
+    """A ResourceClaimTemplate's spec, bare or wrapped in a provider-kubernetes Object."""
+    if not isinstance(obj, Mapping):
+        return None
+    if obj.get("kind") == kinds.OBJECT.kind:
+        obj = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest")
+    if isinstance(obj, Mapping) and obj.get("kind") == kinds.RESOURCECLAIMTEMPLATE.kind \
+            and isinstance(obj.get("spec"), Mapping):
+        return obj["spec"]
+    return None
 
 
 def as_composed(serialized: bytes, observed: Mapping[str, Any] | None) -> bytes:
@@ -55,24 +116,14 @@ def as_composed(serialized: bytes, observed: Mapping[str, Any] | None) -> bytes:
     exists without `spec.metadata` (composed by an older version; the API server
     refuses any change to a template's spec) keeps it that way, bare or wrapped
     in a provider-kubernetes Object. Everything else is unchanged."""
-    def template(obj: Any) -> Any:
-        if not isinstance(obj, Mapping):
-            return None
-        if obj.get("kind") == kinds.OBJECT.kind:
-            obj = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest")
-        if isinstance(obj, Mapping) and obj.get("kind") == kinds.RESOURCECLAIMTEMPLATE.kind \
-                and isinstance(obj.get("spec"), Mapping):
-            return obj["spec"]
-        return None
-
-    existing = template(observed)
+    existing = _template_spec(observed)
     if existing is None or "metadata" in existing:
         return serialized
     struct = resource.structpb.Struct()
     struct.ParseFromString(serialized)
     desired = resource.struct_to_dict(struct)
-    spec = template(desired)
-    if spec is None:
+    spec = _template_spec(desired)
+    if not isinstance(spec, dict):
         return serialized
     spec.pop("metadata", None)
     return resource.dict_to_struct(desired).SerializeToString()

@@ -67,8 +67,11 @@ def leaderworkerset_name(replica: Replica, engine: Engine) -> str:
     return object_name(replica, engine.name, tag="lws", max_length=MAX_LWS_NAME)
 
 
-def claim_template_name(replica: Replica, engine: Engine, member: Member) -> str:
-    return object_name(replica, engine.name, member.role.lower(), tag="claims")
+def claim_template_name(replica: Replica, engine: Engine, member: Member,
+                        digest: str = "") -> str:
+    """A member's template; `digest` that of its requests where they changed (claims.py)."""
+    return object_name(replica, engine.name, member.role.lower(), *([digest] if digest else []),
+                       tag="claims")
 
 
 def service_name(replica: Replica, purpose: str = "") -> str:
