@@ -3,16 +3,18 @@ shrinking a pool, and the PrefillDecode routing layer on a real API server."""
 
 from __future__ import annotations
 
+import copy
 import urllib.parse
 
 import pytest
 from builders import load_one
 from conftest import REPO
-from day2 import NAME, NS, clusters_of, deploy, inference_cluster, ready
+from day2 import DEPLOYMENT, NAME, NS, clusters_of, deploy, inference_cluster, ready
 from live import (IC, SETTLE, accepted_and_resolved, apply_docs, delete_and_wait,
                   ensure_namespace, get, items, replicas_of, serving_pods, wait, wait_condition)
 
 from e2e.controlplane.core import ControlPlane
+from function.contract.api import LABEL_REPLICA
 
 
 @pytest.fixture
@@ -31,6 +33,50 @@ def test_scale_up_and_down_with_kubectl_scale(cp, deployment):
     # The surplus replicas go, with everything they composed.
     wait("the surplus replicas to be deleted", lambda: len(replicas_of(cp, NS, NAME)) == 1,
          SETTLE)
+
+
+def claim_templates(cp: ControlPlane, mr: dict) -> list[dict]:
+    """The ResourceClaimTemplates of a replica, on its cluster."""
+    return items(cp, "resourceclaimtemplates", NS,
+                 f"{LABEL_REPLICA}={mr['metadata']['name']}",
+                 cluster=cp.cluster(mr["spec"]["clusterName"]))
+
+
+def test_an_edited_device_selector_rolls_each_replica_onto_a_new_claim_template(
+        cp, deployment):
+    """A template's spec is immutable: an edited selector gives each replica a new
+    template (a new name), its pods follow in a rolling update and the old template
+    goes, on the control plane's cluster and through provider-kubernetes alike."""
+    deploy(cp, 2)
+    assert clusters_of(cp) == ["eu-west-1", "us-east-1"]
+    before = {mr["metadata"]["name"]: [t["metadata"]["name"] for t in claim_templates(cp, mr)]
+              for mr in replicas_of(cp, NS, NAME)}
+    assert all(len(names) == 1 for names in before.values()), before
+    md = copy.deepcopy(DEPLOYMENT)
+    md["spec"]["replicas"] = 2
+    (member,) = md["spec"]["template"]["spec"]["engines"][0]["members"]
+    (gpu,) = member["nodeSelector"]["devices"]
+    # Still every L4 (24Gi), written differently.
+    gpu["selectors"][1]["cel"] = gpu["selectors"][1]["cel"].replace('"20Gi"', '"16Gi"')
+    apply_docs(cp, [md])
+
+    def rolled() -> bool:
+        for mr in replicas_of(cp, NS, NAME):
+            (t,) = claim_templates(cp, mr)
+            name = t["metadata"]["name"]
+            assert name not in before[mr["metadata"]["name"]], (mr["metadata"]["name"], name)
+            (request,) = t["spec"]["spec"]["devices"]["requests"]
+            assert '"16Gi"' in request["exactly"]["selectors"][1]["cel"]["expression"]
+            pods = serving_pods(cp, mr)
+            assert pods and all(c["resourceClaimTemplateName"] == name
+                                for p in pods for c in p["spec"]["resourceClaims"]), name
+        return True
+    wait("each replica on a new claim template, its pods with it", rolled, SETTLE)
+    assert clusters_of(cp) == ["eu-west-1", "us-east-1"]  # nothing moved
+    ready(cp, 2)
+
+
+SERVICE = "day2-route"
 
 
 SERVICE = "day2-route"
