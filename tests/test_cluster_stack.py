@@ -9,6 +9,7 @@ cluster without a stack composes, requires and reports exactly what it did.
 
 from __future__ import annotations
 
+import copy
 import json
 import pathlib
 import subprocess
@@ -16,6 +17,7 @@ import sys
 
 import pytest
 from builders import composite, conditions, desired, request
+from composer_support import FLEET, REMOTE, compose, replica, standalone
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetgen import cluster, pool, to_plain
 from schemas import Schemas
@@ -274,38 +276,62 @@ def test_the_control_plane_clusters_stack_reads_its_crds_directly():
 
 # --- Usages: a CRD's Object stays while replicas need it ----------------------------
 
-def _replica(namespace: str, name: str, cluster_name: str = "eu-west-1") -> dict:
-    return {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelReplica",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {"modelplane.ai/cluster": "eu-west-1"}},
-            "spec": {"clusterName": cluster_name, "engines": []}}
+def installed(ic: dict, *fields: str) -> dict:
+    """The cluster as its own status reports it: these Managed components Installed."""
+    ic = copy.deepcopy(ic)
+    ic["spec"]["stack"] = dict(MANAGED)
+    ic["status"] = {"conditions": [{"type": "StackReady", "status": "True"}],
+                    "stack": {"components": [
+                        {"name": f, "mode": "Managed",
+                         "phase": "Installed" if f in fields else "Progressing"}
+                        for f in MANAGED]}}
+    return ic
 
 
-def test_each_replica_holds_a_usage_of_each_managed_crd_it_needs_once_its_object_exists():
-    ic = remote(**MANAGED)
-    replicas = [_replica("ml-team", "llama-0"), _replica("ml-team", "llama-1"),
-                _replica("ml-team", "forged", cluster_name="us-east-1")]
-    before = desired(run_cluster(ic, replicas=replicas))
-    assert not [k for k in before if k.startswith("stack-usage")]  # nothing to hold yet
-    rsp = run_cluster(ic, replicas=replicas, observed={k: ready(v) for k, v in before.items()})
-    objs = desired(rsp)
-    usages = {k: v for k, v in objs.items() if k.startswith("stack-usage")}
-    assert sorted(usages) == sorted(f"stack-usage-ml-team-llama-{i}-{f}"
-                                    for i in (0, 1) for f in MANAGED)
-    u = usages["stack-usage-ml-team-llama-0-leaderWorkerSet"]
-    lws_obj = objs[stack.object_key("leaderWorkerSet", "leaderworkersets.leaderworkerset.x-k8s.io")]
+def usages_of(out) -> dict[str, dict]:
+    return {k: v for k, v in out.desired.items() if k.startswith("stack-usage")}
+
+
+def test_a_replica_holds_a_usage_of_each_installed_crd_it_needs():
+    mr = replica(standalone(pool="l4-4x"), cluster=REMOTE)
+    ic = installed(FLEET[REMOTE], "gatewayAPI", "leaderWorkerSet")
+    out = compose(mr, ic)
+    usages = usages_of(out)
+    # inferenceExtension is still Progressing: nothing to hold yet.
+    assert sorted(usages) == ["stack-usage-gatewayAPI", "stack-usage-leaderWorkerSet"]
+    u = usages["stack-usage-leaderWorkerSet"]
+    lws = stack.object_name(parse_cluster(ic), "leaderworkersets.leaderworkerset.x-k8s.io")
     assert u["apiVersion"] == "protection.crossplane.io/v1beta1"
     assert u["metadata"]["namespace"] == "ml-team"
     assert u["spec"]["of"] == {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
                                "kind": "Object",
-                               "resourceRef": {"name": lws_obj["metadata"]["name"],
-                                               "namespace": "crossplane-system"}}
+                               "resourceRef": {"name": lws, "namespace": "crossplane-system"}}
     assert u["spec"]["by"] == {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelReplica",
-                               "resourceRef": {"name": "llama-0"}}
+                               "resourceRef": {"name": mr["metadata"]["name"]}}
     assert u["spec"]["replayDeletion"] is True
-    schemas = Schemas()
-    assert [e for v in usages.values() for e in schemas.errors(to_plain(v))] == []
-    assert all(rsp.desired.resources[k].ready == fnv1.READY_TRUE for k in usages)
+    assert [e for v in usages.values() for e in Schemas().errors(v)] == []
+    assert all(out.ready[k] == fnv1.READY_TRUE for k in usages)
+
+
+def test_a_usage_once_composed_stays_while_the_replica_runs():
+    mr = replica(standalone(pool="l4-4x"), cluster=REMOTE)
+    first = compose(mr, installed(FLEET[REMOTE], *MANAGED))
+    # The component taken out of the stack (or its status flickering): the Object it
+    # holds stays held while this replica needs the CRD.
+    again = compose(mr, installed(FLEET[REMOTE]), observed=first.desired)
+    assert usages_of(again) == usages_of(first) and len(usages_of(first)) == 3
+
+
+def test_no_usage_on_the_control_plane_or_without_a_stack():
+    assert not usages_of(compose(replica(standalone())))
+    assert not usages_of(compose(replica(standalone(pool="l4-4x"), cluster=REMOTE)))
+
+
+def test_the_cluster_itself_composes_no_usage_whatever_runs_there():
+    # Its composition does not grow with the replicas on it.
+    objs = desired(run_cluster(remote(**MANAGED)))
+    rsp = run_cluster(remote(**MANAGED), observed={k: ready(v) for k, v in objs.items()})
+    assert not [k for k in desired(rsp) if "usage" in k]
 
 
 # --- the rules, checked again ------------------------------------------------------

@@ -266,14 +266,8 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
 def report_stack(req: Request, rsp: fnv1.RunFunctionResponse, cluster: Cluster,
                  components: list[stack.Declared], composed: Mapping[str, Any],
                  seen: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The stack's Usages (one per replica here and Managed CRD it needs) and the
-    StackReady condition (stack.py, stackstatus.py); returns the status per component
-    (status.stack.components)."""
-    here = [mr for mr in req.required(REQUIRE_REPLICAS)
-            if dig(mr, "spec").get("clusterName") == cluster.name]
-    for key, usage in stack.usages(cluster, components, here, seen).items():
-        resource.update(rsp.desired.resources[key], usage)
-        rsp.desired.resources[key].ready = fnv1.READY_TRUE
+    """The StackReady condition (stack.py, stackstatus.py); returns the status per
+    component (status.stack.components)."""
     local: dict[str, dict[str, Any]] | None = None
     if not cluster.remote:
         local = {}

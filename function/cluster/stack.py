@@ -19,11 +19,11 @@ Per declared component (contract/stack.py's table):
 
 And a Crossplane Usage (protection.crossplane.io/v1beta1, what Crossplane
 v2.3 serves) per ModelReplica on the cluster and Managed CRD of a kind the
-composer writes (HTTPRoute, InferencePool, LeaderWorkerSet): the Usage lives
-in the replica's namespace, is used `by` the replica and holds the CRD's
-Object, so the Object cannot be deleted, even with its InferenceCluster,
-while a replica that needs the CRD exists (Crossplane keeps a composed Usage
-with `by` until that resource is gone).
+composer writes (HTTPRoute, InferencePool, LeaderWorkerSet), composed by the
+replica itself (`replica_usages`, so the cluster's composition does not grow
+with its replicas): the Usage lives in the replica's namespace, is used `by`
+the replica and holds the CRD's Object, so the Object cannot be deleted, even
+with its InferenceCluster, while a replica that needs the CRD exists.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,38 +220,37 @@ def probe_objects(cluster: Cluster, stack: Sequence[Declared]) -> dict[str, dict
         for d in stack if not d.managed}
 
 
-def usages(cluster: Cluster, stack: Sequence[Declared], replicas: Sequence[Mapping[str, Any]],
-           observed: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """A Usage per replica on the cluster and observed Managed CRD Object of a kind the
-    composer writes, by key."""
-    held = [d.component for d in stack if d.managed and d.component.used_by_replicas
-            and object_key(d.component.field, d.component.probe) in observed]
+def replica_usages(cluster: Cluster, namespace: str, name: str,
+                   observed: Collection[str]) -> dict[str, dict[str, Any]]:
+    """The Usages a ModelReplica on the cluster composes, by its composed-resource key:
+    one of the Object carrying each Managed CRD of a kind the composer writes, once
+    the cluster's stack reports the component Installed; one composed stays (`observed`:
+    the replica's observed keys), so a component taken out of the stack keeps its
+    Object while the replica needs it."""
     out: dict[str, dict[str, Any]] = {}
-    for mr in replicas:
-        meta = mr.get("metadata") or {}
-        namespace, name = meta.get("namespace"), meta.get("name")
-        if not (isinstance(namespace, str) and isinstance(name, str)):
+    for component in COMPONENTS:
+        key = f"stack-usage-{component.field}"
+        if not cluster.remote or not component.used_by_replicas or not (
+                component.field in cluster.stack_installed or key in observed):
             continue
-        for component in held:
-            of = object_name(cluster, component.probe)
-            out[f"stack-usage-{namespace}-{name}-{component.field}"] = {
-                "apiVersion": USAGE_API_VERSION, "kind": "Usage",
-                "metadata": {
-                    "name": tagged_label(cluster.name, name, component.field, tag="usage",
-                                         identity=(cluster.name, namespace, name,
-                                                   component.field)),
-                    "namespace": namespace,
-                    "labels": {LABEL_CLUSTER: cluster.name, f"{GROUP}/purpose": PURPOSE,
-                               LABEL_COMPONENT: component.field}},
-                "spec": {
-                    "of": {"apiVersion": reporter.OBJECT_API_VERSION, "kind": "Object",
-                           "resourceRef": {"name": of, "namespace": reporter.namespace()}},
-                    "by": {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA,
-                           "resourceRef": {"name": name}},
-                    "reason": f"ModelReplica {namespace}/{name} runs on {cluster.name}, which "
-                              f"needs {component.probe}",
-                    # A deletion tried while held goes through once the replica is gone.
-                    "replayDeletion": True,
-                },
-            }
+        out[key] = {
+            "apiVersion": USAGE_API_VERSION, "kind": "Usage",
+            "metadata": {
+                "name": tagged_label(cluster.name, name, component.field, tag="usage",
+                                     identity=(cluster.name, namespace, name, component.field)),
+                "namespace": namespace,
+                "labels": {LABEL_CLUSTER: cluster.name, f"{GROUP}/purpose": PURPOSE,
+                           LABEL_COMPONENT: component.field}},
+            "spec": {
+                "of": {"apiVersion": reporter.OBJECT_API_VERSION, "kind": "Object",
+                       "resourceRef": {"name": object_name(cluster, component.probe),
+                                       "namespace": reporter.namespace()}},
+                "by": {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA,
+                       "resourceRef": {"name": name}},
+                "reason": f"ModelReplica {namespace}/{name} runs on {cluster.name}, which "
+                          f"needs {component.probe}",
+                # A deletion tried while held goes through once the replica is gone.
+                "replayDeletion": True,
+            },
+        }
     return out

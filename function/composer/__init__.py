@@ -36,6 +36,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function.cluster import stack
 from function.composer import (
     claims,
     keep,
@@ -128,6 +129,11 @@ def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, A
         memo.write(rsp, key, claims.as_composed(manifest, observed.get(key)))
         rsp.desired.resources[key].ready = desired_ready(state.ready)
         items.append(status.Observed(key, role, state))
+    # The serving stack's Usages: this replica holds the CRDs it needs on its cluster.
+    for key, usage in stack.replica_usages(cluster, replica.namespace, replica.name,
+                                           observed).items():
+        resource.update(rsp.desired.resources[key], usage)
+        rsp.desired.resources[key].ready = fnv1.READY_TRUE
     summary = status.summarize(items, not_routed=placed.not_routed)
     write_status(rsp, phase=summary.phase, endpoint=placed.endpoint,
                  conditions=summary.conditions)

@@ -38,7 +38,7 @@ from function.contract import cost
 from function.contract.enums import DeviceClaim, PodSecurityLevel, ProviderConfigKind
 from function.contract.names import is_dns_label, is_dns_subdomain
 from function.contract.selectors import LabelSelector, SelectorError, parse_selector
-from function.contract.stack import stack_unready
+from function.contract.stack import installed, stack_unready
 from function.contract.validation import dig
 
 
@@ -159,6 +159,7 @@ class Cluster:
     # Why the serving stack it declares (spec.stack) is not ready: its StackReady
     # condition's message; "" when it declares none or the stack is ready.
     stack_unready: str = ""
+    stack_installed: tuple[str, ...] = ()  # its Managed components reported Installed
     # Pools by name (the first of a name, as the schema keys them): the ledger looks a
     # pool up for every replica of the fleet.
     by_pool: Mapping[str, Pool] = field(init=False, repr=False, compare=False)
@@ -339,7 +340,7 @@ def parse_cluster(obj: Mapping[str, Any],
                    storage_class=_text(spec.get("storage"), "storageClassName"),
                    pod_security=_pod_security(spec.get("podSecurity")),
                    namespace_selector=admitted,
-                   stack_unready=stack_unready(obj))
+                   stack_unready=stack_unready(obj), stack_installed=installed(obj))
 
 
 def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:

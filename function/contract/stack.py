@@ -134,3 +134,12 @@ def stack_unready(obj: Mapping[str, Any]) -> str:
         return ""
     said = ready.get("message") or ready.get("reason") or "not ready"
     return str(said)[:STACK_UNREADY_MAX]
+
+
+def installed(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """The Managed components the cluster's status.stack reports Installed (its own
+    output), in table order: what a replica there may hold a Usage of."""
+    entries = ((obj.get("status") or {}).get("stack") or {}).get("components") or []
+    done = {e.get("name") for e in entries if isinstance(e, Mapping)
+            and e.get("mode") == "Managed" and e.get("phase") == "Installed"}
+    return tuple(c.field for c in COMPONENTS if c.field in done)

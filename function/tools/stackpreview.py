@@ -51,11 +51,8 @@ def _objects(composed: Sequence[Mapping[str, Any]], field: str) -> str:
     mine = [d for d in composed
             if ((d.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT) == field]
     kinds: Counter[str] = Counter()
-    probes, usages = [], 0
+    probes = []
     for d in mine:
-        if d.get("kind") == "Usage":
-            usages += 1
-            continue
         spec = d.get("spec") or {}
         manifest = (spec.get("forProvider") or {}).get("manifest") or {}
         if spec.get("managementPolicies") == ["Observe"]:
@@ -64,8 +61,6 @@ def _objects(composed: Sequence[Mapping[str, Any]], field: str) -> str:
         else:
             kinds[str(manifest.get("kind"))] += 1
     said = [f"{n} × {k}" for k, n in sorted(kinds.items())] + probes
-    if usages:
-        said.append(f"{usages} Usages")
     return ", ".join(said) or "nothing"
 
 
