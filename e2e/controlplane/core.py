@@ -1250,12 +1250,19 @@ class _Builder:
         cp = self.cp
         assert cp is not None
         self.say("admission policies and tenant roles (security/): only "
-                 f"{security.ADMIN_USER} writes ModelReplicas, status and cluster-wide Objects")
+                 f"{security.ADMIN_USER} writes ModelReplicas, status and cluster-wide Objects; "
+                 f"remote clusters reached as {security.REMOTE_IDENTITY} "
+                 "(security/remote-identity.yaml)")
         cp.apply(security.manifests())
         for name, c in plan.clusters.items():
             if not c.remote:
                 continue
-            kc = self._kubeconfig_path(name).read_text()
+            # The provider acts there as the identity docs/install.md asks for
+            # (security/remote-identity.yaml), not as the cluster's admin.
+            cp.apply(security.remote_identity(), cluster=name)
+            token = cp.kubectl(*security.remote_token_args(), cluster=name).stdout.strip()
+            kc = inventory.token_kubeconfig(self._kubeconfig_path(name), token,
+                                            user=security.REMOTE_IDENTITY)
             cp.apply(fleet.provider_config_objects(c.provider_config, kc, CROSSPLANE_NS))
         namespaces = sorted(example_namespaces(REPO / "examples" / "deployments"))
         for name in plan.clusters:  # every cluster: pods read the Secret where they run

@@ -45,18 +45,17 @@ def argv(binary: Path, deployment: dict[str, Any], kubeconfig: Path) -> tuple[st
     return (str(binary), *cmd[1:], "--kubeconfig", str(kubeconfig))
 
 
-def token_kubeconfig(admin_kubeconfig: Path, token: str) -> str:
+def token_kubeconfig(admin_kubeconfig: Path, token: str, user: str = "reporter") -> str:
     """The cluster's admin kubeconfig with its user replaced by the ServiceAccount's token."""
     cfg = yaml.safe_load(admin_kubeconfig.read_text())
     ctx_name = cfg["current-context"]
     (ctx,) = [c["context"] for c in cfg["contexts"] if c["name"] == ctx_name]
     (cluster,) = [c for c in cfg["clusters"] if c["name"] == ctx["cluster"]]
     return yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "reporter",
+        "apiVersion": "v1", "kind": "Config", "current-context": user,
         "clusters": [cluster],
-        "users": [{"name": "reporter", "user": {"token": token}}],
-        "contexts": [{"name": "reporter", "context": {"cluster": cluster["name"],
-                                                      "user": "reporter"}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": cluster["name"], "user": user}}],
     }, sort_keys=False)
 
 

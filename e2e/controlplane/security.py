@@ -31,3 +31,32 @@ def manifests(controllers: str = ADMIN_USER) -> list[dict[str, Any]]:
         if (d["kind"], d["metadata"]["name"]) == PARAMS:
             d["data"]["controllers"] = controllers
     return sorted(docs, key=lambda d: (d["kind"], d["metadata"]["name"]) != PARAMS)
+
+
+# What a workload cluster's ClusterProviderConfig acts as there: the ClusterRole we
+# ship, bound to a ServiceAccount the kubeconfig holds a token of (as the file's
+# comment shows a platform team), instead of the cluster's admin.
+REMOTE_IDENTITY = "modelplane-remote"
+REMOTE_NAMESPACE = "kube-system"
+REMOTE_TOKEN_SECONDS = 7 * 24 * 3600  # outlives any run
+
+
+def remote_identity() -> list[dict[str, Any]]:
+    """security/remote-identity.yaml's ClusterRole, a ServiceAccount and its binding."""
+    (role,) = [d for d in yaml.safe_load_all((SECURITY / "remote-identity.yaml").read_text())
+               if d and d.get("kind") == "ClusterRole"]
+    name = role["metadata"]["name"]
+    return [role,
+            {"apiVersion": "v1", "kind": "ServiceAccount",
+             "metadata": {"name": REMOTE_IDENTITY, "namespace": REMOTE_NAMESPACE}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": REMOTE_IDENTITY},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": name},
+             "subjects": [{"kind": "ServiceAccount", "name": REMOTE_IDENTITY,
+                           "namespace": REMOTE_NAMESPACE}]}]
+
+
+def remote_token_args() -> tuple[str, ...]:
+    return ("create", "token", REMOTE_IDENTITY, "-n", REMOTE_NAMESPACE,
+            f"--duration={REMOTE_TOKEN_SECONDS}s")

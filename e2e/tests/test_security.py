@@ -11,6 +11,7 @@ runs in full, nothing is stored) except the ModelEndpoint whose status is tried.
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -151,3 +152,31 @@ def test_no_model_is_created_in_a_reserved_namespace_by_anyone(cp: ControlPlane,
     assert proc.returncode != 0, proc.stdout
     assert "modelplane-reserved-namespaces" in proc.stderr and \
         f"namespace {namespace} is reserved" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("cluster", ["eu-west-1", "us-central-batch"])
+def test_the_provider_reaches_workload_clusters_as_the_shipped_remote_identity(
+        cp: ControlPlane, cluster):
+    """The ClusterProviderConfig's kubeconfig holds the token of a ServiceAccount bound
+    to security/remote-identity.yaml's ClusterRole, not the cluster's admin: every
+    other scenario that composes onto a remote cluster runs with exactly those rules."""
+    secret = json.loads(cp.kubectl("get", "secret", f"{cluster}-kubeconfig", "-n",
+                                   "crossplane-system", "-o", "json").stdout)
+    kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+    (user,) = kubeconfig["users"]
+    assert set(user["user"]) == {"token"}, "not a token: the admin's certificate?"
+    who = "system:serviceaccount:kube-system:modelplane-remote"
+    remote = cp.cluster(cluster)
+    can = cp.kubectl("auth", "can-i", "--list", f"--as={who}", cluster=remote).stdout
+    assert "*.*" not in can, can  # never everything
+    for verb, what, allowed in (("create", "leaderworkersets.leaderworkerset.x-k8s.io", True),
+                                ("create", "deployments.apps", True),
+                                ("create", "clusterroles.rbac.authorization.k8s.io", True),
+                                ("escalate", "clusterroles.rbac.authorization.k8s.io", False),
+                                ("update", "customresourcedefinitions.apiextensions.k8s.io",
+                                 False),
+                                ("create", "pods", False),
+                                ("delete", "nodes", False)):
+        got = cp.kubectl("auth", "can-i", verb, what, f"--as={who}", "-A", cluster=remote,
+                         check=False).stdout.strip()
+        assert got == ("yes" if allowed else "no"), (verb, what, got)
