@@ -59,6 +59,22 @@ def test_the_line_joins_the_median_all_of_each_d_over_converged_runs():
     assert plot.medians(plot.points(runs), "apply") == [(10, 28.0)]
 
 
+def test_labelled_files_make_series_of_their_own():
+    """`before=a.json after=b.json`: the same D and wave, two series, two lines."""
+    paths, labels = plot.labelled(["before=x/a.json", "after=b.json", "c.json"])
+    assert [str(p) for p in paths] == ["x/a.json", "b.json", "c.json"]
+    assert labels == {"a.json": "before", "b.json": "after"}
+    runs = [("a.json", results(10, {"x": 20.0}, {"x": 61.0})),
+            ("b.json", results(10, {"x": 21.0}, {"x": 31.0})),
+            ("c.json", results(10, {"x": 22.0}, None))]
+    pts = plot.points(runs, labels)
+    assert plot.series(pts) == ["apply", "after: apply", "after: day-2",
+                                "before: apply", "before: day-2"]
+    assert plot.medians(pts, "before: day-2") == [(10, 61.0)]
+    assert plot.medians(pts, "after: day-2") == [(10, 31.0)]
+    assert plot.medians(pts, "apply") == [(10, 22.0)]
+
+
 def test_other_waves_are_left_out():
     run = results(4, {"x": 1.0}, None)
     run["waves"].append(dict(run["waves"][0], name="lose a cluster"))
@@ -78,4 +94,4 @@ def test_the_command_reads_the_files_and_writes_the_same_png_twice(tmp_path, cap
     assert first.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert first.read_bytes() == second.read_bytes()
     assert b"Software" not in first.read_bytes()
-    assert "D=10 day-2: all 30.0" in capsys.readouterr().out
+    assert "D=10 day-2: all 30.0 p50 30.0" in capsys.readouterr().out

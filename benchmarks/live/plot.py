@@ -1,14 +1,16 @@
 """Time to Ready against D, from the `--json` outputs of `make bench-live`.
 
-    python -m benchmarks.live.plot OUT.png RUN.json [RUN.json ...]
+    python -m benchmarks.live.plot OUT.png [LABEL=]RUN.json [[LABEL=]RUN.json ...]
 
 Reads one or more results files (`python -m benchmarks.live --json FILE`, the
 `Results` of report.py as `dataclasses.asdict` wrote them) and draws, per wave,
 the seconds until every deployment was Ready ("all") and the p50 and p95 over
 the deployments, against D (the deployments applied at once). Every run is a
 point of its own, so repeated runs at one D show their spread; a line joins the
-median "all" of each D. Only what was measured is drawn: a wave that did not
-converge has no "all" and is said so in the legend's count, never guessed.
+median "all" of each D. Files given a LABEL (the code or setting they measured,
+say `before=a.json`) make series of their own. Only what was measured is drawn:
+a wave that did not converge has no "all" and is said so in the legend's count,
+never guessed.
 
 Deterministic: the same files give a byte-identical PNG (Agg, no Software or
 date in the PNG's metadata, a fixed size and DPI). `points` is pure and holds
@@ -44,6 +46,11 @@ class Point:
     p95: float | None
     converged: int             # deployments that converged in the wave
     source: str                # the file it came from
+    label: str = ""            # the series it belongs to besides its wave ("": none)
+
+    @property
+    def series(self) -> str:
+        return f"{self.label}: {self.wave}" if self.label else self.wave
 
 
 def wave_kind(name: str) -> str | None:
@@ -51,10 +58,13 @@ def wave_kind(name: str) -> str | None:
     return next((w for w in WAVES if name == w or name.startswith(w + " ")), None)
 
 
-def points(runs: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Point]:
-    """Every wave of every run (source, results as JSON), sorted by D, wave and source."""
+def points(runs: Iterable[tuple[str, Mapping[str, Any]]],
+           labels: Mapping[str, str] | None = None) -> list[Point]:
+    """Every wave of every run (source, results as JSON), sorted by D, label, wave and
+    source; `labels` names the series of a source (default: none)."""
     out = []
     for source, res in runs:
+        label = (labels or {}).get(source, "")
         d = int(res.get("deployments") or 0)
         for w in res.get("waves") or []:
             kind = wave_kind(str(w.get("name", "")))
@@ -65,15 +75,20 @@ def points(runs: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Point]:
             complete = bool(done) and len(done) == len(seconds)
             out.append(Point(d, kind, done[-1] if complete else None,
                              percentile(done, 50) if done else None,
-                             percentile(done, 95) if done else None, len(done), source))
-    return sorted(out, key=lambda p: (p.deployments, WAVES.index(p.wave), p.source))
+                             percentile(done, 95) if done else None, len(done), source, label))
+    return sorted(out, key=lambda p: (p.deployments, p.label, WAVES.index(p.wave), p.source))
 
 
-def medians(pts: Sequence[Point], wave: str) -> list[tuple[int, float]]:
-    """(D, median "all") over the runs of `wave` that converged, by D."""
+def series(pts: Sequence[Point]) -> list[str]:
+    """The series drawn, in legend order: by label, then wave."""
+    return [s for _, _, s in sorted({(p.label, WAVES.index(p.wave), p.series) for p in pts})]
+
+
+def medians(pts: Sequence[Point], name: str) -> list[tuple[int, float]]:
+    """(D, median "all") over the runs of series `name` that converged, by D."""
     by_d: dict[int, list[float]] = {}
     for p in pts:
-        if p.wave == wave and p.all is not None:
+        if p.series == name and p.all is not None:
             by_d.setdefault(p.deployments, []).append(p.all)
     return [(d, statistics.median(v)) for d, v in sorted(by_d.items())]
 
@@ -82,7 +97,20 @@ def load(paths: Sequence[Path]) -> list[tuple[str, dict[str, Any]]]:
     return [(p.name, json.loads(p.read_text())) for p in paths]
 
 
-COLOURS = {"apply": "#1f77b4", "day-2": "#d62728"}
+def labelled(args: Sequence[str]) -> tuple[list[Path], dict[str, str]]:
+    """`LABEL=FILE` or `FILE` arguments -> the files, and the label of each file's name."""
+    paths, labels = [], {}
+    for arg in args:
+        label, sep, path = arg.partition("=")
+        p = Path(path if sep else arg)
+        paths.append(p)
+        if sep:
+            labels[p.name] = label
+    return paths, labels
+
+
+# Colour-blind-safe (Okabe-Ito), one per series in legend order.
+COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 MARKERS = {"all": "o", "p50": "v", "p95": "^"}
 
 
@@ -93,23 +121,22 @@ def render(pts: Sequence[Point], out: Path, title: str = "") -> None:
     from matplotlib import pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.0, 4.5), dpi=100)
-    for wave in WAVES:
-        of_wave = [p for p in pts if p.wave == wave]
-        if not of_wave:
-            continue
-        runs = len(of_wave)
+    for i, name in enumerate(series(pts)):
+        colour = COLOURS[i % len(COLOURS)]
+        of_series = [p for p in pts if p.series == name]
+        runs = len(of_series)
         for stat in STATS:
-            xy = [(p.deployments, getattr(p, stat)) for p in of_wave
+            xy = [(p.deployments, getattr(p, stat)) for p in of_series
                   if getattr(p, stat) is not None]
             if not xy:
                 continue
-            label = f"{wave}: {stat}" + (f" ({len(xy)} of {runs} runs)" if stat == "all" else "")
-            ax.scatter([x for x, _ in xy], [y for _, y in xy], color=COLOURS[wave],
+            label = f"{name}: {stat}" + (f" ({len(xy)} of {runs} runs)" if stat == "all" else "")
+            ax.scatter([x for x, _ in xy], [y for _, y in xy], color=colour,
                        marker=MARKERS[stat], s=36 if stat == "all" else 18,
                        alpha=1.0 if stat == "all" else 0.6, label=label, zorder=3)
-        line = medians(pts, wave)
+        line = medians(pts, name)
         if len(line) > 1:
-            ax.plot([d for d, _ in line], [s for _, s in line], color=COLOURS[wave],
+            ax.plot([d for d, _ in line], [s for _, s in line], color=colour,
                     linewidth=1, zorder=2)
     ds = sorted({p.deployments for p in pts})
     ax.set_xticks(ds)
@@ -126,21 +153,27 @@ def render(pts: Sequence[Point], out: Path, title: str = "") -> None:
     plt.close(fig)
 
 
+def _s(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1f}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.live.plot",
                                 description="Plot time to Ready against D from the --json "
                                             "outputs of python -m benchmarks.live.")
     p.add_argument("out", type=Path, help="the PNG to write")
-    p.add_argument("runs", type=Path, nargs="+", help="results files (--json)")
+    p.add_argument("runs", nargs="+", metavar="[LABEL=]RUN.json",
+                   help="results files (--json), each with the label of its series if any")
     p.add_argument("--title", default="", help="the figure's title")
     args = p.parse_args(argv)
-    pts = points(load(args.runs))
+    paths, labels = labelled(args.runs)
+    pts = points(load(paths), labels)
     if not pts:
         p.error("no wave in the given files")
     render(pts, args.out, args.title)
     for pt in pts:
-        print(f"D={pt.deployments} {pt.wave}: all {pt.all} p50 {pt.p50} p95 {pt.p95} "
-              f"({pt.converged} converged; {pt.source})")
+        print(f"D={pt.deployments} {pt.series}: all {_s(pt.all)} p50 {_s(pt.p50)} "
+              f"p95 {_s(pt.p95)} ({pt.converged} converged; {pt.source})")
     return 0
 
 
