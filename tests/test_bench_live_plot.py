@@ -70,6 +70,9 @@ def test_labelled_files_make_series_of_their_own():
     pts = plot.points(runs, labels)
     assert plot.series(pts) == ["apply", "after: apply", "after: day-2",
                                 "before: apply", "before: day-2"]
+    # In the order the command line gave the labels.
+    assert plot.series(pts, ["before", "after"]) == ["apply", "before: apply", "before: day-2",
+                                                     "after: apply", "after: day-2"]
     assert plot.medians(pts, "before: day-2") == [(10, 61.0)]
     assert plot.medians(pts, "after: day-2") == [(10, 31.0)]
     assert plot.medians(pts, "apply") == [(10, 22.0)]

@@ -79,9 +79,14 @@ def points(runs: Iterable[tuple[str, Mapping[str, Any]]],
     return sorted(out, key=lambda p: (p.deployments, p.label, WAVES.index(p.wave), p.source))
 
 
-def series(pts: Sequence[Point]) -> list[str]:
-    """The series drawn, in legend order: by label, then wave."""
-    return [s for _, _, s in sorted({(p.label, WAVES.index(p.wave), p.series) for p in pts})]
+def series(pts: Sequence[Point], order: Sequence[str] = ()) -> list[str]:
+    """The series drawn, in legend order: unlabelled first, then by label in `order`
+    (the order the command line gave them; others after, by name), then by wave."""
+    def rank(label: str) -> tuple[int, str]:
+        return (-1, "") if not label else \
+            (order.index(label), "") if label in order else (len(order), label)
+    return [s for _, _, s in sorted({(rank(p.label), WAVES.index(p.wave), p.series)
+                                      for p in pts})]
 
 
 def medians(pts: Sequence[Point], name: str) -> list[tuple[int, float]]:
@@ -114,14 +119,14 @@ COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 MARKERS = {"all": "o", "p50": "v", "p95": "^"}
 
 
-def render(pts: Sequence[Point], out: Path, title: str = "") -> None:
+def render(pts: Sequence[Point], out: Path, title: str = "", order: Sequence[str] = ()) -> None:
     """Draw `pts` into the PNG `out`."""
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.0, 4.5), dpi=100)
-    for i, name in enumerate(series(pts)):
+    for i, name in enumerate(series(pts, order)):
         colour = COLOURS[i % len(COLOURS)]
         of_series = [p for p in pts if p.series == name]
         runs = len(of_series)
@@ -130,7 +135,9 @@ def render(pts: Sequence[Point], out: Path, title: str = "") -> None:
                   if getattr(p, stat) is not None]
             if not xy:
                 continue
-            label = f"{name}: {stat}" + (f" ({len(xy)} of {runs} runs)" if stat == "all" else "")
+            # One legend entry a series (its "all"); the percentiles' markers are
+            # explained once, below.
+            label = f"{name}: all ({len(xy)} of {runs} runs)" if stat == "all" else None
             ax.scatter([x for x, _ in xy], [y for _, y in xy], color=colour,
                        marker=MARKERS[stat], s=36 if stat == "all" else 18,
                        alpha=1.0 if stat == "all" else 0.6, label=label, zorder=3)
@@ -138,6 +145,8 @@ def render(pts: Sequence[Point], out: Path, title: str = "") -> None:
         if len(line) > 1:
             ax.plot([d for d, _ in line], [s for _, s in line], color=colour,
                     linewidth=1, zorder=2)
+    for stat in STATS[1:]:
+        ax.scatter([], [], color="grey", marker=MARKERS[stat], s=18, label=f"{stat} (same colours)")
     ds = sorted({p.deployments for p in pts})
     ax.set_xticks(ds)
     ax.set_xlim(0, max(ds, default=1) * 1.1 + 1)
@@ -170,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pts = points(load(paths), labels)
     if not pts:
         p.error("no wave in the given files")
-    render(pts, args.out, args.title)
+    render(pts, args.out, args.title, list(dict.fromkeys(labels.values())))
     for pt in pts:
         print(f"D={pt.deployments} {pt.series}: all {_s(pt.all)} p50 {_s(pt.p50)} "
               f"p95 {_s(pt.p95)} ({pt.converged} converged; {pt.source})")
