@@ -125,7 +125,7 @@ def render(pts: Sequence[Point], out: Path, title: str = "", order: Sequence[str
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.0, 4.5), dpi=100)
+    fig, ax = plt.subplots(figsize=(9.0, 4.5), dpi=100)
     for i, name in enumerate(series(pts, order)):
         colour = COLOURS[i % len(COLOURS)]
         of_series = [p for p in pts if p.series == name]
@@ -153,9 +153,10 @@ def render(pts: Sequence[Point], out: Path, title: str = "", order: Sequence[str
     ax.set_ylim(bottom=0)
     ax.set_xlabel("D: ModelDeployments applied at once")
     ax.set_ylabel("seconds from the apply to Ready")
-    ax.set_title(title or "make bench-live: time to Ready against D")
+    ax.set_title(title or "make bench-live: time to Ready against D", fontsize=10)
     ax.grid(True, linewidth=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    # Beside the axes: inside, it would hide the points of the smallest D.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     # No Software or creation time in the PNG: the same points, the same bytes.
     fig.savefig(out, format="png", metadata={"Software": None})
