@@ -993,6 +993,69 @@ def test_a_deployment_waiting_for_its_replicas_to_serve_asks_to_be_called_again_
     assert rsp.meta.ttl.ToTimedelta() == requeue.WAITING
 
 
+CIRCUIT_OPENED = "2026-11-26T15:59:23Z"
+
+
+def settled_with_responsive(responsive: dict | None, monkeypatch,
+                            minutes_later: float = 0.2) -> fnv1.RunFunctionResponse:
+    """A deployment whose two replicas serve, as Crossplane calls it with its
+    `Responsive` condition (None: none yet), `minutes_later` after CIRCUIT_OPENED."""
+    import datetime
+    opened = datetime.datetime.fromisoformat(CIRCUIT_OPENED)
+    monkeypatch.setattr(requeue, "now",
+                        lambda: opened + datetime.timedelta(minutes=minutes_later))
+    md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
+                    replicas=2)
+    world = World(md, [cluster("a", pool("h100", 2, H100))])
+    world.step()
+    for index in (0, 1):
+        world.observed[key("a", index)]["status"] = {"phase": "Serving"}
+    if responsive is not None:
+        world.md["status"] = {"conditions": [{"lastTransitionTime": CIRCUIT_OPENED,
+                                              **responsive}]}
+    return world.run()
+
+
+OPEN = {"type": "Responsive", "status": "False", "reason": "WatchCircuitOpen",
+        "message": "Too many watch events from ModelEndpoint/m-a-0 (ns). "
+                   "Allowing events periodically."}
+CLOSED = {"type": "Responsive", "status": "True", "reason": "WatchCircuitClosed"}
+
+
+def test_a_settled_deployment_whose_watch_circuit_is_open_asks_to_be_called_again_soon(
+        monkeypatch):
+    """Crossplane drops the watch events of a composite whose circuit breaker is
+    open, the composite's own included: a deployment scaled right after it
+    settled (bench-live's day-2 wave) would see its new spec only when the
+    minute's TTL ran out. While the circuit is open, the TTL is WAITING."""
+    settled = settled_with_responsive(OPEN, monkeypatch)
+    assert settled.desired.composite.ready == fnv1.READY_TRUE
+    assert settled.meta.ttl.ToTimedelta() == requeue.WAITING
+
+
+def test_a_settled_deployment_keeps_the_default_ttl_while_its_circuit_is_closed(monkeypatch):
+    for responsive in (None, CLOSED):
+        settled = settled_with_responsive(responsive, monkeypatch)
+        assert settled.desired.composite.ready == fnv1.READY_TRUE
+        assert settled.meta.ttl.ToTimedelta() > requeue.WAITING
+
+
+def test_an_open_circuit_shortens_the_ttl_only_for_the_breakers_cooldown(monkeypatch):
+    """Past the cooldown Crossplane closes the breaker on the next event: a
+    deployment that tripped it once is not called every WAITING for ever."""
+    cooldown = requeue.CIRCUIT_COOLDOWN.total_seconds() / 60
+    just_before = settled_with_responsive(OPEN, monkeypatch, minutes_later=cooldown - 0.1)
+    assert just_before.meta.ttl.ToTimedelta() == requeue.WAITING
+    after = settled_with_responsive(OPEN, monkeypatch, minutes_later=cooldown)
+    assert after.meta.ttl.ToTimedelta() > requeue.WAITING
+
+
+def test_an_open_circuit_whose_time_is_unreadable_counts_as_just_opened(monkeypatch):
+    settled = settled_with_responsive({**OPEN, "lastTransitionTime": "yesterday"},
+                                      monkeypatch, minutes_later=60)
+    assert settled.meta.ttl.ToTimedelta() == requeue.WAITING
+
+
 def test_the_unschedulable_message_reads_like_kube_scheduler():
     md = deployment("pd", engine("prefill", standalone(req("gpu", 1, product_is("H100"))),
                                  phase="Prefill"),

@@ -15,4 +15,6 @@ The modules, from the pure ones up (tests/test_bench_live.py covers the pure one
   benchmarks/traffic/stats.py).
 - `run`: the control plane, the waves and the cleanup, within a time budget.
 - `__main__`: the command line.
+- `plot`: time to Ready against D, a PNG drawn from one or more `--json` files
+  (`python -m benchmarks.live.plot OUT.png RUN.json ...`; tests/test_bench_live_plot.py).
 """

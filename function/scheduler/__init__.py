@@ -61,6 +61,9 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
     without spec.autoscaling, which is judged on its own (autoscaling.py): a
     mistake there gets a False Autoscaling condition, and placement goes on."""
     meta = md["metadata"]
+    # Whatever it waits on: an edit of its spec (a scale by one) reaches it only
+    # through a watch event, which an open circuit drops (requeue.while_circuit_open).
+    requeue.while_circuit_open(req.composite, rsp)
     # Composed before the fleet is read: it depends on the spec alone, and a
     # desired resource left out of any response would be deleted.
     autoscaled = _autoscale(req, rsp, req.composite)
