@@ -113,6 +113,13 @@ def test_managed_components_compose_an_object_per_rendered_crd_that_validates():
         assert spec["readiness"]["policy"] == "DeriveFromCelQuery"
         assert "Established" in spec["readiness"]["celQuery"] and spec["watch"] is True
         assert schemas.errors(to_plain(obj)) == [], key
+        # Only the kind the composer writes must serve its version; the others are
+        # Ready once Established (InferencePoolImport serves v1alpha1 only, found on
+        # make cluster: the stack never became ready).
+        crd = spec["forProvider"]["manifest"]
+        field = crd["metadata"]["labels"]["modelplane.ai/stack-component"]
+        versions = "object.spec.versions" in spec["readiness"]["celQuery"]
+        assert versions == (crd["metadata"]["name"] == BY_FIELD[field].probe), key
     lws = objs[stack.object_key("leaderWorkerSet", "leaderworkersets.leaderworkerset.x-k8s.io")]
     manifest = lws["spec"]["forProvider"]["manifest"]
     assert manifest["metadata"]["labels"]["modelplane.ai/stack-component"] == "leaderWorkerSet"

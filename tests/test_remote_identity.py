@@ -4,13 +4,13 @@ the kubeconfig of a remote cluster's ClusterProviderConfig.
 
 provider-kubernetes applies each Object's `spec.forProvider.manifest` on the remote
 cluster with that identity. What that takes follows from the Object (provider-kubernetes
-v1's default client-side apply, as the install guide runs it: an apply is a get, then a
-create or a merge patch, never an update):
+v1.2's default server-side apply, found on make cluster: even an observe-only Object
+dry-runs an apply):
 
-* Observe: get; with `spec.watch`, a list and watch of the kind (the provider's
-  informer, cluster-wide);
-* Create: create; Update: patch; Delete: delete; LateInitialize: nothing remote;
-  `*` (no managementPolicies): all of them.
+* Observe: get and a dry-run apply (patch); with `spec.watch`, a list and watch of the
+  kind (the provider's informer, cluster-wide);
+* Create: create and patch (an apply that creates); Update: patch; Delete: delete;
+  LateInitialize: nothing remote; `*` (no managementPolicies): all of them.
 
 get, patch and delete name the object; create, list and watch cannot. A Role or
 ClusterRole composed there, and a binding of one, is let through only if the identity
@@ -44,6 +44,7 @@ from schemas import KUBERNETES_VERSION
 from test_cluster_inventory import run_cluster
 
 from e2e.controlplane import security as harness_security
+from function.contract.stack import COMPONENTS
 
 SHIPPED = ROOT / "security" / "remote-identity.yaml"
 ROLE_NAME = "modelplane-remote"
@@ -75,8 +76,12 @@ RESOURCES: dict[tuple[str, str], str] = {
     ("apiextensions.k8s.io", "CustomResourceDefinition"): "customresourcedefinitions",
 }
 # What provider-kubernetes does on the remote cluster for each management policy.
+# provider-kubernetes v1.2 applies with server-side apply unless started with
+# --enable-server-side-apply=false: it observes an object by a get and a dry-run apply
+# (a patch, which RBAC checks like any other), creates it by an apply (a patch that
+# creates, so create and patch) and updates it by an apply.
 POLICY_VERBS: dict[str, frozenset[str]] = {
-    "Observe": frozenset({"get"}), "Create": frozenset({"create"}),
+    "Observe": frozenset({"get", "patch"}), "Create": frozenset({"create", "patch"}),
     "Update": frozenset({"patch"}), "Delete": frozenset({"delete"}),
     "LateInitialize": frozenset()}
 NAMED_VERBS = frozenset({"get", "patch", "delete"})  # the others cannot name an object
@@ -198,6 +203,10 @@ def clusters() -> Iterator[tuple[str, dict[str, Any]]]:
     monitored = made_remote("eu-west-1")
     monitored["spec"]["monitoring"] = {"podMonitor": {"interval": "15s"}}
     yield "InferenceCluster eu-west-1 with a PodMonitor", desired(run_cluster(monitored))
+    # Every component observed: each probe CRD (an External component's, observed by name).
+    observing = made_remote("eu-west-1")
+    observing["spec"]["stack"] = {c.field: {"mode": "External"} for c in COMPONENTS}
+    yield "InferenceCluster eu-west-1 observing every component", desired(run_cluster(observing))
 
 
 @pytest.fixture(scope="module")
@@ -290,8 +299,8 @@ def test_an_unknown_kind_fails_loudly():
 
 
 @pytest.mark.parametrize(("spec", "verbs"), [
-    ({"managementPolicies": ["Observe"]}, {"get"}),
-    ({"managementPolicies": ["Observe"], "watch": True}, {"get", "list", "watch"}),
+    ({"managementPolicies": ["Observe"]}, {"get", "patch"}),
+    ({"managementPolicies": ["Observe"], "watch": True}, {"get", "patch", "list", "watch"}),
     ({"managementPolicies": ["Observe", "Create", "Update", "LateInitialize"]},
      {"get", "create", "patch"}),
     ({}, {"get", "create", "patch", "delete"}),

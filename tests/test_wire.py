@@ -318,3 +318,20 @@ def test_a_remembered_unusable_cluster_keeps_nothing_of_the_request_alive():
     remembered = [v for v in composer_cache.CLUSTERS._entries.values() if isinstance(v, Exception)]
     assert remembered
     assert all(e.__traceback__ is None and e.__context__ is None for e in remembered)
+
+
+def test_an_observed_object_as_deep_as_a_crd_schema_decodes():
+    # A serving-stack Object carries its CRD in status.atProvider.manifest; a
+    # LeaderWorkerSet's schema nests about 40 JSON levels, past upb's default bound of
+    # 100 messages (33 Struct levels): the whole request failed to decode on make cluster.
+    deep: dict = {}
+    cur = deep
+    for _ in range(60):
+        cur["properties"] = {}
+        cur = cur["properties"]
+    req = fnv1.RunFunctionRequest()
+    req.observed.resources["stack-crd"].resource.update({"status": {"atProvider": deep}})
+    data = req.SerializeToString()
+    assert wire.SerializedRequest.FromString(data).observed.resources["stack-crd"] \
+        .resource.fields["status"].struct_value.fields["atProvider"].struct_value.fields
+    assert fnv1.RunFunctionRequest.FromString(data) == req

@@ -155,9 +155,16 @@ def probe_key(field: str) -> str:
     return f"stack-{field}-probe"
 
 
-def serves(component: Component) -> str:
-    """A CEL test on the observed CRD: Established, and serving the version used."""
-    return ("object.status.conditions.exists(c, c.type == 'Established' && c.status == 'True')"
+ESTABLISHED = "object.status.conditions.exists(c, c.type == 'Established' && c.status == 'True')"
+
+
+def serves(component: Component, crd: str | None = None) -> str:
+    """A CEL test on an observed CRD: Established, and, for the component's probe (the
+    kind the composer writes), serving the version used. Its other CRDs need serve no
+    such version (the Inference Extension's InferencePoolImport is v1alpha1 only)."""
+    if crd is not None and crd != component.probe:
+        return ESTABLISHED
+    return (f"{ESTABLISHED}"
             f" && object.spec.versions.exists(v, v.name == '{component.probe_version}' && v.served)")
 
 
@@ -180,7 +187,8 @@ def _object(cluster: Cluster, component: Component, manifest: Mapping[str, Any],
     obj = reporter.wrap(cluster, tag, dict(manifest), policies, purpose=PURPOSE)
     obj["metadata"]["name"] = object_name(cluster, manifest["metadata"]["name"], tag)
     obj["metadata"]["labels"][LABEL_COMPONENT] = component.field
-    obj["spec"]["readiness"] = {"policy": "DeriveFromCelQuery", "celQuery": serves(component)}
+    obj["spec"]["readiness"] = {"policy": "DeriveFromCelQuery",
+                                "celQuery": serves(component, manifest["metadata"]["name"])}
     obj["spec"]["watch"] = True  # with --enable-watches, Ready as soon as it is Established
     return obj
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.internal import api_implementation
 from google.protobuf.message import Message
 
 _PACKAGE = "function_model_serving.wire"
@@ -48,6 +49,19 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
                                                   f".{_PACKAGE}.SerializedRequest.")
     return f
 
+
+# upb stops decoding at 100 nested messages, and a Struct spends three on each JSON
+# level (Struct, its field entry, Value): 33 levels. A CRD's schema is deeper (a
+# LeaderWorkerSet's embeds a pod template's), and an observed serving-stack Object
+# carries its CRD in status.atProvider.manifest: the whole request failed to decode
+# ("Exceeded upb_DecodeOptions_MaxDepth"), found on make cluster. upb's only switch
+# lifts the bound to 65,535 for the process. What a tenant writes is bounded by the
+# XRDs' schemas (none preserves unknown fields); what is this deep is the platform's
+# (CRDs, the remote objects provider-kubernetes reports).
+if api_implementation.Type() == "upb":
+    from google._upb import _message as _upb  # noqa: PLC2701 - upb's only depth switch
+
+    _upb.SetAllowOversizeProtos(True)
 
 descriptor_pool.Default().AddSerializedFile(_file().SerializeToString())
 SerializedRequest: type[Message] = message_factory.GetMessageClass(
