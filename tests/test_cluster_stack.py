@@ -164,6 +164,8 @@ def test_nothing_ready_yet_is_progressing_and_the_stack_not_ready():
     status, reason, message = stack_ready(rsp)
     assert (status, reason) == ("False", "Progressing")
     assert message.startswith("gatewayAPI Progressing: 0 of 10 objects Ready")
+    # Followed every 10 s while it installs (its Objects' events trip the breaker).
+    assert rsp.meta.ttl.ToSeconds() == 10
     # The stack's Objects never make the cluster itself unready.
     assert all(rsp.desired.resources[k].ready == fnv1.READY_TRUE
                for k in desired(rsp) if k.startswith("stack-"))
@@ -175,6 +177,7 @@ def test_every_object_ready_is_installed_and_the_stack_ready():
     rsp = run_cluster(remote(**MANAGED), observed=observed)
     assert {e["phase"] for e in stack_status(rsp)} == {"Installed"}
     assert stack_ready(rsp) == ("True", "Ready", "3 components ready")
+    assert rsp.meta.ttl.ToSeconds() > 10  # ready: no longer followed closely
 
 
 def test_an_object_the_provider_cannot_apply_fails_its_component_with_the_providers_word():

@@ -247,6 +247,12 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
     if reporting and stale_after < 2 * DEFAULT_TTL_SECONDS:
         # Look again before a report can go stale unnoticed for long.
         rsp.meta.ttl.FromTimedelta(datetime.timedelta(seconds=stale_after // 2))
+    if stack_behind(rsp):
+        # A stack installing is followed closely: its Objects' events trip the
+        # cluster's watch circuit breaker (a dozen CRDs created at once), after which
+        # Crossplane drops them, and the scheduler waits for StackReady (found on
+        # make cluster: 74 s from applying the fleet to every stack ready).
+        requeue.soon(rsp)
 
     reachable = not ref.get("name") or not req.resolved(PROVIDER_CONFIG) \
         or bool(req.required(PROVIDER_CONFIG))
@@ -261,6 +267,12 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         response.set_conditions(rsp, resource.Condition(
             typ="Reachable", status="True", reason="ProviderConfigFound" if ref.get("name")
             else "LocalCluster"))
+
+
+def stack_behind(rsp: fnv1.RunFunctionResponse) -> bool:
+    """Whether the response says the declared stack is not ready yet (StackReady not True)."""
+    return any(c.type == stackstatus.CONDITION and c.status != fnv1.STATUS_CONDITION_TRUE
+               for c in rsp.conditions)
 
 
 def report_stack(req: Request, rsp: fnv1.RunFunctionResponse, cluster: Cluster,
