@@ -27,6 +27,7 @@ from function.cluster import stack, stackstatus
 from function.contract.enums import StackMode
 from function.contract.records import parse_cluster
 from function.contract.stack import BY_FIELD, COMPONENTS, Tier, spec_errors
+from function.contract.stack import object_name as stack_object_name
 from function.runtime import fn
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -310,7 +311,7 @@ def test_a_replica_holds_a_usage_of_each_installed_crd_it_needs():
     # inferenceExtension is still Progressing: nothing to hold yet.
     assert sorted(usages) == ["stack-usage-gatewayAPI", "stack-usage-leaderWorkerSet"]
     u = usages["stack-usage-leaderWorkerSet"]
-    lws = stack.object_name(parse_cluster(ic), "leaderworkersets.leaderworkerset.x-k8s.io")
+    lws = stack_object_name(parse_cluster(ic).name, "leaderworkersets.leaderworkerset.x-k8s.io")
     assert u["apiVersion"] == "protection.crossplane.io/v1beta1"
     assert u["metadata"]["namespace"] == "ml-team"
     assert u["spec"]["of"] == {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1",

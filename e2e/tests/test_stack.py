@@ -12,9 +12,8 @@ from live import IC, OBJECT, delete_and_wait, get, is_true, items, wait
 
 from e2e.controlplane import stack as harness_stack
 from e2e.controlplane.core import ControlPlane
-from function.cluster import reporter, stack
-from function.contract.records import Cluster, parse_cluster
-from function.contract.stack import BY_FIELD, LABEL_COMPONENT
+from function.cluster import stack
+from function.contract.stack import BY_FIELD, LABEL_COMPONENT, object_name, objects_namespace
 
 REMOTE = ("eu-west-1", "us-central-batch")
 USAGE = "usages.protection.crossplane.io"
@@ -47,19 +46,14 @@ def test_the_remote_clusters_crds_are_the_ones_the_stack_installed(cp: ControlPl
             assert crd["metadata"]["labels"].get(LABEL_COMPONENT) == field, (cluster, m.name)
             assert is_true(crd, "Established"), (cluster, m.name)
             # Its Object: Ready, and without Delete among its policies.
-            obj = get(cp, OBJECT, stack.object_name(_record(cp, cluster), m.name),
-                      reporter.namespace())
+            obj = get(cp, OBJECT, object_name(cluster, m.name),
+                      objects_namespace())
             assert obj is not None and is_true(obj, "Ready"), (cluster, m.name, obj)
             assert "Delete" not in obj["spec"]["managementPolicies"]
     # Envoy Gateway is External: the harness installed its CRDs, the stack observes one.
     probe = get(cp, "customresourcedefinitions", BY_FIELD["envoyGateway"].probe,
                 cluster=cp.cluster(cluster))
     assert probe is not None and LABEL_COMPONENT not in (probe["metadata"].get("labels") or {})
-
-
-def _record(cp: ControlPlane, cluster: str) -> Cluster:
-    return parse_cluster({k: v for k, v in (get(cp, IC, cluster) or {}).items()
-                          if k != "status"})
 
 
 @pytest.fixture

@@ -48,6 +48,7 @@ from function.contract.enums import InventorySource, ProviderConfigKind
 from function.contract.inventory_report import Observation
 from function.contract.models.inferencecluster import Monitoring
 from function.contract.records import Cluster, parse_cluster, pool_taken
+from function.contract.stack import OBJECT_API_VERSION
 from function.contract.validation import dig
 from function.kit import requeue
 from function.kit.request import Request, desired_ready
@@ -109,7 +110,7 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
     response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, KIND_MODEL_REPLICA,
                                match_labels={LABEL_CLUSTER: name})
     if ref.get("name"):
-        response.require_resources(rsp, PROVIDER_CONFIG, reporter.OBJECT_API_VERSION, kind,
+        response.require_resources(rsp, PROVIDER_CONFIG, OBJECT_API_VERSION, kind,
                                    match_name=ref["name"])
     if observed and not cluster.remote:
         for pool in pools:

@@ -31,11 +31,10 @@ from function.contract.api import DRA_API_VERSION, GROUP, LABEL_CLUSTER
 from function.contract.inventory_report import REPORT_NAME, REPORT_NAMESPACE
 from function.contract.names import tagged_label
 from function.contract.records import Cluster
+from function.contract.stack import OBJECT_API_VERSION, objects_namespace
 
-OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"  # provider-kubernetes' API, its configs' too
 # The Function package is an OCI image of this runtime; the reporter runs it.
 DEFAULT_IMAGE = f"xpkg.crossplane.io/modelplane/function-model-serving:v{__version__}"
-DEFAULT_NAMESPACE = "crossplane-system"
 INTERVAL_SECONDS = 30
 REPORT = "inventory-report"  # the composed resource key of the observe-only Object
 NAME = REPORT_NAME           # the reporter's ServiceAccount, roles and Deployment
@@ -50,7 +49,7 @@ def image() -> str:
 
 
 def namespace() -> str:
-    return os.environ.get("MODELPLANE_INVENTORY_NAMESPACE") or DEFAULT_NAMESPACE
+    return objects_namespace()
 
 
 def objects(cluster: Cluster) -> dict[str, dict[str, Any]]:

@@ -17,13 +17,10 @@ Per declared component (contract/stack.py's table):
   (an observe-only Object on a remote cluster, a required resource on the
   control-plane cluster) and reports whether it serves the version used.
 
-And a Crossplane Usage (protection.crossplane.io/v1beta1, what Crossplane
-v2.3 serves) per ModelReplica on the cluster and Managed CRD of a kind the
-composer writes (HTTPRoute, InferencePool, LeaderWorkerSet), composed by the
-replica itself (`replica_usages`, so the cluster's composition does not grow
-with its replicas): the Usage lives in the replica's namespace, is used `by`
-the replica and holds the CRD's Object, so the Object cannot be deleted, even
-with its InferenceCluster, while a replica that needs the CRD exists.
+A Managed CRD of a kind the composer writes (HTTPRoute, InferencePool,
+LeaderWorkerSet) is held by a Crossplane Usage per ModelReplica on the cluster,
+which the replica composes itself (composer/usages.py), so the cluster's
+composition does not grow with its replicas.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,19 +37,22 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 
 from function.cluster import reporter
-from function.contract.api import API_VERSION, GROUP, KIND_MODEL_REPLICA, LABEL_CLUSTER
 from function.contract.enums import StackMode
-from function.contract.names import tagged_label
 from function.contract.records import Cluster
-from function.contract.stack import COMPONENTS, LABEL_COMPONENT, Component, Tier
+from function.contract.stack import (
+    COMPONENTS,
+    LABEL_COMPONENT,
+    PURPOSE,
+    Component,
+    Tier,
+    object_name,
+)
 from function.kit import structs
 from function.kit.request import Request
 
 DATA = pathlib.Path(__file__).resolve().parent / "stackdata"
-USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 REQUIRE_STACK = "stack-crds"  # the control-plane cluster's probe CRDs: "stack-crds/<field>"
-PURPOSE = "stack"
 # Everything but Delete (reporter._SHARED): what a CRD's Object may do.
 KEEP = ["Observe", "Create", "Update", "LateInitialize"]
 
@@ -176,16 +176,10 @@ def is_ready(obj: Mapping[str, Any] | None) -> bool:
     return False
 
 
-def object_name(cluster: Cluster, name: str, tag: str = PURPOSE) -> str:
-    """The Object carrying the cluster's object `name` (a probe's is tagged apart: a
-    component switched between modes never has two Objects of one name)."""
-    return tagged_label(cluster.name, name, tag=tag)
-
-
 def _object(cluster: Cluster, component: Component, manifest: Mapping[str, Any],
             policies: list[str], tag: str = PURPOSE) -> dict[str, Any]:
     obj = reporter.wrap(cluster, tag, dict(manifest), policies, purpose=PURPOSE)
-    obj["metadata"]["name"] = object_name(cluster, manifest["metadata"]["name"], tag)
+    obj["metadata"]["name"] = object_name(cluster.name, manifest["metadata"]["name"], tag)
     obj["metadata"]["labels"][LABEL_COMPONENT] = component.field
     obj["spec"]["readiness"] = {"policy": "DeriveFromCelQuery",
                                 "celQuery": serves(component, manifest["metadata"]["name"])}
@@ -226,39 +220,3 @@ def probe_objects(cluster: Cluster, stack: Sequence[Declared]) -> dict[str, dict
         {"apiVersion": CRD_API_VERSION, "kind": "CustomResourceDefinition",
          "metadata": {"name": d.component.probe}}, ["Observe"], tag="probe")
         for d in stack if not d.managed}
-
-
-def replica_usages(cluster: Cluster, namespace: str, name: str,
-                   observed: Collection[str]) -> dict[str, dict[str, Any]]:
-    """The Usages a ModelReplica on the cluster composes, by its composed-resource key:
-    one of the Object carrying each Managed CRD of a kind the composer writes, once
-    the cluster's stack reports the component Installed; one composed stays (`observed`:
-    the replica's observed keys), so a component taken out of the stack keeps its
-    Object while the replica needs it."""
-    out: dict[str, dict[str, Any]] = {}
-    for component in COMPONENTS:
-        key = f"stack-usage-{component.field}"
-        if not cluster.remote or not component.used_by_replicas or not (
-                component.field in cluster.stack_installed or key in observed):
-            continue
-        out[key] = {
-            "apiVersion": USAGE_API_VERSION, "kind": "Usage",
-            "metadata": {
-                "name": tagged_label(cluster.name, name, component.field, tag="usage",
-                                     identity=(cluster.name, namespace, name, component.field)),
-                "namespace": namespace,
-                "labels": {LABEL_CLUSTER: cluster.name, f"{GROUP}/purpose": PURPOSE,
-                           LABEL_COMPONENT: component.field}},
-            "spec": {
-                "of": {"apiVersion": reporter.OBJECT_API_VERSION, "kind": "Object",
-                       "resourceRef": {"name": object_name(cluster, component.probe),
-                                       "namespace": reporter.namespace()}},
-                "by": {"apiVersion": API_VERSION, "kind": KIND_MODEL_REPLICA,
-                       "resourceRef": {"name": name}},
-                "reason": f"ModelReplica {namespace}/{name} runs on {cluster.name}, which "
-                          f"needs {component.probe}",
-                # A deletion tried while held goes through once the replica is gone.
-                "replayDeletion": True,
-            },
-        }
-    return out

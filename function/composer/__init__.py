@@ -36,7 +36,6 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.cluster import stack
 from function.composer import (
     claims,
     keep,
@@ -47,6 +46,7 @@ from function.composer import (
     podsecurity,
     status,
     trust,
+    usages,
 )
 from function.composer.backends import compose_backends
 from function.composer.composed import Composed, Role
@@ -130,8 +130,8 @@ def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, A
         rsp.desired.resources[key].ready = desired_ready(state.ready)
         items.append(status.Observed(key, role, state))
     # The serving stack's Usages: this replica holds the CRDs it needs on its cluster.
-    for key, usage in stack.replica_usages(cluster, replica.namespace, replica.name,
-                                           observed).items():
+    for key, usage in usages.replica_usages(cluster, replica.namespace, replica.name,
+                                            observed).items():
         resource.update(rsp.desired.resources[key], usage)
         rsp.desired.resources[key].ready = fnv1.READY_TRUE
     summary = status.summarize(items, not_routed=placed.not_routed)

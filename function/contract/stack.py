@@ -17,15 +17,37 @@ module, into cluster/stackdata/ (checked by `make check-generated`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
 from function.contract.api import GROUP
+from function.contract.names import tagged_label
 
 # On every object the stack composes, and on the manifests it installs: the component.
 LABEL_COMPONENT = f"{GROUP}/stack-component"
+PURPOSE = "stack"  # the purpose label of the stack's objects, and its Objects' name tag
+# provider-kubernetes' API (its Objects' and its configs'), and the Usage API
+# Crossplane v2.3 serves: the cluster composes the stack's Objects, each replica
+# on the cluster composes the Usages that hold them (composer/usages.py).
+OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
+DEFAULT_OBJECTS_NAMESPACE = "crossplane-system"
+
+
+def objects_namespace() -> str:
+    """Where an InferenceCluster's Objects live on the control plane (the reporter's and
+    the stack's): it is cluster-scoped, so its composed Objects need a namespace of
+    their own choosing."""
+    return os.environ.get("MODELPLANE_INVENTORY_NAMESPACE") or DEFAULT_OBJECTS_NAMESPACE
+
+
+def object_name(cluster: str, name: str, tag: str = PURPOSE) -> str:
+    """The Object carrying the cluster's object `name` (a probe's is tagged apart: a
+    component switched between modes never has two Objects of one name)."""
+    return tagged_label(cluster, name, tag=tag)
 
 
 class Tier(IntEnum):
