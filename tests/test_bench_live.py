@@ -218,6 +218,22 @@ def test_reconciles_are_summed_per_controller_over_results():
     assert metrics.counter_by("", metrics.RECONCILES, "controller") == {}
 
 
+API_EXPOSITION = """\
+apiserver_request_total{code="200",resource="objects",subresource="",verb="APPLY"} 90
+apiserver_request_total{code="409",resource="objects",subresource="",verb="APPLY"} 10
+apiserver_request_total{code="200",resource="objects",subresource="status",verb="PUT"} 40
+apiserver_request_duration_seconds_sum{resource="objects",subresource="",verb="APPLY"} 2.5
+apiserver_request_duration_seconds_count{resource="objects",subresource="",verb="APPLY"} 100
+"""
+
+
+def test_api_server_requests_are_summed_per_verb_resource_and_subresource():
+    got = metrics.counter_by_labels(API_EXPOSITION, metrics.API_REQUESTS, metrics.API_LABELS)
+    assert got == {"APPLY objects": 100.0, "PUT objects status": 40.0}
+    assert metrics.counter_by_labels(API_EXPOSITION, metrics.API_SECONDS, metrics.API_LABELS) \
+        == {"APPLY objects": 2.5}
+
+
 def test_a_delta_is_what_a_counter_grew_by_and_a_reset_counts_from_zero():
     assert metrics.delta({"a": 10.0, "b": 50.0}, {"a": 25.0, "b": 4.0, "c": 2.0}) == \
         {"a": 15.0, "b": 4.0, "c": 2.0}
@@ -237,7 +253,9 @@ def _results() -> report.Results:
                                   "apiserver:live-1": 6.0},
                         reconciles={"composite/modeldeployments.modelplane.ai": 20.0},
                         function_calls=30.0, function_seconds=1.5,
-                        composites={"composite/modeldeployments.modelplane.ai": 4})
+                        composites={"composite/modeldeployments.modelplane.ai": 4},
+                        api_requests={"APPLY objects": 100.0, "GET modelreplicas": 50.0},
+                        api_seconds={"APPLY objects": 2.5, "GET modelreplicas": 0.5})
     second = report.Wave("day-2", 10, {"d0": 5.0, "d1": None, "d2": 7.0, "d3": 9.0}, 300,
                          cpu={"function": 1.0, "apiserver:live-0": 2.0, "apiserver:live-1": 1.0})
     peak = {n: procstat.Usage(0.0, kib, kib, 1) for n, kib in
@@ -266,6 +284,14 @@ def test_the_report_names_reconciles_per_composite_and_the_functions_share_of_cp
     assert "| apiserver | 2 | 16.0 | 3.0 | 79% | 700 |" in text
     assert "share of the control plane's CPU: **21%**" in text        # 5 of 24
     assert "| **total** | 3 | 20.0 | 4.0 | 100% | 900 |" in text
+
+
+def test_the_report_ranks_the_api_servers_requests_by_the_seconds_answering_them():
+    text = report.render(_results())
+    assert text.index("| APPLY objects | 100 (2.5) | 0 (0.0) |") < \
+        text.index("| GET modelreplicas | 50 (0.5) | 0 (0.0) |")
+    assert "| **all requests** | 150 (3.0) | 0 (0.0) |" in text
+    assert report.api_rows([_results().waves[1]]) == []
 
 
 def test_top_folds_the_quiet_processes_into_one_row():

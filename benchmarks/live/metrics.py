@@ -10,6 +10,12 @@ RunFunction calls it makes (`function_run_function_request_total`) and the
 seconds it waited for their answers (`function_run_function_seconds`). Parsing is
 pure; the function itself counts nothing (it logs no request), so these counters
 are where reconciles are observable.
+
+The control plane's API server counts what it is asked, per verb and resource
+(`apiserver_request_total`), and the seconds it took to answer
+(`apiserver_request_duration_seconds`, whose sum leaves out watches): read through
+kubectl (`get --raw /metrics`, the admin's credentials), they say which requests
+the API server, the busiest process, spends its time on.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from collections.abc import Mapping
 RECONCILES = "controller_runtime_reconcile_total"
 FUNCTION_CALLS = "function_run_function_request_total"
 FUNCTION_SECONDS = "function_run_function_seconds_sum"   # the histogram's sum: wall time
+API_REQUESTS = "apiserver_request_total"
+API_SECONDS = "apiserver_request_duration_seconds_sum"
+API_LABELS = ("verb", "resource", "subresource")
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)')
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -28,6 +37,12 @@ _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 def counter_by(text: str, metric: str, label: str) -> dict[str, float]:
     """The samples of `metric` in a Prometheus text exposition, summed per value of
     `label` (the other labels, such as `result`, summed over)."""
+    return counter_by_labels(text, metric, (label,))
+
+
+def counter_by_labels(text: str, metric: str, labels: tuple[str, ...]) -> dict[str, float]:
+    """The samples of `metric`, summed per combination of the values of `labels`
+    (the key: the non-empty values joined by spaces; the other labels summed over)."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -35,12 +50,12 @@ def counter_by(text: str, metric: str, label: str) -> dict[str, float]:
         m = _SAMPLE.match(line)
         if m is None or m.group(1) != metric:
             continue
-        labels = dict(_LABEL.findall(m.group(2) or ""))
+        found = dict(_LABEL.findall(m.group(2) or ""))
         try:
             value = float(m.group(3))
         except ValueError:
             continue
-        key = labels.get(label, "")
+        key = " ".join(v for v in (found.get(k, "") for k in labels) if v)
         out[key] = out.get(key, 0.0) + value
     return out
 

@@ -27,6 +27,10 @@ class Wave:
     function_calls: float | None = None                          # RunFunction calls
     function_seconds: float | None = None                        # waited for them
     composites: dict[str, int] = field(default_factory=dict)     # controller -> how many
+    # The control plane's API server, per "verb resource [subresource]": requests, and
+    # seconds answering them.
+    api_requests: dict[str, float] = field(default_factory=dict)
+    api_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def done(self) -> list[float]:
@@ -96,6 +100,32 @@ def reconcile_rows(waves: Sequence[Wave]) -> list[str]:
     return out
 
 
+API_TOP = 12
+
+
+def api_rows(waves: Sequence[Wave], top: int = API_TOP) -> list[str]:
+    """The control plane's API server: the requests it spent most time answering over
+    the waves (busiest first), with their counts per wave."""
+    spent: dict[str, float] = {}
+    for w in waves:
+        for k, s in w.api_seconds.items():
+            spent[k] = spent.get(k, 0.0) + s
+    if not spent:
+        return []
+    names = sorted(spent, key=lambda k: (-spent[k], k))[:top]
+    out = ["| the control plane's API server: request | "
+           + " | ".join(f"{w.name}: requests (s answering)" for w in waves) + " |",
+           "|---|" + "---|" * len(waves)]
+    for k in names:
+        out.append(f"| {k} | " + " | ".join(
+            f"{w.api_requests.get(k, 0.0):.0f} ({w.api_seconds.get(k, 0.0):.1f})"
+            for w in waves) + " |")
+    out.append("| **all requests** | " + " | ".join(
+        f"{sum(w.api_requests.values()):.0f} ({sum(w.api_seconds.values()):.1f})"
+        for w in waves) + " |")
+    return out
+
+
 def process_rows(waves: Sequence[Wave], peak: Mapping[str, Usage], top: int = 0) -> list[str]:
     """Per component: CPU seconds in each wave and peak RSS, busiest first; then per
     kind (every API server together, ...) and the total."""
@@ -156,6 +186,10 @@ def render(res: Results, top: int = 0) -> str:
         rec = reconcile_rows(res.waves)
         if rec:
             out += rec + [""]
+        api = api_rows(res.waves)
+        if api:
+            out += api + ["", "Seconds answering: the sum of apiserver_request_duration_seconds "
+                          "(latency, watches left out), not CPU.", ""]
         if res.peak:
             cpu_total = sum(sum(w.cpu.values()) for w in res.waves)
             ours = sum(w.cpu.get(OURS, 0.0) for w in res.waves)

@@ -72,6 +72,17 @@ class Live:
         waited = metrics.counter_by(xp, metrics.FUNCTION_SECONDS, "function_name")
         return out, ((sum(calls.values()), sum(waited.values())) if calls else None)
 
+    def api_requests(self) -> tuple[dict[str, float], dict[str, float]]:
+        """The control plane's API server: requests and seconds answering them, per
+        verb and resource (empty when its metrics cannot be read)."""
+        try:
+            text = self.cp.kubectl("get", "--raw", "/metrics", timeout=30).stdout
+        except Exception as exc:  # noqa: BLE001 - the breakdown is optional
+            self.say(f"reading the API server's metrics: {exc}")
+            text = ""
+        return (metrics.counter_by_labels(text, metrics.API_REQUESTS, metrics.API_LABELS),
+                metrics.counter_by_labels(text, metrics.API_SECONDS, metrics.API_LABELS))
+
     def composites(self, controllers: Sequence[str], deployments: int) -> dict[str, int]:
         """How many composites each controller looks after: Crossplane's
         `composite/<plural>.<group>` and provider-kubernetes' Objects, counted in the
@@ -123,13 +134,13 @@ class Live:
 
     def wave(self, name: str, docs: Sequence[Mapping[str, Any]], timeout: float) -> Wave:
         want = {md["metadata"]["name"]: int(md["spec"]["replicas"]) for md in docs}
-        cpu0, (rec0, calls0) = self.usage(), self.counters()
+        cpu0, (rec0, calls0), api0 = self.usage(), self.counters(), self.api_requests()
         self.say(f"{name}: applying {len(docs)} ModelDeployments ({sum(want.values())} "
                  f"replicas); waiting up to {timeout:.0f}s")
         t0 = time.monotonic()
         self.apply(docs)
         seconds = self.watch(want, t0, t0 + timeout)
-        cpu1, (rec1, calls1) = self.usage(), self.counters()
+        cpu1, (rec1, calls1), api1 = self.usage(), self.counters(), self.api_requests()
         rec = {c: n for c, n in metrics.delta(rec0, rec1).items() if n}
         w = Wave(name, sum(want.values()), seconds, timeout, cpu=procstat.cpu_between(cpu0, cpu1),
                  reconciles=rec)
@@ -137,6 +148,8 @@ class Live:
             start = calls0 or (0.0, 0.0)
             w.function_calls, w.function_seconds = calls1[0] - start[0], calls1[1] - start[1]
         w.composites = self.composites(list(rec), len(docs))
+        w.api_requests = {k: n for k, n in metrics.delta(api0[0], api1[0]).items() if n}
+        w.api_seconds = {k: n for k, n in metrics.delta(api0[1], api1[1]).items() if n}
         self.say(f"{name}: {len(w.done)}/{len(docs)} converged"
                  + (f" in {w.all_seconds:.1f}s" if w.all_seconds is not None else
                     f"; not by the deadline: {', '.join(w.missing)}"))
