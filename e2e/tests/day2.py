@@ -8,7 +8,7 @@ import copy
 
 from builders import load_one
 from conftest import FLEET, REPO
-from live import (MD, SERVING, apply_docs, claims_on_their_pool, ensure_namespace, replicas_of,
+from live import (IC, MD, SERVING, SETTLE, apply_docs, claims_on_their_pool, ensure_namespace, replicas_of,
                   wait, wait_condition)
 
 from e2e.controlplane import stack
@@ -27,6 +27,15 @@ def inference_cluster(cp: ControlPlane, name: str) -> dict:
     if local:
         ic["spec"]["gateway"]["address"] = local["url"]
     return ic
+
+
+def restore(cp: ControlPlane, name: str) -> None:
+    """Apply the example InferenceCluster again and wait until it takes replicas:
+    Ready, and its serving stack ready (the scheduler places nothing on a cluster
+    whose StackReady is not True, so the next scenario would place elsewhere)."""
+    cp.apply([inference_cluster(cp, name)])
+    for condition in ("Ready", "StackReady"):
+        wait_condition(cp, IC, name, None, condition, SETTLE)
 
 
 def deploy(cp: ControlPlane, replicas: int) -> dict:

@@ -9,7 +9,7 @@ import urllib.parse
 import pytest
 from builders import load_one
 from conftest import REPO
-from day2 import DEPLOYMENT, NAME, NS, clusters_of, deploy, inference_cluster, ready
+from day2 import DEPLOYMENT, NAME, NS, clusters_of, deploy, inference_cluster, ready, restore
 from live import (IC, SETTLE, accepted_and_resolved, apply_docs, delete_and_wait,
                   ensure_namespace, get, items, replicas_of, serving_pods, wait, wait_condition)
 
@@ -130,7 +130,7 @@ def test_a_noexecute_taint_drains_the_cluster_and_replaces_its_replica(cp, deplo
              lambda: routed_hosts(cp) == {gateway_host(cp, "us-east-1")}, SETTLE)
     finally:
         cp.kubectl("delete", MS, SERVICE, "-n", NS, "--ignore-not-found", "--wait=false")
-        cp.apply([inference_cluster(cp, "eu-west-1")])
+        restore(cp, "eu-west-1")
 
 
 def test_deleting_an_inference_cluster_recreates_its_replicas_elsewhere(cp, deployment):
@@ -143,8 +143,7 @@ def test_deleting_an_inference_cluster_recreates_its_replicas_elsewhere(cp, depl
              lambda: clusters_of(cp) == ["us-east-1", "us-east-1"], SETTLE)
         ready(cp, 2)
     finally:
-        cp.apply([inference_cluster(cp, "eu-west-1")])
-        wait_condition(cp, IC, "eu-west-1", None, "Ready", SETTLE)
+        restore(cp, "eu-west-1")
 
 
 def test_a_pool_shrunk_below_its_usage_re_places_its_youngest_replica(cp, deployment):
@@ -168,7 +167,7 @@ def test_a_pool_shrunk_below_its_usage_re_places_its_youngest_replica(cp, deploy
         kept = [mr for mr in replicas_of(cp, NS, NAME) if mr["spec"]["clusterName"] == "eu-west-1"]
         assert [mr["metadata"]["uid"] for mr in kept] == [oldest["metadata"]["uid"]]
     finally:
-        cp.apply([inference_cluster(cp, "eu-west-1")])
+        restore(cp, "eu-west-1")
 
 
 def test_prefill_decode_composes_pool_picker_sidecar_and_route(cp: ControlPlane):
