@@ -234,6 +234,12 @@ def test_api_server_requests_are_summed_per_verb_resource_and_subresource():
         == {"APPLY objects": 2.5}
 
 
+def test_watches_and_other_long_running_requests_are_left_out_of_the_breakdown():
+    got = metrics.short_requests({"APPLY objects": 3.0, "WATCH pods": 300.0,
+                                  "CONNECT pods exec": 9.0, "GET pods": 0.0})
+    assert got == {"APPLY objects": 3.0}
+
+
 def test_a_delta_is_what_a_counter_grew_by_and_a_reset_counts_from_zero():
     assert metrics.delta({"a": 10.0, "b": 50.0}, {"a": 25.0, "b": 4.0, "c": 2.0}) == \
         {"a": 15.0, "b": 4.0, "c": 2.0}

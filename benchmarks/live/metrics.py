@@ -13,7 +13,8 @@ are where reconciles are observable.
 
 The control plane's API server counts what it is asked, per verb and resource
 (`apiserver_request_total`), and the seconds it took to answer
-(`apiserver_request_duration_seconds`, whose sum leaves out watches): read through
+(`apiserver_request_duration_seconds`; a watch's is how long it was open, so
+watches are left out): read through
 kubectl (`get --raw /metrics`, the admin's credentials), they say which requests
 the API server, the busiest process, spends its time on.
 """
@@ -58,6 +59,17 @@ def counter_by_labels(text: str, metric: str, labels: tuple[str, ...]) -> dict[s
         key = " ".join(v for v in (found.get(k, "") for k in labels) if v)
         out[key] = out.get(key, 0.0) + value
     return out
+
+
+# Requests that stay open (a watch, a proxied stream): their duration is how long a
+# client listened, not work done.
+LONG_RUNNING_VERBS = ("WATCH", "CONNECT")
+
+
+def short_requests(counts: Mapping[str, float]) -> dict[str, float]:
+    """The non-zero counts of `counter_by_labels(..., API_LABELS)` without the
+    long-running requests."""
+    return {k: n for k, n in counts.items() if n and k.split(" ", 1)[0] not in LONG_RUNNING_VERBS}
 
 
 def delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:

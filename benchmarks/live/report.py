@@ -189,7 +189,7 @@ def render(res: Results, top: int = 0) -> str:
         api = api_rows(res.waves)
         if api:
             out += api + ["", "Seconds answering: the sum of apiserver_request_duration_seconds "
-                          "(latency, watches left out), not CPU.", ""]
+                          "(latency, not CPU); watches and other long-running requests are left out.", ""]
         if res.peak:
             cpu_total = sum(sum(w.cpu.values()) for w in res.waves)
             ours = sum(w.cpu.get(OURS, 0.0) for w in res.waves)

@@ -148,8 +148,8 @@ class Live:
             start = calls0 or (0.0, 0.0)
             w.function_calls, w.function_seconds = calls1[0] - start[0], calls1[1] - start[1]
         w.composites = self.composites(list(rec), len(docs))
-        w.api_requests = {k: n for k, n in metrics.delta(api0[0], api1[0]).items() if n}
-        w.api_seconds = {k: n for k, n in metrics.delta(api0[1], api1[1]).items() if n}
+        w.api_requests = metrics.short_requests(metrics.delta(api0[0], api1[0]))
+        w.api_seconds = metrics.short_requests(metrics.delta(api0[1], api1[1]))
         self.say(f"{name}: {len(w.done)}/{len(docs)} converged"
                  + (f" in {w.all_seconds:.1f}s" if w.all_seconds is not None else
                     f"; not by the deadline: {', '.join(w.missing)}"))
