@@ -17,11 +17,12 @@ import sys
 
 import pytest
 from builders import composite, conditions, desired, request
-from composer_support import FLEET, REMOTE, compose, replica, standalone
+from composer_support import FLEET, REMOTE, compose, gang, replica, standalone
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetgen import cluster, pool, to_plain
 from schemas import Schemas
 from test_cluster_inventory import h100_cluster, remote_cluster, run_cluster
+from test_composer_pd import gang_engine, pd
 
 from function.cluster import stack, stackstatus
 from function.contract.enums import StackMode
@@ -304,11 +305,12 @@ def usages_of(out) -> dict[str, dict]:
 
 
 def test_a_replica_holds_a_usage_of_each_installed_crd_it_needs():
-    mr = replica(standalone(pool="l4-4x"), cluster=REMOTE)
+    mr = replica(gang(pool="h100-8x-rdma"), cluster=REMOTE)
     ic = installed(FLEET[REMOTE], "gatewayAPI", "leaderWorkerSet")
     out = compose(mr, ic)
     usages = usages_of(out)
-    # inferenceExtension is still Progressing: nothing to hold yet.
+    # Its route and its LeaderWorkerSet; inferenceExtension is still Progressing (and
+    # a Unified replica without an endpoint picker composes no InferencePool anyway).
     assert sorted(usages) == ["stack-usage-gatewayAPI", "stack-usage-leaderWorkerSet"]
     u = usages["stack-usage-leaderWorkerSet"]
     lws = stack_object_name(parse_cluster(ic).name, "leaderworkersets.leaderworkerset.x-k8s.io")
@@ -324,13 +326,36 @@ def test_a_replica_holds_a_usage_of_each_installed_crd_it_needs():
     assert all(out.ready[k] == fnv1.READY_TRUE for k in usages)
 
 
+def on_pool(mr: dict, pool: str) -> dict:
+    for engine in mr["spec"]["engines"]:
+        for member in engine["members"]:
+            member["nodePoolName"] = pool
+    return mr
+
+
+def test_a_replica_holds_no_usage_of_a_crd_whose_kind_it_does_not_compose():
+    """A single-pod Unified replica composes a Deployment and an HTTPRoute: it needs
+    Gateway API's CRDs, not LeaderWorkerSet's or the InferencePool's (each Usage is
+    an apply on every look at the replica)."""
+    ic = installed(FLEET[REMOTE], *MANAGED)
+    unified = compose(replica(standalone(pool="l4-4x"), cluster=REMOTE), ic)
+    assert sorted(usages_of(unified)) == ["stack-usage-gatewayAPI"]
+    disaggregated = compose(on_pool(pd(cluster=REMOTE), "l4-4x"), ic)
+    assert sorted(usages_of(disaggregated)) == ["stack-usage-gatewayAPI",
+                                                 "stack-usage-inferenceExtension"]
+
+
 def test_a_usage_once_composed_stays_while_the_replica_runs():
-    mr = replica(standalone(pool="l4-4x"), cluster=REMOTE)
+    mr = on_pool(pd(gang_engine("prefill", "Prefill", "exec vllm serve m"),
+                    gang_engine("decode", "Decode", "exec vllm serve m --port=8200"),
+                    cluster=REMOTE),
+                 "h100-8x-rdma")
     first = compose(mr, installed(FLEET[REMOTE], *MANAGED))
+    assert len(usages_of(first)) == 3
     # The component taken out of the stack (or its status flickering): the Object it
-    # holds stays held while this replica needs the CRD.
+    # holds stays held while this replica runs.
     again = compose(mr, installed(FLEET[REMOTE]), observed=first.desired)
-    assert usages_of(again) == usages_of(first) and len(usages_of(first)) == 3
+    assert usages_of(again) == usages_of(first)
 
 
 def test_no_usage_on_the_control_plane_or_without_a_stack():

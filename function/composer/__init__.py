@@ -131,7 +131,7 @@ def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, A
         items.append(status.Observed(key, role, state))
     # The serving stack's Usages: this replica holds the CRDs it needs on its cluster.
     for key, usage in usages.replica_usages(cluster, replica.namespace, replica.name,
-                                            observed).items():
+                                            placed.composes, observed).items():
         resource.update(rsp.desired.resources[key], usage)
         rsp.desired.resources[key].ready = fnv1.READY_TRUE
     summary = status.summarize(items, not_routed=placed.not_routed)
@@ -179,6 +179,7 @@ class Placed:
     objects: list[Composed]  # as they go to Crossplane: wrapped for a remote cluster
     routing: Routing         # the routing layer's endpoint and verdict
     notes: list[str]         # warnings for the user
+    composes: frozenset[tuple[str, str]]  # the API groups and kinds of the objects, unwrapped
 
 
 def compose(replica: Replica, cluster: Cluster,
@@ -193,9 +194,11 @@ def compose(replica: Replica, cluster: Cluster,
     # Last, so the containers every layer added (the routing sidecar) are covered.
     for pod in backends.pod_templates:
         podsecurity.harden(pod.template["spec"], cluster.pod_security)
-    objects = placement.place(kinds.recorded(backends.objects + routing.objects),
-                              naming.owner(replica), cluster)
-    return Placed(objects, routing, backends.notes)
+    bare = backends.objects + routing.objects
+    objects = placement.place(kinds.recorded(bare), naming.owner(replica), cluster)
+    composes = frozenset((str(c.manifest["apiVersion"]).rpartition("/")[0], str(c.manifest["kind"]))
+                         for c in bare)
+    return Placed(objects, routing, backends.notes, composes)
 
 
 def not_admitted(req: Request, replica: Replica, cluster: Cluster) -> Unusable | None:

@@ -46,6 +46,7 @@ class Composition:
     endpoint: str | None
     not_routed: NotRouted | None
     notes: tuple[str, ...]
+    composes: frozenset[tuple[str, str]]  # the API groups and kinds of the objects, unwrapped
 
 
 _NOT_THIS_ONE = "not-this-one"  # a required item that is not the replica's cluster
@@ -110,7 +111,7 @@ def composed(key: tuple, compose: Callable[[], Placed]) -> Composition:
             objects=tuple((c.key, c.role, resource.dict_to_struct(c.manifest).SerializeToString())
                           for c in placed.objects),
             endpoint=placed.routing.endpoint, not_routed=placed.routing.not_routed,
-            notes=tuple(placed.notes))
+            notes=tuple(placed.notes), composes=placed.composes)
         COMPOSED.put(key, hit)
     return hit
 

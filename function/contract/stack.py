@@ -71,31 +71,35 @@ class Component:
     # renders no manifests for it, so Managed is refused.
     crds: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()  # components a stack that declares this one declares too
-    # Whether ModelReplicas compose objects of its probe's kind on the cluster: then
-    # every replica there holds a Usage of the Object carrying that CRD.
-    used_by_replicas: bool = False
+    # The kind of its probe CRD, where ModelReplicas compose objects of it on the
+    # cluster: a replica composing one there holds a Usage of the Object carrying
+    # that CRD (composer/usages.py). Empty: no replica composes its probe's kind.
+    replica_kind: str = ""
 
     @property
     def installable(self) -> bool:
         return bool(self.crds)
+
+    @property
+    def probe_group(self) -> str:
+        return self.probe.split(".", 1)[1]
 
 
 # In install order (and the order status lists them).
 COMPONENTS: tuple[Component, ...] = (
     Component("gatewayAPI", "Gateway API", "gateway-api", "sigs.k8s.io/gateway-api",
               "httproutes.gateway.networking.k8s.io", "v1",
-              crds=("gateway-api/*.yaml",), used_by_replicas=True),
+              crds=("gateway-api/*.yaml",), replica_kind="HTTPRoute"),
     Component("inferenceExtension", "Gateway API Inference Extension",
               "gateway-api-inference-extension", "sigs.k8s.io/gateway-api-inference-extension",
               "inferencepools.inference.networking.k8s.io", "v1",
               crds=("inference-extension/*.yaml",),
-              requires=("gatewayAPI",), used_by_replicas=True),
+              requires=("gatewayAPI",), replica_kind="InferencePool"),
     # The v0.9 manager also runs the DisaggregatedSet controller, which cannot start
     # without its CRD (hack/vendor_crds.py).
     Component("leaderWorkerSet", "LeaderWorkerSet", "lws", "sigs.k8s.io/lws",
               "leaderworkersets.leaderworkerset.x-k8s.io", "v1",
-              crds=("lws/*.yaml",),
-              used_by_replicas=True),
+              crds=("lws/*.yaml",), replica_kind="LeaderWorkerSet"),
     # Observed only in this release: its CRDs, controller and EnvoyGateway
     # configuration (Backend API on) are the next to be rendered.
     Component("envoyGateway", "Envoy Gateway", "envoy-gateway", "github.com/envoyproxy/gateway",
