@@ -9,7 +9,7 @@ import copy
 import pytest
 import yaml
 
-from benchmarks.live import metrics, plan, procstat, report
+from benchmarks.live import metrics, plan, procstat, report, run
 from e2e.controlplane import fleet as harness_fleet
 from e2e.controlplane.pods import images
 from function.contract.models.inferencecluster import InferenceCluster
@@ -303,3 +303,16 @@ def test_the_report_ranks_the_api_servers_requests_by_the_seconds_answering_them
 def test_top_folds_the_quiet_processes_into_one_row():
     text = report.render(_results(), top=1)
     assert "| (2 more) | 10.0 | 2.0 | 500 |" in text
+
+
+def test_a_waves_apply_is_one_kubectl_apply_given_time_for_every_deployment():
+    calls = []
+
+    class FakeControlPlane:
+        def kubectl(self, *args, input=None, timeout=120.0):
+            calls.append((args, input.count("kind: ModelDeployment"), timeout))
+
+    docs = plan.deployments(100, 36)
+    run.Live(FakeControlPlane(), print).apply(docs)
+    assert calls == [(("apply", "-f", "-"), 100, run.apply_timeout(100))]
+    assert run.apply_timeout(100) > run.apply_timeout(10) > 120

@@ -30,6 +30,13 @@ TEARDOWN_RESERVE = 90.0     # seconds of the budget kept for taking the control 
 POLL = 1.0                  # seconds between reads of the deployments
 
 
+APPLY_BASE, APPLY_PER_DOC = 120.0, 3.0   # seconds a wave's kubectl apply may take
+
+
+def apply_timeout(docs: int) -> float:
+    return APPLY_BASE + APPLY_PER_DOC * docs
+
+
 class OutOfBudget(Exception):
     pass
 
@@ -104,8 +111,13 @@ class Live:
     # ---- a wave --------------------------------------------------------------------
 
     def apply(self, docs: Sequence[Mapping[str, Any]]) -> None:
-        from e2e.tests.live import apply_docs
-        apply_docs(self.cp, docs)
+        """One `kubectl apply` of every deployment, as a user would (client-side, as
+        e2e's apply_docs). It is given longer than kubectl's usual two minutes: at D =
+        100 it applies while Crossplane is already at work on the first deployments,
+        and once took more than two minutes."""
+        import yaml
+        self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(docs)),
+                        timeout=apply_timeout(len(docs)))
 
     def watch(self, want: Mapping[str, int], t0: float, deadline: float) -> dict[str, float | None]:
         """Read the deployments every POLL seconds until each has converged (plan.converged)
