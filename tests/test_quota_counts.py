@@ -112,3 +112,17 @@ def test_the_quota_reports_replicas_and_pods_held():
     within = conditions(rsp)["WithinLimits"]
     assert within.status == fnv1.STATUS_CONDITION_FALSE
     assert "maxReplicas: 3 of 2 replicas" in within.message
+
+
+def test_a_replica_whose_pool_name_is_not_a_string_is_counted_not_a_crash():
+    """A stored ModelReplica may hold anything (fuzzing found a pool name that was a
+    list): under a quota, its claims reached the pool lookup and the scheduler raised.
+    It is read as an unreadable replica instead, and the deployment is placed."""
+    other = claimless("other")
+    broken = own_replica(other, "a", 0, {"vllm": "cpu"}, created=stamp(0),
+                         classes={"fabric": "fabric.example.com"})
+    broken["spec"]["engines"][0]["members"][0]["nodePoolName"] = [None]
+    rsp = schedule(World(claimless(replicas=1), CPU_FLEET, others=[broken]),
+                   [quota(maxReplicas=3)])
+    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len(placements(rsp)) == 1

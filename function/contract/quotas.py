@@ -171,11 +171,22 @@ def claims(spec: Mapping[str, Any]) -> tuple[Claim, ...]:
             pods = member_pods(member) * copies
             for req in member.get("deviceRequests") or []:
                 if (req.get("claim") or DeviceClaim.DRA) == DeviceClaim.DRA:
-                    out.append(Claim(member.get("nodePoolName") or "",
-                                     req.get("deviceClassName") or "",
-                                     tuple(s["cel"] for s in req.get("selectors") or ()),
+                    out.append(Claim(_text(member.get("nodePoolName")),
+                                     _text(req.get("deviceClassName")),
+                                     tuple(_text(s["cel"]) for s in req.get("selectors") or ()),
                                      int(req.get("count") or 1) * pods))
     return tuple(out)
+
+
+def _text(value: Any) -> str:
+    """A name or expression of a stored replica, which may hold anything: a value of
+    another type raises TypeError, which callers treat as an unreadable replica (a
+    list as a pool name once reached the pool lookup and crashed the scheduler)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, found {type(value).__name__}")
+    return value
 
 
 def devices(held: Iterable[Claim], cluster: Cluster) -> Iterator[tuple[Device, int]]:
