@@ -309,7 +309,7 @@ def test_a_waves_apply_is_one_kubectl_apply_given_time_for_every_deployment():
     calls = []
 
     class FakeControlPlane:
-        def kubectl(self, *args, input=None, timeout=120.0):
+        def kubectl(self, *args, input=None, cluster=None, timeout=120.0):
             calls.append((args, input.count("kind: ModelDeployment"), timeout))
 
     docs = plan.deployments(100, 36)

@@ -111,13 +111,11 @@ class Live:
     # ---- a wave --------------------------------------------------------------------
 
     def apply(self, docs: Sequence[Mapping[str, Any]]) -> None:
-        """One `kubectl apply` of every deployment, as a user would (client-side, as
-        e2e's apply_docs). It is given longer than kubectl's usual two minutes: at D =
-        100 it applies while Crossplane is already at work on the first deployments,
-        and once took more than two minutes."""
-        import yaml
-        self.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(docs)),
-                        timeout=apply_timeout(len(docs)))
+        """One `kubectl apply` of every deployment, as a user would. It is given longer
+        than kubectl's usual two minutes: at D = 100 it applies while Crossplane is
+        already at work on the first deployments, and once took more than two minutes."""
+        from e2e.tests.live import apply_docs
+        apply_docs(self.cp, docs, timeout=apply_timeout(len(docs)))
 
     def watch(self, want: Mapping[str, int], t0: float, deadline: float) -> dict[str, float | None]:
         """Read the deployments every POLL seconds until each has converged (plan.converged)

@@ -65,9 +65,11 @@ def items(cp: ControlPlane, kind: str, ns: str | None = None, selector: str | No
     return cp.get_json(*args, cluster=cluster)["items"]
 
 
-def apply_docs(cp: ControlPlane, docs: Iterable[Mapping[str, Any]], cluster=None) -> None:
+def apply_docs(cp: ControlPlane, docs: Iterable[Mapping[str, Any]], cluster=None,
+               timeout: float = 120) -> None:
     """`kubectl apply` as a user would (client-side, so admission sees it whole)."""
-    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(docs)), cluster=cluster)
+    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(docs)), cluster=cluster,
+               timeout=timeout)
 
 
 def ensure_namespace(cp: ControlPlane, ns: str, cluster=None) -> None:

@@ -46,8 +46,7 @@ def test_the_remote_clusters_crds_are_the_ones_the_stack_installed(cp: ControlPl
             assert crd["metadata"]["labels"].get(LABEL_COMPONENT) == field, (cluster, m.name)
             assert is_true(crd, "Established"), (cluster, m.name)
             # Its Object: Ready, and without Delete among its policies.
-            obj = get(cp, OBJECT, object_name(cluster, m.name),
-                      objects_namespace())
+            obj = get(cp, OBJECT, object_name(cluster, m.name), objects_namespace())
             assert obj is not None and is_true(obj, "Ready"), (cluster, m.name, obj)
             assert "Delete" not in obj["spec"]["managementPolicies"]
     # Envoy Gateway is External: the harness installed its CRDs, the stack observes one.

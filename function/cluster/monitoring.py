@@ -26,6 +26,7 @@ from function.contract.api import LABEL_DEPLOYMENT, LABEL_SERVING, SERVING_PORT_
 from function.contract.inventory_report import REPORT_NAMESPACE
 from function.contract.models.inferencecluster import PodMonitor as PodMonitorSpec
 from function.contract.records import Cluster
+from function.contract.stack import objects_namespace
 
 API_VERSION = "monitoring.coreos.com/v1"
 KIND = "PodMonitor"
@@ -37,7 +38,7 @@ METRICS_PATH = "/metrics"  # vLLM's and SGLang's
 def objects(cluster: Cluster, spec: PodMonitorSpec) -> dict[str, dict[str, Any]]:
     """The composed resources by key: the PodMonitor (wrapped for a remote
     cluster, with the namespace it lives in)."""
-    namespace = REPORT_NAMESPACE if cluster.remote else reporter.namespace()
+    namespace = REPORT_NAMESPACE if cluster.remote else objects_namespace()
     plain = spec.model_dump(mode="json", exclude_none=True)
     monitor = {
         "apiVersion": API_VERSION, "kind": KIND,

@@ -48,10 +48,6 @@ def image() -> str:
     return os.environ.get("MODELPLANE_INVENTORY_IMAGE") or DEFAULT_IMAGE
 
 
-def namespace() -> str:
-    return objects_namespace()
-
-
 def objects(cluster: Cluster) -> dict[str, dict[str, Any]]:
     """The composed Objects by composed-resource key, for a remote cluster."""
     assert cluster.provider_config is not None
@@ -164,7 +160,7 @@ def wrap(cluster: Cluster, part: str, manifest: dict[str, Any],
     return {
         "apiVersion": OBJECT_API_VERSION, "kind": "Object",
         "metadata": {"name": tagged_label(purpose, cluster.name, tag=part),
-                     "namespace": namespace(),
+                     "namespace": objects_namespace(),
                      "labels": {LABEL_CLUSTER: cluster.name, f"{GROUP}/purpose": purpose}},
         "spec": spec,
     }

@@ -25,6 +25,7 @@ from function.composer import readiness
 from function.composer.composed import Composed, Role
 from function.composer.readiness import Judge, State
 from function.contract.api import DRA_API_VERSION, GROUP
+from function.contract.stack import OBJECT_API_VERSION
 
 LABEL_PURPOSE = f"{GROUP}/purpose"  # the object's Role, as composed
 
@@ -74,7 +75,7 @@ BACKENDTRAFFICPOLICY = Kind("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPol
 HTTPROUTEFILTER = Kind("gateway.envoyproxy.io/v1alpha1", "HTTPRouteFilter", Role.ROUTE)
 SECURITYPOLICY = Kind("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", Role.ROUTE)
 # provider-kubernetes' wrapper for a remote cluster: its role is its manifest's.
-OBJECT = Kind("kubernetes.m.crossplane.io/v1alpha1", "Object", Role.SUPPORT,
+OBJECT = Kind(OBJECT_API_VERSION, "Object", Role.SUPPORT,
               lambda obj: readiness.provider_object(obj, judge))
 
 KINDS: dict[tuple[str, str], Kind] = {k.key: k for k in (
