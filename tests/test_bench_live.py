@@ -78,10 +78,10 @@ def test_gpus_per_replica_counts_copies_and_members():
 def test_nodes_hold_every_replica_after_day_2_with_headroom_and_one_of_each_on_one_cluster():
     uni, pd = plan.deployments(2)
     uni["spec"]["replicas"], pd["spec"]["replicas"] = 3, 3
-    # After day 2: 4 x 1 + 4 x 6 = 28 GPUs; x1.5 over 2 clusters = 21 -> 3 nodes;
-    # one of each on one cluster: 7 x 1.5 = 10.5 -> 2 nodes.
-    assert plan.gpu_nodes_per_cluster([uni, pd], clusters=2) == 3
-    # Over 10 clusters the share is small (28 x 1.5 / 10 = 4.2 GPUs, one node); one of
+    # After day 2: 4 x 1 + 4 x 6 = 28 GPUs; x1.5 on the one cluster left once the
+    # other is lost = 42 -> 6 nodes; one of each on one cluster: 7 x 1.5 = 10.5 -> 2.
+    assert plan.gpu_nodes_per_cluster([uni, pd], clusters=2) == 6
+    # Over 10 clusters the share is small (28 x 1.5 / 9 = 4.7 GPUs, one node); one of
     # each on one cluster still needs 2.
     assert plan.gpu_nodes_per_cluster([uni, pd], clusters=10, minimum=1) == 2
     assert plan.gpu_nodes_per_cluster([uni], clusters=10, minimum=1) == 1
@@ -93,6 +93,16 @@ def test_day_2_scales_every_deployment_by_one_without_touching_the_first_wave():
     day2 = plan.scaled(mds)
     assert [m["spec"]["replicas"] for m in day2] == [m["spec"]["replicas"] + 1 for m in mds]
     assert mds == before
+
+
+def test_the_last_wave_loses_the_remote_cluster_holding_the_most_replicas():
+    clusters = plan.cluster_names(4)
+    assert plan.cluster_to_lose({"live-0": 9, "live-2": 3, "live-3": 4}, clusters) == "live-3"
+    # The control plane's own is never lost; among equals the first by name.
+    assert plan.cluster_to_lose({"live-0": 9, "live-1": 2, "live-3": 2}, clusters) == "live-1"
+    assert plan.cluster_to_lose({}, clusters) == "live-1"
+    with pytest.raises(ValueError):
+        plan.cluster_to_lose({"live-0": 1}, plan.cluster_names(1))
 
 
 # ---- the fleet -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.live.report import Results, render
-from benchmarks.live.run import OutOfBudget, run
+from benchmarks.live.run import WAVES, OutOfBudget, run
 from benchmarks.traffic.report import load_average, machine
 
 
@@ -27,8 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.live",
         description="Time to Ready of D ModelDeployments applied at once on a real local "
-                    "control plane with a generated fleet, then of scaling each by one; "
-                    "reconciles, CPU seconds and peak RSS per process (make bench-live).")
+                    "control plane with a generated fleet, then of scaling each by one, then "
+                    "of losing a cluster; reconciles, CPU seconds and peak RSS per process (make bench-live).")
     p.add_argument("-d", "--deployments", type=int, default=10, help="D (%(default)s)")
     p.add_argument("-n", "--clusters", type=int, default=6,
                    help="clusters: the control plane's own and N-1 remote (%(default)s)")
@@ -41,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--state-dir", type=Path,
                    default=Path(os.environ.get("E2E_STATE_DIR") or DEFAULT_STATE_DIR),
                    help="the control plane's state directory (%(default)s)")
+    p.add_argument("--provider-poll", metavar="DURATION",
+                   help="provider-kubernetes' --poll, how often a Ready Object is observed "
+                        "again (make cluster's: 1m)")
     p.add_argument("--top", type=int, default=0,
                    help="list only the N busiest processes (0: all)")
     p.add_argument("--json", type=Path, help="also write the results to this file")
@@ -53,7 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(msg: str) -> None:
         print(f"[bench-live {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
+    if args.provider_poll:
+        if not re.fullmatch(r"[0-9]+(s|m|h)", args.provider_poll):
+            p.error("--provider-poll takes a duration such as 30s, 1m or 10m")
+        # Read by the harness when it starts provider-kubernetes (e2e/controlplane/core.py).
+        os.environ["PROVIDER_KUBERNETES_POLL"] = args.provider_poll
     res = Results(machine=machine())
+    res.settings = {"provider-kubernetes --poll": args.provider_poll or "1m"}
     status = 0
     try:
         run(res, clusters=args.clusters, deployments=args.deployments, seed=args.seed,
@@ -68,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         res.notes.append(f"terminated (exit status {exc.code}) before the run finished")
         status = exc.code if isinstance(exc.code, int) else 1
     res.machine["load_after"] = load_average()
-    if any(w.missing for w in res.waves) or len(res.waves) < 2:
+    if any(w.missing for w in res.waves) or len(res.waves) < min(WAVES, args.clusters + 1):
         status = 1
     print(render(res, args.top))
     if args.json:

@@ -161,6 +161,15 @@ def scaled(mds: Sequence[Mapping[str, Any]], by: int = 1) -> list[dict[str, Any]
     return out
 
 
+def cluster_to_lose(replicas_on: Mapping[str, int], clusters: Sequence[str]) -> str:
+    """The last wave loses the remote cluster holding the most replicas (the first by
+    name among equals): the control plane's own (clusters[0]) is never lost."""
+    remote = sorted(clusters[1:])
+    if not remote:
+        raise ValueError("no remote cluster to lose")
+    return max(remote, key=lambda c: (replicas_on.get(c, 0), -remote.index(c)))
+
+
 def mode_of(md: Mapping[str, Any]) -> str:
     return ((md["spec"]["template"]["spec"].get("serving") or {}).get("mode")) or UNIFIED
 
@@ -182,11 +191,12 @@ def gpus_per_replica(md: Mapping[str, Any]) -> int:
 def gpu_nodes_per_cluster(mds: Sequence[Mapping[str, Any]], clusters: int,
                           day2_by: int = 1, headroom: float = 1.5, minimum: int = 2) -> int:
     """Enough 8-GPU nodes per cluster for every replica after the day-2 wave with
-    `headroom`, and for one replica of every deployment on a single cluster (Spread
-    may send each deployment's first replica to the same cluster)."""
+    `headroom` once one cluster is lost (the last wave; a fleet of one loses none), and
+    for one replica of every deployment on a single cluster (Spread may send each
+    deployment's first replica to the same cluster)."""
     total = sum(gpus_per_replica(md) * (int(md["spec"]["replicas"]) + day2_by) for md in mds)
     one_each = sum(gpus_per_replica(md) for md in mds)
-    need = max(headroom * total / clusters, headroom * one_each)
+    need = max(headroom * total / max(1, clusters - 1), headroom * one_each)
     return max(minimum, math.ceil(need / GPUS_PER_NODE))
 
 

@@ -55,6 +55,7 @@ class Results:
     startup_seconds: float | None = None
     waves: list[Wave] = field(default_factory=list)
     peak: dict[str, Usage] = field(default_factory=dict)     # component -> at the end
+    settings: dict[str, str] = field(default_factory=dict)   # what the run was told
     notes: list[str] = field(default_factory=list)
 
 
@@ -177,12 +178,15 @@ def render(res: Results, top: int = 0) -> str:
                 f"{m.get('date')}.", ""]
     out += [f"Fleet: {res.clusters} clusters (the control plane and {res.clusters - 1} remote), "
             f"each {res.gpu_nodes} nodes of 8 GPUs and a CPU node; {res.deployments} "
-            f"ModelDeployments; control plane up in {_s(res.startup_seconds)} s.", ""]
+            f"ModelDeployments; control plane up in {_s(res.startup_seconds)} s"
+            + "".join(f"; {k} {v}" for k, v in sorted(res.settings.items())) + ".", ""]
     if res.waves:
         out += wave_rows(res.waves)
-        out += ["", "Seconds from the apply until a deployment is Ready with every replica "
-                "it asks for serving (status.replicas.ready = desired = spec.replicas); "
-                "p50/p95 over the deployments that converged.", ""]
+        out += ["", "Seconds from the apply (or the InferenceCluster's deletion) until a "
+                "deployment is Ready with every replica it asks for serving "
+                "(status.replicas.ready = desired = spec.replicas), none left on a lost "
+                "cluster; p50/p95 over the deployments that converged. A lost cluster's "
+                "wave counts the deployments that had a replica there.", ""]
         rec = reconcile_rows(res.waves)
         if rec:
             out += rec + [""]

@@ -1,6 +1,7 @@
 """The live part of `make bench-live`: a control plane for the generated fleet, the
-two waves, and what each cost. Needs a machine that can run `make cluster`; nothing
-here runs in `make test`.
+three waves (apply; day 2, every deployment scaled by one; the remote cluster with
+the most replicas lost, its InferenceCluster deleted), and what each cost. Needs a
+machine that can run `make cluster`; nothing here runs in `make test`.
 
 Bounded: the whole run (start-up included) gets `budget` seconds, enforced by
 SIGALRM, and each wave stops waiting at its deadline; the control plane is taken
@@ -20,9 +21,13 @@ from typing import Any
 
 from benchmarks.live import metrics, plan, procstat
 from benchmarks.live.report import Results, Wave
+from function.contract.api import LABEL_CLUSTER, LABEL_DEPLOYMENT
 
 MD = "modeldeployments.modelplane.ai"
+MR = "modelreplicas.modelplane.ai"
+IC = "inferenceclusters.modelplane.ai"
 OBJECT = "objects.kubernetes.m.crossplane.io"
+WAVES = 3                   # apply, day 2 (+1 replica each), a cluster lost
 # provider-kubernetes v1.2 serves its metrics on :8080 with no flag to move them
 # (e2e/controlplane/core.py PROVIDER_FIXED_PORTS).
 PROVIDER_METRICS = "http://127.0.0.1:8080/metrics"
@@ -117,22 +122,40 @@ class Live:
         from e2e.tests.live import apply_docs
         apply_docs(self.cp, docs, timeout=apply_timeout(len(docs)))
 
-    def watch(self, want: Mapping[str, int], t0: float, deadline: float) -> dict[str, float | None]:
-        """Read the deployments every POLL seconds until each has converged (plan.converged)
-        or the deadline; seconds from t0 to the read that first saw each converged."""
+    def replicas_on(self) -> dict[str, int]:
+        """The benchmark's ModelReplicas per cluster, by the scheduler's label."""
+        out: dict[str, int] = {}
+        for mr in self.cp.get_json(MR, "-n", plan.NS)["items"]:
+            cluster = (mr["metadata"].get("labels") or {}).get(LABEL_CLUSTER, "")
+            out[cluster] = out.get(cluster, 0) + 1
+        return out
+
+    def still_on(self, cluster: str) -> set[str]:
+        """Deployments with a ModelReplica still on `cluster`: read by label, so only
+        those replicas travel."""
+        items = self.cp.get_json(MR, "-n", plan.NS, "-l", f"{LABEL_CLUSTER}={cluster}")["items"]
+        return {(mr["metadata"].get("labels") or {}).get(LABEL_DEPLOYMENT, "") for mr in items}
+
+    def watch(self, want: Mapping[str, int], t0: float, deadline: float,
+              off: str | None = None) -> dict[str, float | None]:
+        """Read the deployments every POLL seconds until each has converged
+        (plan.converged, and with none of its replicas left on the cluster `off`) or the
+        deadline; seconds from t0 to the read that first saw each converged."""
         seconds: dict[str, float | None] = {n: None for n in want}
         said = time.monotonic()
         while True:
             start = time.monotonic()
             try:
                 items = self.cp.get_json(MD, "-n", plan.NS)["items"]
+                left_behind = self.still_on(off) if off else set()
             except Exception as exc:  # noqa: BLE001 - a failed read is "not yet"
                 self.say(f"reading the deployments: {exc}")
-                items = []
+                items, left_behind = [], set()
             now = time.monotonic()
             by_name = {md["metadata"]["name"]: md for md in items}
             for name, replicas in want.items():
-                if seconds[name] is None and plan.converged(by_name.get(name), replicas):
+                if seconds[name] is None and name not in left_behind \
+                        and plan.converged(by_name.get(name), replicas):
                     seconds[name] = now - t0
             done = sum(1 for s in seconds.values() if s is not None)
             if done == len(want) or now >= deadline:
@@ -142,14 +165,23 @@ class Live:
                 said = now
             time.sleep(max(0.0, min(POLL - (now - start), deadline - now)))
 
-    def wave(self, name: str, docs: Sequence[Mapping[str, Any]], timeout: float) -> Wave:
+    def wave(self, name: str, docs: Sequence[Mapping[str, Any]], timeout: float, *,
+             lose: str | None = None) -> Wave:
+        """Apply `docs` (the deployments as they should be) or, with `lose`, delete that
+        InferenceCluster instead, and measure until every deployment converges again."""
         want = {md["metadata"]["name"]: int(md["spec"]["replicas"]) for md in docs}
         cpu0, (rec0, calls0), api0 = self.usage(), self.counters(), self.api_requests()
-        self.say(f"{name}: applying {len(docs)} ModelDeployments ({sum(want.values())} "
-                 f"replicas); waiting up to {timeout:.0f}s")
+        self.say(f"{name}: " + (f"deleting InferenceCluster {lose}" if lose else
+                                f"applying {len(docs)} ModelDeployments")
+                 + f" ({sum(want.values())} replicas); waiting up to {timeout:.0f}s")
         t0 = time.monotonic()
-        self.apply(docs)
-        seconds = self.watch(want, t0, t0 + timeout)
+        if lose:
+            # As a platform team takes a cluster out of the fleet; the Objects on it go
+            # with their replicas, once each has a new place.
+            self.cp.kubectl("delete", IC, lose, "--wait=false")
+        else:
+            self.apply(docs)
+        seconds = self.watch(want, t0, t0 + timeout, off=lose)
         cpu1, (rec1, calls1), api1 = self.usage(), self.counters(), self.api_requests()
         rec = {c: n for c, n in metrics.delta(rec0, rec1).items() if n}
         w = Wave(name, sum(want.values()), seconds, timeout, cpu=procstat.cpu_between(cpu0, cpu1),
@@ -205,8 +237,24 @@ def run(res: Results, *, clusters: int, deployments: int, seed: int, budget: flo
         elif left() < 30:
             res.notes.append("the day-2 wave was skipped: the time budget is spent")
         else:
-            res.waves.append(live.wave("day-2 (+1 replica each)", plan.scaled(mds),
-                                       min(wave_timeout, left())))
+            day2 = plan.scaled(mds)
+            second = live.wave("day-2 (+1 replica each)", day2, min(wave_timeout, left()))
+            res.waves.append(second)
+            if second.missing:
+                res.notes.append("the lost-cluster wave was skipped: not every deployment "
+                                 "converged in day 2")
+            elif clusters < 2 or left() < 30:
+                res.notes.append("the lost-cluster wave was skipped: "
+                                 + ("no remote cluster" if clusters < 2 else
+                                    "the time budget is spent"))
+            else:
+                lost = plan.cluster_to_lose(live.replicas_on(), plan.cluster_names(clusters))
+                # Measured: the deployments with a replica there (the others have
+                # nothing to do, and would only pull the percentiles down).
+                moved = live.still_on(lost)
+                res.waves.append(live.wave(
+                    f"{lost} lost", [md for md in day2 if md["metadata"]["name"] in moved],
+                    min(wave_timeout, left()), lose=lost))
         res.peak = live.usage()
     except OutOfBudget:
         res.notes.append(f"stopped by the time budget ({budget:.0f}s, with "

@@ -1232,7 +1232,12 @@ class _Builder:
             self.tools["PROVIDER_KUBERNETES"], f"--health-probe-bind-addr=127.0.0.1:{health}",
             # --sanitize-secrets: an Object of a Secret (a ModelCache's auth Secret, observed
             # on a remote cluster) shows no data in status.atProvider (docs/security.md).
-            "--poll=1m", "--enable-watches", "--sanitize-secrets"),
+            # --poll: how often a Ready Object is observed again (one not Ready: every
+            # 30 s whatever this says); a lost cluster is noticed at the next poll
+            # (e2e/tests/test_services.py CONVERGE). PROVIDER_KUBERNETES_POLL overrides
+            # it (make bench-live --provider-poll).
+            f"--poll={os.environ.get('PROVIDER_KUBERNETES_POLL') or '1m'}",
+            "--enable-watches", "--sanitize-secrets"),
             env={"KUBECONFIG": str(cp.kubeconfig),
                  "TLS_SERVER_CERTS_DIR": str(self.dir / "provider-certs"),
                  # Upstream waits 30 s after creating an Object before it trusts that the
