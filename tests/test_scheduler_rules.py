@@ -976,9 +976,11 @@ def test_a_deployment_short_of_capacity_is_not_ready_though_its_replicas_serve()
 def test_a_deployment_waiting_for_capacity_asks_to_be_called_again_soon():
     """Crossplane does not watch the fleet for a deployment: while a replica
     waits for room, the response's TTL brings the next look forward."""
-    md = deployment("m", engine("vllm", standalone(req("gpu", 1, product_is("H100")))),
+    # Two replicas of a whole node each, one node: one replica waits for room.
+    md = deployment("m", engine("vllm", standalone(req("gpu", 8, product_is("H100")))),
                     replicas=2)
     waiting = World(md, [cluster("a", pool("h100", 1, H100))]).run()
+    assert "Unschedulable" in str(waiting.conditions)
     assert waiting.meta.ttl.ToTimedelta() == requeue.WAITING
     settled = two_replicas_with_serving(nodes=2, serving=(0, 1))
     assert settled.meta.ttl.ToTimedelta() > requeue.WAITING
