@@ -228,6 +228,27 @@ def test_reconciles_are_summed_per_controller_over_results():
     assert metrics.counter_by("", metrics.RECONCILES, "controller") == {}
 
 
+CIRCUIT_EXPOSITION = """\
+circuit_breaker_opens_total{controller="composite/modelreplicas.modelplane.ai"} 7
+circuit_breaker_opens_total{controller="composite/other.example.org"} 1
+circuit_breaker_events_total{controller="composite/modelreplicas.modelplane.ai",result="Allowed"} 500
+circuit_breaker_events_total{controller="composite/modelreplicas.modelplane.ai",result="Dropped"} 120
+circuit_breaker_events_total{controller="composite/modelreplicas.modelplane.ai",result="HalfOpenAllowed"} 4
+circuit_breaker_events_total{controller="composite/modeldeployments.modelplane.ai",result="Allowed"} 80
+"""
+
+
+def test_the_watch_circuit_breaker_is_counted_per_controller_of_ours_and_outcome():
+    mr, md = "composite/modelreplicas.modelplane.ai", "composite/modeldeployments.modelplane.ai"
+    assert metrics.circuits(CIRCUIT_EXPOSITION) == {
+        f"{mr} opened": 7.0, f"{mr} Allowed": 500.0, f"{mr} Dropped": 120.0,
+        f"{mr} HalfOpenAllowed": 4.0, f"{md} Allowed": 80.0}
+    wave = report.Wave("apply", 1, {"d0": 1.0}, 300, circuits=metrics.circuits(CIRCUIT_EXPOSITION))
+    rows = report.reconcile_rows([wave])
+    assert f"| {mr}: watch circuit opened; events dropped of all | 7; 120 of 624 |" in rows
+    assert f"| {md}: watch circuit opened; events dropped of all | 0; 0 of 80 |" in rows
+
+
 API_EXPOSITION = """\
 apiserver_request_total{code="200",resource="objects",subresource="",verb="APPLY"} 90
 apiserver_request_total{code="409",resource="objects",subresource="",verb="APPLY"} 10
@@ -326,3 +347,14 @@ def test_a_waves_apply_is_one_kubectl_apply_given_time_for_every_deployment():
     run.Live(FakeControlPlane(), print).apply(docs)
     assert calls == [(("apply", "-f", "-"), 100, run.apply_timeout(100))]
     assert run.apply_timeout(100) > run.apply_timeout(10) > 120
+
+
+def test_a_wave_follows_only_one_that_converged_with_time_left():
+    res = report.Results()
+    done = report.Wave("apply", 1, {"d0": 3.0}, 300)
+    short = report.Wave("apply", 1, {"d0": None}, 300)
+    assert run._go_on(res, done, "day-2", left=120) and res.notes == []
+    assert not run._go_on(res, short, "day-2", left=120)
+    assert not run._go_on(res, done, "day-2", left=10)
+    assert res.notes == ["the day-2 wave was skipped: not every deployment converged in the apply wave",
+                         "the day-2 wave was skipped: the time budget is spent"]

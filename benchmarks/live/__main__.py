@@ -42,6 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--state-dir", type=Path,
                    default=Path(os.environ.get("E2E_STATE_DIR") or DEFAULT_STATE_DIR),
                    help="the control plane's state directory (%(default)s)")
+    p.add_argument("--waves", type=int, choices=range(1, WAVES + 1), default=WAVES,
+                   help="run the first N waves: apply, day 2, a cluster lost (%(default)s)")
     p.add_argument("--provider-poll", metavar="DURATION",
                    help="provider-kubernetes' --poll, how often a Ready Object is observed "
                         "again (make cluster's: 1m)")
@@ -68,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run(res, clusters=args.clusters, deployments=args.deployments, seed=args.seed,
             budget=args.budget, wave_timeout=args.wave_timeout, state_dir=args.state_dir,
-            say=say)
+            say=say, waves=args.waves)
     except (OutOfBudget, Exception) as exc:  # noqa: BLE001 - report what was measured
         say(f"the run failed: {type(exc).__name__}: {str(exc)[:2000]}")
         first = (str(exc).splitlines() or [""])[0]
@@ -78,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         res.notes.append(f"terminated (exit status {exc.code}) before the run finished")
         status = exc.code if isinstance(exc.code, int) else 1
     res.machine["load_after"] = load_average()
-    if any(w.missing for w in res.waves) or len(res.waves) < min(WAVES, args.clusters + 1):
+    if any(w.missing for w in res.waves) or len(res.waves) < min(args.waves, args.clusters + 1):
         status = 1
     print(render(res, args.top))
     if args.json:

@@ -28,6 +28,10 @@ from collections.abc import Mapping
 RECONCILES = "controller_runtime_reconcile_total"
 FUNCTION_CALLS = "function_run_function_request_total"
 FUNCTION_SECONDS = "function_run_function_seconds_sum"   # the histogram's sum: wall time
+# Crossplane's per-composite watch circuit breaker (internal/circuit): how often it
+# opened, and the watch events it let through or dropped, per controller.
+CIRCUIT_OPENS = "circuit_breaker_opens_total"
+CIRCUIT_EVENTS = "circuit_breaker_events_total"
 API_REQUESTS = "apiserver_request_total"
 API_SECONDS = "apiserver_request_duration_seconds_sum"
 API_LABELS = ("verb", "resource", "subresource")
@@ -59,6 +63,15 @@ def counter_by_labels(text: str, metric: str, labels: tuple[str, ...]) -> dict[s
         key = " ".join(v for v in (found.get(k, "") for k in labels) if v)
         out[key] = out.get(key, 0.0) + value
     return out
+
+
+def circuits(text: str, controllers: str = "modelplane.ai") -> dict[str, float]:
+    """Crossplane's watch circuit breaker for the controllers whose name contains
+    `controllers`: "<controller> opened", and "<controller> <result>" per outcome of a
+    watch event (Allowed, Dropped, HalfOpenAllowed)."""
+    out = {f"{c} opened": n for c, n in counter_by(text, CIRCUIT_OPENS, "controller").items()}
+    out |= counter_by_labels(text, CIRCUIT_EVENTS, ("controller", "result"))
+    return {k: n for k, n in out.items() if controllers in k}
 
 
 # Requests that stay open (a watch, a proxied stream): their duration is how long a

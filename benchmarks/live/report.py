@@ -27,6 +27,8 @@ class Wave:
     function_calls: float | None = None                          # RunFunction calls
     function_seconds: float | None = None                        # waited for them
     composites: dict[str, int] = field(default_factory=dict)     # controller -> how many
+    # Crossplane's watch circuit breaker: "<controller> opened" and "<controller> <result>".
+    circuits: dict[str, float] = field(default_factory=dict)
     # The control plane's API server, per "verb resource [subresource]": requests, and
     # seconds answering them.
     api_requests: dict[str, float] = field(default_factory=dict)
@@ -78,7 +80,7 @@ def wave_rows(waves: Sequence[Wave]) -> list[str]:
 
 def reconcile_rows(waves: Sequence[Wave]) -> list[str]:
     names = sorted({c for w in waves for c, n in w.reconciles.items() if n})
-    if not names:
+    if not names and not any(w.circuits for w in waves):
         return []
     head = "| controller | " + " | ".join(f"{w.name}: reconciles (per composite)"
                                           for w in waves) + " |"
@@ -90,6 +92,12 @@ def reconcile_rows(waves: Sequence[Wave]) -> list[str]:
             per = w.composites.get(c)
             cells.append(f"{n:.0f}" + (f" ({n / per:.1f})" if per else ""))
         out.append(f"| {c} | " + " | ".join(cells) + " |")
+    for c in sorted({k.rsplit(" ", 1)[0] for w in waves for k in w.circuits}):
+        out.append(f"| {c}: watch circuit opened; events dropped of all | " + " | ".join(
+            f"{w.circuits.get(f'{c} opened', 0):.0f}; "
+            f"{w.circuits.get(f'{c} Dropped', 0):.0f} of "
+            f"{sum(n for k, n in w.circuits.items() if k.startswith(c + ' ') and not k.endswith(' opened')):.0f}"
+            for w in waves) + " |")
     calls = [w.function_calls for w in waves]
     if any(c is not None for c in calls):
         out.append("| RunFunction calls (Crossplane's count) | "

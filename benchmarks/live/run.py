@@ -68,10 +68,10 @@ class Live:
         leaders = {name: self.cp.sup.pid(name) for name in self.cp.components()}
         return procstat.snapshot(leaders, group_members)
 
-    def counters(self) -> tuple[dict[str, float], tuple[float, float] | None]:
+    def counters(self) -> tuple[dict[str, float], tuple[float, float] | None, dict[str, float]]:
         """Reconciles per controller (ours in Crossplane, Objects in
-        provider-kubernetes), and Crossplane's count of RunFunction calls with the
-        seconds it waited for them."""
+        provider-kubernetes), Crossplane's count of RunFunction calls with the
+        seconds it waited for them, and its watch circuit breaker's counts for ours."""
         port = (self.cp.state.get("ports") or {}).get("crossplane-metrics")
         xp = metrics.scrape(f"http://127.0.0.1:{port}/metrics") if port else ""
         prov = metrics.scrape(PROVIDER_METRICS)
@@ -82,7 +82,8 @@ class Live:
                 if "object" in c.lower()}
         calls = metrics.counter_by(xp, metrics.FUNCTION_CALLS, "function_name")
         waited = metrics.counter_by(xp, metrics.FUNCTION_SECONDS, "function_name")
-        return out, ((sum(calls.values()), sum(waited.values())) if calls else None)
+        return (out, (sum(calls.values()), sum(waited.values())) if calls else None,
+                metrics.circuits(xp))
 
     def api_requests(self) -> tuple[dict[str, float], dict[str, float]]:
         """The control plane's API server: requests and seconds answering them, per
@@ -170,7 +171,7 @@ class Live:
         """Apply `docs` (the deployments as they should be) or, with `lose`, delete that
         InferenceCluster instead, and measure until every deployment converges again."""
         want = {md["metadata"]["name"]: int(md["spec"]["replicas"]) for md in docs}
-        cpu0, (rec0, calls0), api0 = self.usage(), self.counters(), self.api_requests()
+        cpu0, (rec0, calls0, cb0), api0 = self.usage(), self.counters(), self.api_requests()
         self.say(f"{name}: " + (f"deleting InferenceCluster {lose}" if lose else
                                 f"applying {len(docs)} ModelDeployments")
                  + f" ({sum(want.values())} replicas); waiting up to {timeout:.0f}s")
@@ -182,10 +183,10 @@ class Live:
         else:
             self.apply(docs)
         seconds = self.watch(want, t0, t0 + timeout, off=lose)
-        cpu1, (rec1, calls1), api1 = self.usage(), self.counters(), self.api_requests()
+        cpu1, (rec1, calls1, cb1), api1 = self.usage(), self.counters(), self.api_requests()
         rec = {c: n for c, n in metrics.delta(rec0, rec1).items() if n}
         w = Wave(name, sum(want.values()), seconds, timeout, cpu=procstat.cpu_between(cpu0, cpu1),
-                 reconciles=rec)
+                 reconciles=rec, circuits={k: n for k, n in metrics.delta(cb0, cb1).items() if n})
         if calls1 is not None:
             start = calls0 or (0.0, 0.0)
             w.function_calls, w.function_seconds = calls1[0] - start[0], calls1[1] - start[1]
@@ -198,8 +199,19 @@ class Live:
         return w
 
 
+def _go_on(res: Results, before: Wave, name: str, left: float) -> bool:
+    """Whether the next wave runs: only after one that converged, with time left."""
+    if before.missing:
+        res.notes.append(f"the {name} wave was skipped: not every deployment converged "
+                         f"in the {before.name} wave")
+    elif left < 30:
+        res.notes.append(f"the {name} wave was skipped: the time budget is spent")
+    return not before.missing and left >= 30
+
+
 def run(res: Results, *, clusters: int, deployments: int, seed: int, budget: float,
-        wave_timeout: float, state_dir: Path, say: Callable[[str], None]) -> Results:
+        wave_timeout: float, state_dir: Path, say: Callable[[str], None],
+        waves: int = WAVES) -> Results:
     """Start, measure and stop; `res` is filled as far as the run got (so a failure
     still reports what was measured)."""
     from e2e.controlplane.core import ControlPlane
@@ -232,22 +244,13 @@ def run(res: Results, *, clusters: int, deployments: int, seed: int, budget: flo
 
         first = live.wave("apply", mds, min(wave_timeout, left()))
         res.waves.append(first)
-        if first.missing:
-            res.notes.append("the day-2 wave was skipped: not every deployment converged")
-        elif left() < 30:
-            res.notes.append("the day-2 wave was skipped: the time budget is spent")
-        else:
-            day2 = plan.scaled(mds)
+        day2 = plan.scaled(mds)
+        if waves >= 2 and _go_on(res, first, "day-2", left()):
             second = live.wave("day-2 (+1 replica each)", day2, min(wave_timeout, left()))
             res.waves.append(second)
-            if second.missing:
-                res.notes.append("the lost-cluster wave was skipped: not every deployment "
-                                 "converged in day 2")
-            elif clusters < 2 or left() < 30:
-                res.notes.append("the lost-cluster wave was skipped: "
-                                 + ("no remote cluster" if clusters < 2 else
-                                    "the time budget is spent"))
-            else:
+            if waves >= 3 and clusters < 2:
+                res.notes.append("the lost-cluster wave was skipped: no remote cluster")
+            elif waves >= 3 and _go_on(res, second, "lost-cluster", left()):
                 lost = plan.cluster_to_lose(live.replicas_on(), plan.cluster_names(clusters))
                 # Measured: the deployments with a replica there (the others have
                 # nothing to do, and would only pull the percentiles down).
