@@ -358,3 +358,20 @@ def test_a_wave_follows_only_one_that_converged_with_time_left():
     assert not run._go_on(res, done, "day-2", left=10)
     assert res.notes == ["the day-2 wave was skipped: not every deployment converged in the apply wave",
                          "the day-2 wave was skipped: the time budget is spent"]
+
+
+def test_a_deployment_that_lost_a_cluster_converges_once_none_of_its_placements_is_there():
+    md = {"status": {"placements": [{"cluster": "live-0"}, {"cluster": "live-3"}]}}
+    assert plan.placed_on(md) == {"live-0", "live-3"}
+    assert plan.placed_on(None) == set() and plan.placed_on({"status": {}}) == set()
+
+
+def test_a_lost_clusters_wave_says_when_its_last_replica_was_gone():
+    lost = report.Wave("live-1 lost", 2, {"d0": 40.0}, 300, lost_cluster="live-1",
+                       cleanup_seconds=95.5)
+    stuck = report.Wave("live-2 lost", 2, {"d0": 40.0}, 300, lost_cluster="live-2")
+    text = report.render(report.Results(waves=[lost, stuck]))
+    assert "live-1 lost: the last of its ModelReplicas was deleted 95.5 s after the " \
+           "InferenceCluster." in text
+    assert "live-2 lost: the last of its ModelReplicas was deleted — some were still " \
+           "there at the deadline." in text

@@ -200,6 +200,12 @@ def gpu_nodes_per_cluster(mds: Sequence[Mapping[str, Any]], clusters: int,
     return max(minimum, math.ceil(need / GPUS_PER_NODE))
 
 
+def placed_on(md: Mapping[str, Any] | None) -> set[str]:
+    """The clusters a deployment's status places replicas on (status.placements)."""
+    placements = ((md or {}).get("status") or {}).get("placements") or []
+    return {str(p.get("cluster")) for p in placements if isinstance(p, Mapping)}
+
+
 def converged(md: Mapping[str, Any] | None, want: int) -> bool:
     """A deployment serves what was asked: Ready=True (Crossplane's, from the
     function's composite readiness) and status.replicas desired = ready = `want`.

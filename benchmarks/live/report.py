@@ -29,6 +29,10 @@ class Wave:
     composites: dict[str, int] = field(default_factory=dict)     # controller -> how many
     # Crossplane's watch circuit breaker: "<controller> opened" and "<controller> <result>".
     circuits: dict[str, float] = field(default_factory=dict)
+    # A lost cluster's wave: the cluster, and seconds until its last ModelReplica was
+    # gone (None: not by the deadline); its deployments converge once they serve elsewhere.
+    lost_cluster: str = ""
+    cleanup_seconds: float | None = None
     # The control plane's API server, per "verb resource [subresource]": requests, and
     # seconds answering them.
     api_requests: dict[str, float] = field(default_factory=dict)
@@ -192,9 +196,14 @@ def render(res: Results, top: int = 0) -> str:
         out += wave_rows(res.waves)
         out += ["", "Seconds from the apply (or the InferenceCluster's deletion) until a "
                 "deployment is Ready with every replica it asks for serving "
-                "(status.replicas.ready = desired = spec.replicas), none left on a lost "
+                "(status.replicas.ready = desired = spec.replicas), none placed on a lost "
                 "cluster; p50/p95 over the deployments that converged. A lost cluster's "
-                "wave counts the deployments that had a replica there.", ""]
+                "wave counts the deployments that had a replica there."]
+        out += [f"{w.name}: the last of its ModelReplicas was deleted "
+                + (f"{w.cleanup_seconds:.1f} s after the InferenceCluster"
+                   if w.cleanup_seconds is not None else "— some were still there at the deadline")
+                + "." for w in res.waves if w.lost_cluster]
+        out += [""]
         rec = reconcile_rows(res.waves)
         if rec:
             out += rec + [""]

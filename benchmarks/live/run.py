@@ -140,23 +140,24 @@ class Live:
     def watch(self, want: Mapping[str, int], t0: float, deadline: float,
               off: str | None = None) -> dict[str, float | None]:
         """Read the deployments every POLL seconds until each has converged
-        (plan.converged, and with none of its replicas left on the cluster `off`) or the
-        deadline; seconds from t0 to the read that first saw each converged."""
+        (plan.converged, and with no placement left on the cluster `off`: it serves
+        elsewhere) or the deadline; seconds from t0 to the read that first saw each
+        converged."""
         seconds: dict[str, float | None] = {n: None for n in want}
         said = time.monotonic()
         while True:
             start = time.monotonic()
             try:
                 items = self.cp.get_json(MD, "-n", plan.NS)["items"]
-                left_behind = self.still_on(off) if off else set()
             except Exception as exc:  # noqa: BLE001 - a failed read is "not yet"
                 self.say(f"reading the deployments: {exc}")
-                items, left_behind = [], set()
+                items = []
             now = time.monotonic()
             by_name = {md["metadata"]["name"]: md for md in items}
             for name, replicas in want.items():
-                if seconds[name] is None and name not in left_behind \
-                        and plan.converged(by_name.get(name), replicas):
+                md = by_name.get(name)
+                if seconds[name] is None and plan.converged(md, replicas) \
+                        and not (off and off in plan.placed_on(md)):
                     seconds[name] = now - t0
             done = sum(1 for s in seconds.values() if s is not None)
             if done == len(want) or now >= deadline:
@@ -165,6 +166,24 @@ class Live:
                 self.say(f"{done}/{len(want)} converged after {now - t0:.0f}s")
                 said = now
             time.sleep(max(0.0, min(POLL - (now - start), deadline - now)))
+
+    def gone_from(self, cluster: str, t0: float, deadline: float) -> float | None:
+        """Seconds from t0 until no ModelReplica is left on `cluster` (each is deleted
+        once its deployment serves elsewhere, its Objects first), None if some are
+        still there at the deadline; read every 5 POLLs (the wave has converged)."""
+        while True:
+            try:
+                left = self.still_on(cluster)
+            except Exception as exc:  # noqa: BLE001 - a failed read is "not yet"
+                self.say(f"reading the replicas on {cluster}: {exc}")
+                left = {"?"}
+            now = time.monotonic()
+            if not left:
+                return now - t0
+            if now >= deadline:
+                self.say(f"replicas of {len(left)} deployments still on {cluster}")
+                return None
+            time.sleep(max(0.0, min(5 * POLL, deadline - now)))
 
     def wave(self, name: str, docs: Sequence[Mapping[str, Any]], timeout: float, *,
              lose: str | None = None) -> Wave:
@@ -183,10 +202,12 @@ class Live:
         else:
             self.apply(docs)
         seconds = self.watch(want, t0, t0 + timeout, off=lose)
+        gone = self.gone_from(lose, t0, t0 + timeout) if lose else None
         cpu1, (rec1, calls1, cb1), api1 = self.usage(), self.counters(), self.api_requests()
         rec = {c: n for c, n in metrics.delta(rec0, rec1).items() if n}
         w = Wave(name, sum(want.values()), seconds, timeout, cpu=procstat.cpu_between(cpu0, cpu1),
-                 reconciles=rec, circuits={k: n for k, n in metrics.delta(cb0, cb1).items() if n})
+                 reconciles=rec, circuits={k: n for k, n in metrics.delta(cb0, cb1).items() if n},
+                 lost_cluster=lose or "", cleanup_seconds=gone)
         if calls1 is not None:
             start = calls0 or (0.0, 0.0)
             w.function_calls, w.function_seconds = calls1[0] - start[0], calls1[1] - start[1]
