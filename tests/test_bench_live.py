@@ -360,6 +360,12 @@ def test_a_wave_follows_only_one_that_converged_with_time_left():
                          "the day-2 wave was skipped: the time budget is spent"]
 
 
+def test_a_fleet_without_a_remote_cluster_runs_no_lost_cluster_wave():
+    assert run.waves_possible(3, clusters=6) == 3
+    assert run.waves_possible(3, clusters=1) == 2
+    assert run.waves_possible(1, clusters=1) == 1
+
+
 def test_a_deployment_that_lost_a_cluster_converges_once_none_of_its_placements_is_there():
     md = {"status": {"placements": [{"cluster": "live-0"}, {"cluster": "live-3"}]}}
     assert plan.placed_on(md) == {"live-0", "live-3"}

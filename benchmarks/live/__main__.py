@@ -19,12 +19,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.live.report import Results, render
-from benchmarks.live.run import WAVES, OutOfBudget, run
+from benchmarks.live.run import WAVES, OutOfBudget, run, waves_possible
 from benchmarks.traffic.report import load_average, machine
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from e2e.controlplane.core import DEFAULT_STATE_DIR
+    from e2e.controlplane.core import DEFAULT_STATE_DIR, PROVIDER_POLL
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.live",
         description="Time to Ready of D ModelDeployments applied at once on a real local "
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="run the first N waves: apply, day 2, a cluster lost (%(default)s)")
     p.add_argument("--provider-poll", metavar="DURATION",
                    help="provider-kubernetes' --poll, how often a Ready Object is observed "
-                        "again (make cluster's: 1m)")
+                        f"again (make cluster's: {PROVIDER_POLL})")
     p.add_argument("--top", type=int, default=0,
                    help="list only the N busiest processes (0: all)")
     p.add_argument("--json", type=Path, help="also write the results to this file")
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Read by the harness when it starts provider-kubernetes (e2e/controlplane/core.py).
         os.environ["PROVIDER_KUBERNETES_POLL"] = args.provider_poll
     res = Results(machine=machine())
-    res.settings = {"provider-kubernetes --poll": args.provider_poll or "1m"}
+    res.settings = {"provider-kubernetes --poll": args.provider_poll or PROVIDER_POLL}
     status = 0
     try:
         run(res, clusters=args.clusters, deployments=args.deployments, seed=args.seed,
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         res.notes.append(f"terminated (exit status {exc.code}) before the run finished")
         status = exc.code if isinstance(exc.code, int) else 1
     res.machine["load_after"] = load_average()
-    if any(w.missing for w in res.waves) or len(res.waves) < min(args.waves, args.clusters + 1):
+    if any(w.missing for w in res.waves) or len(res.waves) < waves_possible(args.waves, args.clusters):
         status = 1
     print(render(res, args.top))
     if args.json:

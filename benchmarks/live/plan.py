@@ -164,10 +164,10 @@ def scaled(mds: Sequence[Mapping[str, Any]], by: int = 1) -> list[dict[str, Any]
 def cluster_to_lose(replicas_on: Mapping[str, int], clusters: Sequence[str]) -> str:
     """The last wave loses the remote cluster holding the most replicas (the first by
     name among equals): the control plane's own (clusters[0]) is never lost."""
-    remote = sorted(clusters[1:])
+    remote = clusters[1:]
     if not remote:
         raise ValueError("no remote cluster to lose")
-    return max(remote, key=lambda c: (replicas_on.get(c, 0), -remote.index(c)))
+    return min(remote, key=lambda c: (-replicas_on.get(c, 0), c))
 
 
 def mode_of(md: Mapping[str, Any]) -> str:

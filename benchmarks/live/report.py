@@ -97,11 +97,8 @@ def reconcile_rows(waves: Sequence[Wave]) -> list[str]:
             cells.append(f"{n:.0f}" + (f" ({n / per:.1f})" if per else ""))
         out.append(f"| {c} | " + " | ".join(cells) + " |")
     for c in sorted({k.rsplit(" ", 1)[0] for w in waves for k in w.circuits}):
-        out.append(f"| {c}: watch circuit opened; events dropped of all | " + " | ".join(
-            f"{w.circuits.get(f'{c} opened', 0):.0f}; "
-            f"{w.circuits.get(f'{c} Dropped', 0):.0f} of "
-            f"{sum(n for k, n in w.circuits.items() if k.startswith(c + ' ') and not k.endswith(' opened')):.0f}"
-            for w in waves) + " |")
+        out.append(f"| {c}: watch circuit opened; events dropped of all | "
+                   + " | ".join(_circuit_cell(w, c) for w in waves) + " |")
     calls = [w.function_calls for w in waves]
     if any(c is not None for c in calls):
         out.append("| RunFunction calls (Crossplane's count) | "
@@ -111,6 +108,16 @@ def reconcile_rows(waves: Sequence[Wave]) -> list[str]:
             if w.function_calls and w.function_seconds is not None else "—" for w in waves)
             + " |")
     return out
+
+
+def _circuit_cell(w: Wave, controller: str) -> str:
+    """"<opened>; <dropped> of <events>" for one controller's breaker in wave `w`
+    (its keys: "<controller> opened" and "<controller> <result>" per outcome)."""
+    opened = f"{controller} opened"
+    events = sum(n for k, n in w.circuits.items()
+                 if k.startswith(controller + " ") and k != opened)
+    return (f"{w.circuits.get(opened, 0):.0f}; "
+            f"{w.circuits.get(f'{controller} Dropped', 0):.0f} of {events:.0f}")
 
 
 API_TOP = 12

@@ -15,6 +15,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -123,19 +124,17 @@ class Live:
         from e2e.tests.live import apply_docs
         apply_docs(self.cp, docs, timeout=apply_timeout(len(docs)))
 
-    def replicas_on(self) -> dict[str, int]:
-        """The benchmark's ModelReplicas per cluster, by the scheduler's label."""
-        out: dict[str, int] = {}
-        for mr in self.cp.get_json(MR, "-n", plan.NS)["items"]:
-            cluster = (mr["metadata"].get("labels") or {}).get(LABEL_CLUSTER, "")
-            out[cluster] = out.get(cluster, 0) + 1
-        return out
+    def replicas(self, *selector: str) -> list[tuple[str, str]]:
+        """The benchmark's ModelReplicas (those `selector` selects: `-l`, a label
+        selector) as (cluster, deployment), by the scheduler's labels."""
+        items = self.cp.get_json(MR, "-n", plan.NS, *selector)["items"]
+        labels = [mr["metadata"].get("labels") or {} for mr in items]
+        return [(ls.get(LABEL_CLUSTER, ""), ls.get(LABEL_DEPLOYMENT, "")) for ls in labels]
 
     def still_on(self, cluster: str) -> set[str]:
         """Deployments with a ModelReplica still on `cluster`: read by label, so only
         those replicas travel."""
-        items = self.cp.get_json(MR, "-n", plan.NS, "-l", f"{LABEL_CLUSTER}={cluster}")["items"]
-        return {(mr["metadata"].get("labels") or {}).get(LABEL_DEPLOYMENT, "") for mr in items}
+        return {d for _, d in self.replicas("-l", f"{LABEL_CLUSTER}={cluster}")}
 
     def watch(self, want: Mapping[str, int], t0: float, deadline: float,
               off: str | None = None) -> dict[str, float | None]:
@@ -220,6 +219,12 @@ class Live:
         return w
 
 
+def waves_possible(waves: int, clusters: int) -> int:
+    """Of the first `waves` waves, how many a fleet of `clusters` can run: a fleet
+    with no remote cluster has none to lose."""
+    return waves if clusters > 1 else min(waves, 2)
+
+
 def _go_on(res: Results, before: Wave, name: str, left: float) -> bool:
     """Whether the next wave runs: only after one that converged, with time left."""
     if before.missing:
@@ -269,13 +274,15 @@ def run(res: Results, *, clusters: int, deployments: int, seed: int, budget: flo
         if waves >= 2 and _go_on(res, first, "day-2", left()):
             second = live.wave("day-2 (+1 replica each)", day2, min(wave_timeout, left()))
             res.waves.append(second)
-            if waves >= 3 and clusters < 2:
+            if waves > waves_possible(waves, clusters):
                 res.notes.append("the lost-cluster wave was skipped: no remote cluster")
             elif waves >= 3 and _go_on(res, second, "lost-cluster", left()):
-                lost = plan.cluster_to_lose(live.replicas_on(), plan.cluster_names(clusters))
+                placed = live.replicas()
+                lost = plan.cluster_to_lose(Counter(c for c, _ in placed),
+                                            plan.cluster_names(clusters))
                 # Measured: the deployments with a replica there (the others have
                 # nothing to do, and would only pull the percentiles down).
-                moved = live.still_on(lost)
+                moved = {d for c, d in placed if c == lost}
                 res.waves.append(live.wave(
                     f"{lost} lost", [md for md in day2 if md["metadata"]["name"] in moved],
                     min(wave_timeout, left()), lose=lost))

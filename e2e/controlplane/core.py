@@ -68,6 +68,8 @@ IMAGE_CONFIG = "local-registry"
 # provider-kubernetes v1.2.0 hard-codes its metrics (:8080) and webhook (:9443)
 # listeners, on every interface: the one exception to loopback only.
 PROVIDER_FIXED_PORTS = (8080, 9443)
+# provider-kubernetes' --poll unless $PROVIDER_KUBERNETES_POLL says otherwise (below).
+PROVIDER_POLL = "1m"
 PUBLIC_REGISTRY = "xpkg.crossplane.io/"
 SERVICE_CIDR = "10.96.0.0/16"
 KWOK_NODE_SELECTOR = f"{fleet.KWOK_ANNOTATION}=fake"
@@ -1236,7 +1238,7 @@ class _Builder:
             # 30 s whatever this says); a lost cluster is noticed at the next poll
             # (e2e/tests/test_services.py CONVERGE). PROVIDER_KUBERNETES_POLL overrides
             # it (make bench-live --provider-poll).
-            f"--poll={os.environ.get('PROVIDER_KUBERNETES_POLL') or '1m'}",
+            f"--poll={os.environ.get('PROVIDER_KUBERNETES_POLL') or PROVIDER_POLL}",
             "--enable-watches", "--sanitize-secrets"),
             env={"KUBECONFIG": str(cp.kubeconfig),
                  "TLS_SERVER_CERTS_DIR": str(self.dir / "provider-certs"),
