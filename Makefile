@@ -72,12 +72,17 @@ check-generated: venv
 # Operator) from the Go modules hack/tools/* pin into crds/ (through the module
 # proxy); check-vendored fails when a copy is stale or crds/ holds a stray file.
 # The unit tests validate against crds/ and `make cluster` installs the same files.
+# With them, the charts of the controllers the serving stack installs, rendered by
+# helm (built once by hack/tools.sh --helm) into manifests/ (hack/vendor_charts.py);
+# `make generate` then turns both into the stack's data.
 .PHONY: vendor-crds check-vendored
 vendor-crds: venv
 	$(PY) hack/vendor_crds.py
+	$(PY) hack/vendor_charts.py
 
 check-vendored: venv
 	$(PY) hack/vendor_crds.py --check
+	$(PY) hack/vendor_charts.py --check
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -20,6 +20,10 @@
 #                              endpoint picker and routing sidecar) and
 #                              INFERENCEPOOL_EXTENSION (tools/inferencepool-extension,
 #                              Envoy Gateway's InferencePool extension server).
+#   hack/tools.sh --helm       only helm's CLI (HELM with --env), which renders the charts
+#                              of the stack's controllers when they are vendored
+#                              (make vendor-crds / check-vendored, hack/vendor_crds.py);
+#                              nothing else needs it.
 #
 # The versions live only in hack/tools/*/go.mod (with go.sum): one module per
 # tool, so a build is reproducible. Each tool is cached in its own directory,
@@ -33,13 +37,14 @@ cache=${FMS_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/function-model-serving/t
 
 die() { echo "hack/tools.sh: $*" >&2; exit 1; }
 
-e2e=false dataplane=false env=false
+e2e=false dataplane=false env=false helm=false
 for arg; do
   case $arg in
     --e2e) e2e=true ;;
     --dataplane) dataplane=true ;;
     --env) env=true ;;
-    *) die "unknown argument '$arg' (usage: hack/tools.sh [--e2e] [--dataplane] [--env])" ;;
+    --helm) helm=true ;;
+    *) die "unknown argument '$arg' (usage: hack/tools.sh [--e2e] [--dataplane] [--env] | --helm [--env])" ;;
   esac
 done
 
@@ -143,6 +148,14 @@ have_all() {
 
 # Every line that is printed: NAME=value, in order.
 out=()
+
+if $helm; then
+  $e2e || $dataplane && die "--helm goes alone (with --env at most)"
+  v=$(modver helm helm.sh/helm/v3)
+  dir=$(build helm "-X helm.sh/helm/v3/internal/version.version=$v" helm.sh/helm/v3/cmd/helm)
+  if $env; then echo "HELM=$dir/helm"; else echo "$dir/helm"; fi
+  exit 0
+fi
 
 dir=$(build crossplane-cli "" github.com/crossplane/cli/v2/cmd/crossplane)
 out+=("CROSSPLANE_CLI=$dir/crossplane")

@@ -1,0 +1,90 @@
+"""Render the charts of the stack's controllers into manifests/, from pinned modules.
+
+A component the stack installs with its controller (function/contract/stack.py:
+`chart`) ships a Helm chart in its Go module. This renders it once, at build time,
+with helm's CLI (`hack/tools.sh --helm`, pinned in hack/tools/helm/go.mod) and a
+fixed release name, namespace and values: the function composes the rendered
+objects (hack/gen_stack.py reads them) and never runs helm itself. The image tag
+is the pinned module's version, so a bump moves the controller with its CRDs.
+
+`--check` fails when a rendering differs from the file (or manifests/ holds a
+stray file); run `make vendor-crds` after a bump.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+from generated import write_or_check
+from vendor_crds import module_dir, pinned
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+OUT = ROOT / "manifests"
+sys.path.insert(0, str(ROOT))
+
+from function.contract.stack import COMPONENTS, Chart  # noqa: E402
+
+HEADER = ("# Rendered by hack/vendor_charts.py from {module}@{version} {chart}:\n"
+          "#   helm template {args}\n# Do not edit.\n")
+
+
+def helm() -> str:
+    path = os.environ.get("HELM")
+    if path:
+        return path
+    proc = subprocess.run(["bash", str(ROOT / "hack" / "tools.sh"), "--helm"],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"hack/tools.sh --helm failed:\n{proc.stderr}")
+    return proc.stdout.strip()
+
+
+def arguments(chart: Chart, version: str) -> list[str]:
+    """`helm template`'s arguments after the chart's path: release, namespace, values
+    (sorted, so the header and the rendering never depend on the table's order)."""
+    values = {**dict(chart.values), **({chart.image_tag: version} if chart.image_tag else {})}
+    out = [chart.release, "--namespace", chart.namespace]
+    for key, value in sorted(values.items()):
+        out += ["--set-string", f"{key}={value}"]
+    return out
+
+
+def render(binary: str) -> dict[pathlib.Path, str]:
+    files = {}
+    for component in COMPONENTS:
+        chart = component.chart
+        if chart is None:
+            continue
+        version = pinned(component.tool, component.module)
+        src = module_dir(component.tool, component.module, version)
+        args = arguments(chart, version)
+        proc = subprocess.run([binary, "template", *args[:1], str(src / chart.path), *args[1:]],
+                              capture_output=True, text=True, check=False,
+                              env={**os.environ, "HELM_CACHE_HOME": "/nonexistent",
+                                   "HELM_CONFIG_HOME": "/nonexistent",
+                                   "HELM_DATA_HOME": "/nonexistent"})
+        if proc.returncode != 0:
+            raise SystemExit(f"helm template {chart.path} failed:\n{proc.stderr}")
+        head = HEADER.format(module=component.module, version=version, chart=chart.path,
+                             args=" ".join([args[0], chart.path, *args[1:]]))
+        files[OUT / f"{component.field}.yaml"] = head + proc.stdout
+    return files
+
+
+def orphans(files: dict[pathlib.Path, str]) -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for p in OUT.glob("*.yaml") if p not in files)
+
+
+if __name__ == "__main__":
+    rendered = render(helm())
+    left = orphans(rendered)
+    if left and "--check" in sys.argv[1:]:
+        print("manifests/ holds files no chart in function/contract/stack.py writes: "
+              + ", ".join(left), file=sys.stderr)
+        sys.exit(1)
+    for path in left:
+        (ROOT / path).unlink()
+    sys.exit(write_or_check(rendered, ROOT, sys.argv[1:], fix="make vendor-crds"))
