@@ -2,10 +2,11 @@
 
 For every component of function/contract/stack.py's table: its version, the one
 hack/tools/<tool>/go.mod pins (the only place a version is written), and, for a
-component the stack can install, the manifests it installs, in install order.
-Today those are the CRDs hack/vendor_crds.py copies from the same pinned modules
-into crds/ (`make check-vendored` holds those copies to the modules); the
-controllers' manifests are next.
+component the stack can install, the manifests it installs, in install order:
+the CRDs hack/vendor_crds.py copies from the same pinned modules into crds/ and,
+for a component with a chart, its namespace (with the CRDs) and the objects
+hack/vendor_charts.py rendered from the chart into manifests/ (the controllers'
+tier). `make check-vendored` holds both to the modules.
 
 Each CRD loses its schema's descriptions and its status: a provider-kubernetes
 Object keeps the manifest in its spec and the observed object in its status, and
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -30,9 +32,16 @@ from vendor_crds import pinned
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from function.contract.stack import COMPONENTS, LABEL_COMPONENT, Component, Tier  # noqa: E402
+from function.contract.stack import (  # noqa: E402
+    COMPONENTS,
+    LABEL_COMPONENT,
+    Component,
+    Tier,
+    manifest_id,
+)
 
 OUT = ROOT / "function" / "cluster" / "stackdata"
+CHARTS = ROOT / "manifests"
 MAX_MANIFEST_BYTES = 256 * 1024  # compact JSON; about four times this is stored per Object
 PART_OF = {"app.kubernetes.io/part-of": "function-model-serving"}
 SCHEMA_CHILDREN = ("items", "additionalProperties", "not")
@@ -70,8 +79,47 @@ def crd_manifest(doc: dict[str, Any], component: Component) -> dict[str, Any]:
             "spec": spec}
 
 
+def labelled(metadata: Mapping[str, Any], component: Component) -> dict[str, Any]:
+    """Metadata with the stack's labels. Helm's `managed-by: Helm` goes: no Helm
+    release manages these objects, and `helm` would refuse to adopt them anyway."""
+    labels = {k: v for k, v in (metadata.get("labels") or {}).items()
+              if not (k == "app.kubernetes.io/managed-by" and v == "Helm")}
+    labels = {**labels, **PART_OF, LABEL_COMPONENT: component.field}
+    return {**metadata, "labels": dict(sorted(labels.items()))}
+
+
+def chart_objects(component: Component) -> list[dict[str, Any]]:
+    """The controllers' tier: the chart's namespace, then what it renders."""
+    chart = component.chart
+    if chart is None:
+        return []
+    path = CHARTS / f"{component.field}.yaml"
+    if not path.exists():
+        raise SystemExit(f"{component.field}: {path.relative_to(ROOT)} is missing: run "
+                         "`make vendor-crds`")
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": labelled({"name": chart.namespace}, component)}
+    out = [{"tier": int(Tier.CRDS), "name": manifest_id(namespace), "manifest": namespace}]
+    for doc in yaml.safe_load_all(path.read_text()):
+        if not doc:
+            continue
+        if doc.get("kind") in ("CustomResourceDefinition", "Namespace"):
+            raise SystemExit(f"{component.field}: the chart renders a {doc['kind']}; the "
+                             "stack installs those from crds/ and the table")
+        manifest = {**doc, "metadata": labelled(doc["metadata"], component)}
+        size = len(json.dumps(manifest, separators=(",", ":")))
+        if size > MAX_MANIFEST_BYTES:
+            raise SystemExit(f"{component.field}: {manifest_id(manifest)} is {size} bytes")
+        out.append({"tier": int(Tier.CONTROLLERS), "name": manifest_id(manifest),
+                    "manifest": manifest})
+    names = [o["name"] for o in out]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"{component.field}: two of the chart's objects share a kind and name")
+    return out
+
+
 def objects(component: Component) -> list[dict[str, Any]]:
-    out = []
+    out = chart_objects(component)
     for pattern in component.crds:
         files = sorted((ROOT / "crds").glob(pattern))
         if not files:

@@ -576,11 +576,15 @@ def _managed(c: stack_table.Component, at: str = "self") -> str:
 
 
 def stack_component(c: stack_table.Component) -> dict:
+    what = ("its CRDs, then its controller from the module's chart" if c.controllers
+            else "its CRDs; the platform runs its controller" if c.installable
+            else "nothing in this release")
     props: dict = {"mode": string(
-        0, "Managed: the stack installs it (its manifests, rendered when this release was "
-        "built from the version hack/tools pins, through provider-kubernetes Objects). "
-        "External: the platform runs it; the stack observes that the cluster serves "
-        f"{c.probe} ({c.probe_version}) and installs nothing.", enum=STACK_MODE)}
+        0, f"Managed: the stack installs {what} (manifests rendered when this release was "
+        "built from the version hack/tools pins, through provider-kubernetes Objects, never "
+        "deleted by the stack). External: the platform runs it; the stack observes that "
+        f"the cluster serves {c.probe} ({c.probe_version}) and installs nothing.",
+        enum=STACK_MODE)}
     rules = []
     if not c.installable:
         rules.append(("self.mode == 'External'",

@@ -96,12 +96,24 @@ def test_a_cluster_with_a_stack_still_reports_its_pools(make):
 
 # --- Managed: the rendered manifests, through Objects ------------------------------
 
+def install(ic: dict) -> tuple[dict, dict]:
+    """Reconcile the cluster, each time observing every composed object Ready, until its
+    stack composes nothing more: (the last desired objects, the observed they became)."""
+    observed: dict = {}
+    while True:
+        objs = desired(run_cluster(ic, observed=observed))
+        if set(objs) <= set(observed):
+            return objs, observed
+        observed = {k: ready(v) for k, v in objs.items()}
+
+
 def test_managed_components_compose_an_object_per_rendered_crd_that_validates():
     objs = desired(run_cluster(remote(**MANAGED)))
     keys = sorted(k for k in objs if k.startswith("stack-"))
     want = sorted(stack.object_key(f, o.name) for f in MANAGED
-                  for o in stack.rendered(f).objects)
-    assert keys == want and len(keys) == 14  # 10 Gateway API, 2 Inference Extension, 2 LWS
+                  for o in stack.rendered(f).objects if o.tier == Tier.CRDS)
+    # 10 Gateway API, 2 Inference Extension, 2 LWS CRDs and the namespace of its controller.
+    assert keys == want and len(keys) == 15
     names = [objs[k]["metadata"]["name"] for k in keys]
     assert len(set(names)) == len(names) and all(len(n) <= 63 for n in names)
     schemas = Schemas()
@@ -112,9 +124,12 @@ def test_managed_components_compose_an_object_per_rendered_crd_that_validates():
         assert spec["providerConfigRef"] == {"name": "eu-west-1", "kind": "ClusterProviderConfig"}
         # Never Delete: deleting a CRD deletes every object of its kind on the cluster.
         assert spec["managementPolicies"] == ["Observe", "Create", "Update", "LateInitialize"]
+        assert schemas.errors(to_plain(obj)) == [], key
+        if spec["forProvider"]["manifest"]["kind"] == "Namespace":
+            assert spec["readiness"] == {"policy": "SuccessfulCreate"}
+            continue
         assert spec["readiness"]["policy"] == "DeriveFromCelQuery"
         assert "Established" in spec["readiness"]["celQuery"] and spec["watch"] is True
-        assert schemas.errors(to_plain(obj)) == [], key
         # Only the kind the composer writes must serve its version; the others are
         # Ready once Established (InferencePoolImport serves v1alpha1 only, found on
         # make cluster: the stack never became ready).
@@ -159,10 +174,11 @@ def test_nothing_ready_yet_is_progressing_and_the_stack_not_ready():
     assert [(e["name"], e["phase"], e["reason"]) for e in stack_status(rsp)] == [
         ("gatewayAPI", "Progressing", "Installing"),
         ("inferenceExtension", "Progressing", "Installing"),
-        ("leaderWorkerSet", "Progressing", "Installing")]
+        ("leaderWorkerSet", "Progressing", "Waiting")]
     assert stack_status(rsp)[2] == {"name": "leaderWorkerSet", "version": "v0.9.0",
                                     "mode": "Managed", "phase": "Progressing",
-                                    "reason": "Installing", "message": "0 of 2 objects Ready"}
+                                    "reason": "Waiting",
+                                    "message": "16 of 19 objects wait for earlier ones to be Ready"}
     status, reason, message = stack_ready(rsp)
     assert (status, reason) == ("False", "Progressing")
     assert message.startswith("gatewayAPI Progressing: 0 of 10 objects Ready")
@@ -174,8 +190,7 @@ def test_nothing_ready_yet_is_progressing_and_the_stack_not_ready():
 
 
 def test_every_object_ready_is_installed_and_the_stack_ready():
-    first = desired(run_cluster(remote(**MANAGED)))
-    observed = {k: ready(v) for k, v in first.items()}
+    _, observed = install(remote(**MANAGED))
     rsp = run_cluster(remote(**MANAGED), observed=observed)
     assert {e["phase"] for e in stack_status(rsp)} == {"Installed"}
     assert stack_ready(rsp) == ("True", "Ready", "3 components ready")
@@ -195,6 +210,58 @@ def test_an_object_the_provider_cannot_apply_fails_its_component_with_the_provid
     assert lws["message"] == ("leaderworkersets.leaderworkerset.x-k8s.io: cannot create "
                               "object: etcdserver: request is too large")
     assert stack_ready(rsp)[:2] == ("False", "Failed")
+
+
+# --- the controllers' tier: LeaderWorkerSet's chart ---------------------------------
+
+def test_once_its_crds_are_ready_lws_gets_its_charts_controller_never_deleted():
+    objs, _ = install(remote(**MANAGED))
+    chart = {k: v for k, v in objs.items() if k.startswith("stack-leaderWorkerSet-")
+             and v["spec"]["forProvider"]["manifest"]["kind"] not in
+             ("CustomResourceDefinition", "Namespace")}
+    manifests = {k: v["spec"]["forProvider"]["manifest"] for k, v in chart.items()}
+    kinds = sorted(m["kind"] for m in manifests.values())
+    assert kinds.count("Deployment") == 1 and "MutatingWebhookConfiguration" in kinds
+    names = [o["metadata"]["name"] for o in objs.values()]  # every tier's
+    assert len(set(names)) == len(names) and all(len(n) <= 63 for n in names)
+    schemas = Schemas()
+    for key, obj in chart.items():
+        manifest = manifests[key]
+        assert obj["spec"]["managementPolicies"] == stack.KEEP, key
+        assert schemas.errors(to_plain(obj)) == [], key
+        labels = manifest["metadata"]["labels"]
+        assert labels["modelplane.ai/stack-component"] == "leaderWorkerSet"
+        assert labels.get("app.kubernetes.io/managed-by") != "Helm"  # no Helm release owns it
+        if manifest["metadata"].get("namespace"):
+            assert manifest["metadata"]["namespace"] == "lws-system", key
+        if manifest["kind"] == "Deployment":
+            # Ready once rolled out and Available, not merely created.
+            assert obj["spec"]["readiness"] == {"policy": "DeriveFromCelQuery",
+                                                "celQuery": stack.AVAILABLE}
+            image = manifest["spec"]["template"]["spec"]["containers"][0]["image"]
+            assert image == "registry.k8s.io/lws/lws:v0.9.0"  # the pinned module's version
+        else:
+            assert obj["spec"]["readiness"] == {"policy": "SuccessfulCreate"}, key
+
+
+def test_a_controller_not_available_keeps_its_component_installing():
+    objs, observed = install(remote(**MANAGED))
+    key = stack.object_key("leaderWorkerSet", "deployment-lws-controller-manager")
+    observed[key] = ready(objs[key], "False")
+    rsp = run_cluster(remote(**MANAGED), observed=observed)
+    lws = stack_status(rsp)[2]
+    assert (lws["phase"], lws["reason"], lws["message"]) == (
+        "Progressing", "Installing", "18 of 19 objects Ready")
+    assert stack_ready(rsp)[:2] == ("False", "Progressing")
+
+
+def test_a_charts_objects_get_the_stacks_labels_and_lose_helms_managed_by():
+    component = BY_FIELD["leaderWorkerSet"]
+    got = gen_stack.labelled({"name": "x", "labels": {
+        "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/name": "lws"}}, component)
+    assert got == {"name": "x", "labels": {
+        "app.kubernetes.io/name": "lws", "app.kubernetes.io/part-of": "function-model-serving",
+        "modelplane.ai/stack-component": "leaderWorkerSet"}}
 
 
 # --- install order ----------------------------------------------------------------
@@ -221,10 +288,10 @@ def test_a_later_tier_waits_for_every_earlier_object_to_be_ready_and_then_stays(
     assert (entries[0]["phase"], entries[0]["reason"]) == ("Progressing", "Waiting")
     assert set(stack.managed_objects(cluster_record, lws, {crd_key: ready(crd_obj, "False")},
                                      TIERED)) == {crd_key}
-    # Ready: the controller follows, with full management (it may be deleted).
+    # Ready: the controller follows, never deleted by the stack either.
     both = stack.managed_objects(cluster_record, lws, {crd_key: ready(crd_obj)}, TIERED)
     assert set(both) == {crd_key, ctl_key}
-    assert both[ctl_key]["spec"]["managementPolicies"] == ["*"]
+    assert both[ctl_key]["spec"]["managementPolicies"] == stack.KEEP
     # Composed once, it stays when the CRD's Ready flickers.
     flicker = {crd_key: ready(crd_obj, "False"), ctl_key: ready(both[ctl_key])}
     assert set(stack.managed_objects(cluster_record, lws, flicker, TIERED)) == {crd_key, ctl_key}

@@ -20,7 +20,12 @@ def test_the_preview_lists_each_stack_component_its_version_and_what_it_composes
         ["CLUSTER", "COMPONENT", "MODE", "VERSION", "COMPOSES"],
         ["eu-west-2", "gatewayAPI", "Managed", "v1.6.1", "10 × CustomResourceDefinition"],
         ["eu-west-2", "inferenceExtension", "Managed", "v1.6.0", "2 × CustomResourceDefinition"],
-        ["eu-west-2", "leaderWorkerSet", "Managed", "v0.9.0", "2 × CustomResourceDefinition"],
+        # Its CRDs and its controller: the tiers as each is Ready in turn.
+        ["eu-west-2", "leaderWorkerSet", "Managed", "v0.9.0",
+         "3 × ClusterRole, 2 × ClusterRoleBinding, 1 × ConfigMap, 2 × CustomResourceDefinition, "
+         "1 × Deployment, 1 × MutatingWebhookConfiguration, 1 × Namespace, 2 × Role, "
+         "2 × RoleBinding, 1 × Secret, 1 × Service, 1 × ServiceAccount, "
+         "1 × ValidatingWebhookConfiguration"],
         ["eu-west-2", "envoyGateway", "External", "v1.9.1",
          "observes CustomResourceDefinition backends.gateway.envoyproxy.io"]]
     # Offline nothing is observed: the stack is not ready, so nothing is placed there.
@@ -34,7 +39,7 @@ def test_the_yaml_output_carries_the_stacks_objects(tools):
     objects = [d for d in yaml.safe_load_all(out.stdout)
                if d["kind"] == "Object" and d["metadata"]["labels"].get(
                    "modelplane.ai/purpose") == "stack"]
-    assert len(objects) == 15  # 14 CRDs and Envoy Gateway's probe
+    assert len(objects) == 32  # 14 CRDs, LWS's namespace and 16 chart objects, Envoy Gateway's probe
 
 
 def test_a_fleet_without_stacks_prints_no_stack_table(tools):

@@ -30,6 +30,7 @@ one with a PodMonitor.
 from __future__ import annotations
 
 import copy
+import pathlib
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -42,12 +43,17 @@ from builders import EXAMPLES, ROOT, desired, load, load_one
 from composer_support import FLEET, REMOTE, as_composed, compose, gang, replica, standalone, template
 from schemas import KUBERNETES_VERSION
 from test_cluster_inventory import run_cluster
+from test_cluster_stack import install
 
 from e2e.controlplane import security as harness_security
-from function.contract.stack import COMPONENTS
+from function.contract.stack import COMPONENTS, LABEL_COMPONENT
 
 SHIPPED = ROOT / "security" / "remote-identity.yaml"
 ROLE_NAME = "modelplane-remote"
+# What the serving stack's controllers' tier takes on top (a controller's chart).
+STACK_SHIPPED = ROOT / "security" / "remote-identity-stack.yaml"
+STACK_ROLE_NAME = "modelplane-remote-stack"
+NON_RESOURCE = "<non-resource URL>"  # an Access's group for a nonResourceURLs rule
 OBJECT_GROUP = "kubernetes.m.crossplane.io"
 
 # Which resource each kind composed onto a remote cluster is, by (API group, kind).
@@ -74,6 +80,10 @@ RESOURCES: dict[tuple[str, str], str] = {
     ("gateway.envoyproxy.io", "HTTPRouteFilter"): "httproutefilters",
     ("gateway.envoyproxy.io", "SecurityPolicy"): "securitypolicies",
     ("apiextensions.k8s.io", "CustomResourceDefinition"): "customresourcedefinitions",
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"):
+        "mutatingwebhookconfigurations",
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"):
+        "validatingwebhookconfigurations",
 }
 # What provider-kubernetes does on the remote cluster for each management policy.
 # provider-kubernetes v1.2 applies with server-side apply unless started with
@@ -135,6 +145,9 @@ def needs_of(obj: Mapping[str, Any]) -> Iterator[Access]:
 
 def accesses(rules: list[Mapping[str, Any]]) -> Iterator[Access]:
     for rule in rules:
+        for url in rule.get("nonResourceURLs") or []:
+            for verb in rule["verbs"]:
+                yield Access(NON_RESOURCE, url, verb, None)
         for group in rule.get("apiGroups", []):
             for resource in rule.get("resources", []):
                 for verb in rule["verbs"]:
@@ -197,9 +210,18 @@ def front_doors() -> Iterator[tuple[str, dict[str, Any]]]:
             spec, [[endpoints[0]], [endpoints[1]]], door=[service_tests.REMOTE_DOOR]))
 
 
+def controllers_tier(obj: Mapping[str, Any]) -> bool:
+    """An Object of a controller's chart, which the stack role grants (a CRD or the
+    controller's namespace is the base role's)."""
+    manifest = obj["spec"]["forProvider"]["manifest"]
+    return LABEL_COMPONENT in (manifest["metadata"].get("labels") or {}) \
+        and manifest["kind"] not in ("CustomResourceDefinition", "Namespace")
+
+
 def clusters() -> Iterator[tuple[str, dict[str, Any]]]:
     for ic in load(EXAMPLES / "fleet") + load(EXAMPLES / "stack"):
-        yield f"InferenceCluster {ic['metadata']['name']}", desired(run_cluster(ic))
+        # Installed to the last tier: every Object a stack ever composes.
+        yield f"InferenceCluster {ic['metadata']['name']}", install(ic)[0]
     monitored = made_remote("eu-west-1")
     monitored["spec"]["monitoring"] = {"podMonitor": {"interval": "15s"}}
     yield "InferenceCluster eu-west-1 with a PodMonitor", desired(run_cluster(monitored))
@@ -228,28 +250,46 @@ def rendered() -> dict[str, list[Mapping[str, Any]]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def needed(rendered) -> dict[Access, str]:
-    """Every access the renders take, with the first render that takes it."""
+def needs(rendered: Mapping[str, list[Mapping[str, Any]]], stack_role: bool) -> dict[Access, str]:
+    """Every access the renders take, with the first render that takes it: those of
+    the controllers' tier (stack_role) or all the others."""
     out: dict[Access, str] = {}
     for label, objects in rendered.items():
         for obj in objects:
+            if controllers_tier(obj) != stack_role:
+                continue
             manifest = obj["spec"]["forProvider"]["manifest"]
             for access in needs_of(obj):
                 out.setdefault(access, f"{label} ({manifest['kind']} {manifest['metadata']['name']})")
     return out
 
 
+@pytest.fixture(scope="module")
+def needed(rendered) -> dict[Access, str]:
+    return needs(rendered, stack_role=False)
+
+
+@pytest.fixture(scope="module")
+def stack_needed(rendered) -> dict[Access, str]:
+    needed = needs(rendered, stack_role=True)
+    assert needed, "no render installs a controller's chart"
+    return needed
+
+
 # --- what we ship ------------------------------------------------------------------------
 
-def shipped_role() -> dict[str, Any]:
-    docs = [d for d in yaml.safe_load_all(SHIPPED.read_text()) if d]
-    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("ClusterRole", ROLE_NAME)]
+def shipped_role(path: pathlib.Path = SHIPPED, name: str = ROLE_NAME) -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("ClusterRole", name)]
     return docs[0]
 
 
-def granted() -> set[Access]:
-    return set(accesses(shipped_role()["rules"]))
+def granted(path: pathlib.Path = SHIPPED, name: str = ROLE_NAME) -> set[Access]:
+    return set(accesses(shipped_role(path, name)["rules"]))
+
+
+def stack_granted() -> set[Access]:
+    return granted(STACK_SHIPPED, STACK_ROLE_NAME)
 
 
 def allows(grants: set[Access], need: Access) -> bool:
@@ -273,6 +313,35 @@ def test_the_role_grants_nothing_the_function_never_composes(needed):
     assert needless == [], "security/remote-identity.yaml grants what nothing needs:\n" + \
         "\n".join(f"  {g.verb} {g.resource}.{g.group or 'core'}{' ' + g.name if g.name else ''}"
                   for g in needless)
+
+
+def test_the_stack_role_with_the_base_grants_what_installing_a_controller_takes(stack_needed):
+    grants = granted() | stack_granted()
+    missing = sorted((a, why) for a, why in stack_needed.items() if not allows(grants, a))
+    assert missing == [], "security/remote-identity-stack.yaml does not grant:\n" + "\n".join(
+        f"  {a.verb} {a.resource}.{a.group or 'core'}{' ' + a.name if a.name else ''}: {why}"
+        for a, why in missing)
+
+
+def test_the_stack_role_grants_only_what_the_base_lacks_and_a_controller_needs(stack_needed):
+    base = granted()
+    any_of_verb = {a._replace(name=None) for a in stack_needed}
+    needless = sorted(g for g in stack_granted()
+                      if allows(base, g) or
+                      (g not in any_of_verb if g.name is None else g not in stack_needed))
+    assert needless == [], "security/remote-identity-stack.yaml grants what it need not:\n" + \
+        "\n".join(f"  {g.verb} {g.resource}.{g.group or 'core'}{' ' + g.name if g.name else ''}"
+                  for g in needless)
+
+
+def test_the_stack_role_has_no_wildcard_and_no_escalation():
+    role = shipped_role(STACK_SHIPPED, STACK_ROLE_NAME)
+    assert "aggregationRule" not in role
+    for rule in role["rules"]:
+        assert not {"*"} & {*rule.get("apiGroups", []), *rule.get("resources", []),
+                            *rule.get("nonResourceURLs", [])}, rule
+        assert not ESCALATING & set(rule["verbs"]), rule
+    kubernetes_validate.validate(role, KUBERNETES_VERSION, strict=True)
 
 
 def test_the_role_has_no_wildcard_no_escalation_and_is_not_cluster_admin():
@@ -342,3 +411,13 @@ def test_make_cluster_applies_it_on_no_control_plane():
     applied = {(d["kind"], d["metadata"]["name"]) for d in harness_security.manifests()}
     assert ("ClusterRole", ROLE_NAME) not in applied
     assert ("ClusterRole", "modelplane-tenant") in applied
+
+
+def test_make_cluster_binds_both_shipped_roles_to_its_remote_identity():
+    docs = harness_security.remote_identity()
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    assert roles == {ROLE_NAME: shipped_role(),
+                     STACK_ROLE_NAME: shipped_role(STACK_SHIPPED, STACK_ROLE_NAME)}
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert sorted(b["roleRef"]["name"] for b in bindings) == [ROLE_NAME, STACK_ROLE_NAME]
+    assert {s["name"] for b in bindings for s in b["subjects"]} == {harness_security.REMOTE_IDENTITY}

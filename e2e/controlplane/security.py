@@ -41,20 +41,29 @@ REMOTE_NAMESPACE = "kube-system"
 REMOTE_TOKEN_SECONDS = 7 * 24 * 3600  # outlives any run
 
 
+# Bound on every remote cluster: the base role, and the stack's (its controllers'
+# tier: make cluster's remote clusters get LeaderWorkerSet's controller from it).
+REMOTE_ROLES = ("remote-identity.yaml", "remote-identity-stack.yaml")
+
+
 def remote_identity() -> list[dict[str, Any]]:
-    """security/remote-identity.yaml's ClusterRole, a ServiceAccount and its binding."""
-    (role,) = [d for d in yaml.safe_load_all((SECURITY / "remote-identity.yaml").read_text())
-               if d and d.get("kind") == "ClusterRole"]
-    name = role["metadata"]["name"]
-    return [role,
-            {"apiVersion": "v1", "kind": "ServiceAccount",
-             "metadata": {"name": REMOTE_IDENTITY, "namespace": REMOTE_NAMESPACE}},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-             "metadata": {"name": REMOTE_IDENTITY},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                         "name": name},
-             "subjects": [{"kind": "ServiceAccount", "name": REMOTE_IDENTITY,
-                           "namespace": REMOTE_NAMESPACE}]}]
+    """security/remote-identity*.yaml's ClusterRoles, a ServiceAccount and a binding of
+    each role to it."""
+    out: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": REMOTE_IDENTITY, "namespace": REMOTE_NAMESPACE}}]
+    for file in REMOTE_ROLES:
+        (role,) = [d for d in yaml.safe_load_all((SECURITY / file).read_text())
+                   if d and d.get("kind") == "ClusterRole"]
+        name = role["metadata"]["name"]
+        out += [role,
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": name},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": name},
+                 "subjects": [{"kind": "ServiceAccount", "name": REMOTE_IDENTITY,
+                               "namespace": REMOTE_NAMESPACE}]}]
+    return out
 
 
 def remote_token_args() -> tuple[str, ...]:

@@ -1,8 +1,9 @@
 """The serving stack on the live control plane (docs/clusters.md#the-serving-stack):
 `make cluster` starts the remote clusters bare of Gateway API, the Inference
 Extension and LeaderWorkerSet, and each InferenceCluster's stack installs them there
-through provider-kubernetes; the control plane's stack observes what the harness
-installed. Every other scenario then runs on what the stacks installed."""
+through provider-kubernetes, LeaderWorkerSet's controller included; the control
+plane's stack observes what the harness installed. Every other scenario then runs on
+what the stacks installed."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def test_the_remote_clusters_crds_are_the_ones_the_stack_installed(cp: ControlPl
     managed = [f for f, e in harness_stack.REMOTE_STACK.items() if e["mode"] == "Managed"]
     for field in managed:
         for m in stack.rendered(field).objects:
+            if m.manifest["kind"] != "CustomResourceDefinition":
+                continue
             crd = get(cp, "customresourcedefinitions", m.name, cluster=cp.cluster(cluster))
             assert crd is not None, (cluster, m.name)
             assert crd["metadata"]["labels"].get(LABEL_COMPONENT) == field, (cluster, m.name)
@@ -53,6 +56,36 @@ def test_the_remote_clusters_crds_are_the_ones_the_stack_installed(cp: ControlPl
     probe = get(cp, "customresourcedefinitions", BY_FIELD["envoyGateway"].probe,
                 cluster=cp.cluster(cluster))
     assert probe is not None and LABEL_COMPONENT not in (probe["metadata"].get("labels") or {})
+
+
+@pytest.mark.parametrize("cluster", REMOTE)
+def test_the_remote_clusters_lws_manager_is_the_stacks_and_runs_as_its_pod(cp: ControlPlane,
+                                                                          cluster):
+    """LeaderWorkerSet's controller comes from its chart through the stack; the harness
+    runs the Deployment's pod as a process (e2e/controlplane/pods), and the gangs of
+    every other scenario are admitted by its webhooks and reconciled by it."""
+    at = cp.cluster(cluster)
+    chart = BY_FIELD["leaderWorkerSet"].chart
+    assert chart is not None
+    deployment = get(cp, "deployments", "lws-controller-manager", chart.namespace, cluster=at)
+    assert deployment is not None, cluster
+    assert deployment["metadata"]["labels"][LABEL_COMPONENT] == "leaderWorkerSet"
+    assert is_true(deployment, "Available"), deployment.get("status")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"registry.k8s.io/lws/lws:{stack.rendered('leaderWorkerSet').version}"
+    obj = get(cp, OBJECT, object_name(cluster, "deployment-lws-controller-manager"),
+              objects_namespace())
+    assert obj is not None and is_true(obj, "Ready") and \
+        "Delete" not in obj["spec"]["managementPolicies"]
+    pods = items(cp, "pods", chart.namespace, "control-plane=controller-manager", cluster=at)
+    assert [is_true(p, "Ready") for p in pods] == [True], [p.get("status") for p in pods]
+    # The manager issued its certificate and put its CA into the chart's webhooks.
+    for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        hooks = [h for c in items(cp, kind, cluster=at)
+                 if c["metadata"].get("labels", {}).get(LABEL_COMPONENT) == "leaderWorkerSet"
+                 for h in c["webhooks"]]
+        assert hooks and all(h["clientConfig"].get("caBundle") for h in hooks), (kind, hooks)
+        assert all("service" in h["clientConfig"] for h in hooks), hooks  # the chart's, not a URL
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ from function.contract.stack import (
     LABEL_COMPONENT,
     PURPOSE,
     Component,
-    Tier,
+    manifest_id,
     object_name,
 )
 from function.kit import structs
@@ -53,7 +53,10 @@ from function.kit.request import Request
 DATA = pathlib.Path(__file__).resolve().parent / "stackdata"
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 REQUIRE_STACK = "stack-crds"  # the control-plane cluster's probe CRDs: "stack-crds/<field>"
-# Everything but Delete (reporter._SHARED): what a CRD's Object may do.
+# Everything but Delete (reporter._SHARED): what the stack's Objects may do. Deleting
+# a CRD deletes every object of its kind; deleting a controller (or the webhooks it
+# serves) stops every workload of its kind from being reconciled. The stack orphans
+# both when a component leaves it: whoever takes over finds them running.
 KEEP = ["Observe", "Create", "Update", "LateInitialize"]
 
 
@@ -94,7 +97,8 @@ def rendered(field: str) -> Rendered:
 
 @functools.cache
 def _manifest_struct(field: str, name: str) -> struct_pb2.Struct | None:
-    """A rendered manifest as a protobuf Struct, built once per process."""
+    """A rendered manifest (by its contract.stack.manifest_id) as a protobuf Struct,
+    built once per process."""
     for m in rendered(field).objects:
         if m.name == name:
             s = struct_pb2.Struct()
@@ -108,7 +112,7 @@ def put(target: fnv1.Resource, obj: Mapping[str, Any]) -> None:
     its Struct built once (converting a full stack's manifests cost about 20 ms a call)."""
     manifest = obj["spec"]["forProvider"]["manifest"]
     field = obj["metadata"]["labels"].get(LABEL_COMPONENT, "")
-    built = _manifest_struct(field, manifest["metadata"]["name"]) \
+    built = _manifest_struct(field, manifest_id(manifest)) \
         if field and obj["spec"].get("managementPolicies") != ["Observe"] else None
     if built is None:
         resource.update(target, dict(obj))
@@ -156,6 +160,9 @@ def probe_key(field: str) -> str:
 
 
 ESTABLISHED = "object.status.conditions.exists(c, c.type == 'Established' && c.status == 'True')"
+# A controller's Deployment: its current spec rolled out and Available.
+AVAILABLE = ("object.status.observedGeneration == object.metadata.generation"
+             " && object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')")
 
 
 def serves(component: Component, crd: str | None = None) -> str:
@@ -176,14 +183,27 @@ def is_ready(obj: Mapping[str, Any] | None) -> bool:
     return False
 
 
+def readiness(component: Component, manifest: Mapping[str, Any]) -> dict[str, str]:
+    """When an Object of the stack is Ready: a CRD when served (`serves`), a Deployment
+    when rolled out and Available, anything else once it exists."""
+    kind = manifest.get("kind")
+    if kind == "CustomResourceDefinition":
+        return {"policy": "DeriveFromCelQuery",
+                "celQuery": serves(component, manifest["metadata"]["name"])}
+    if kind == "Deployment":
+        return {"policy": "DeriveFromCelQuery", "celQuery": AVAILABLE}
+    return {"policy": "SuccessfulCreate"}
+
+
 def _object(cluster: Cluster, component: Component, manifest: Mapping[str, Any],
             policies: list[str], tag: str = PURPOSE) -> dict[str, Any]:
     obj = reporter.wrap(cluster, tag, dict(manifest), policies, purpose=PURPOSE)
-    obj["metadata"]["name"] = object_name(cluster.name, manifest["metadata"]["name"], tag)
+    obj["metadata"]["name"] = object_name(cluster.name, manifest_id(manifest), tag)
     obj["metadata"]["labels"][LABEL_COMPONENT] = component.field
-    obj["spec"]["readiness"] = {"policy": "DeriveFromCelQuery",
-                                "celQuery": serves(component, manifest["metadata"]["name"])}
-    obj["spec"]["watch"] = True  # with --enable-watches, Ready as soon as it is Established
+    obj["spec"]["readiness"] = readiness(component, manifest)
+    # With --enable-watches, Ready as soon as it is, where readiness reads the object;
+    # the others need no cluster-wide list and watch of their kind (Secrets among them).
+    obj["spec"]["watch"] = obj["spec"]["readiness"]["policy"] != "SuccessfulCreate"
     return obj
 
 
@@ -207,8 +227,7 @@ def managed_objects(cluster: Cluster, stack: Sequence[Declared],
             key = object_key(component.field, m.name)
             keys.append(key)
             if earlier_ready or key in observed:
-                out[key] = _object(cluster, component, m.manifest,
-                                   KEEP if m.tier == Tier.CRDS else ["*"])
+                out[key] = _object(cluster, component, m.manifest, KEEP)
         earlier_ready = earlier_ready and all(is_ready(observed.get(k)) for k in keys)
     return out
 

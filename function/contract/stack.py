@@ -53,9 +53,30 @@ def object_name(cluster: str, name: str, tag: str = PURPOSE) -> str:
 class Tier(IntEnum):
     """Install order: a tier's objects are composed once every earlier tier's are Ready."""
 
-    CRDS = 0
+    CRDS = 0          # and the namespaces the controllers go to
     CONTROLLERS = 1
     GATEWAYS = 2
+
+
+def manifest_id(manifest: Mapping[str, Any]) -> str:
+    """A manifest's name among its stack's: a CRD's own name (unique by its group), any
+    other object's kind and name (a chart names its ServiceAccount like its Deployment)."""
+    name = str((manifest.get("metadata") or {}).get("name", ""))
+    kind = str(manifest.get("kind", ""))
+    return name if kind == "CustomResourceDefinition" else f"{kind.lower()}-{name}"
+
+
+@dataclass(frozen=True)
+class Chart:
+    """The Helm chart a component's controller ships in its module, as
+    hack/vendor_charts.py renders it at build time into manifests/<field>.yaml."""
+
+    path: str                     # the chart's folder in the module
+    release: str                  # the release name its templates derive names from
+    namespace: str                # where its namespaced objects go (the stack creates it)
+    image_tag: str = ""           # the value set to the module's version: image and CRDs move together
+    # (key, value) for --set-string, beside the chart's defaults (a tuple: hashable).
+    values: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,10 +96,19 @@ class Component:
     # cluster: a replica composing one there holds a Usage of the Object carrying
     # that CRD (composer/usages.py). Empty: no replica composes its probe's kind.
     replica_kind: str = ""
+    # Its controller's chart, rendered at build time: Managed installs it (the
+    # controllers' tier) after the CRDs. None: Managed installs the CRDs only, and
+    # the platform runs the controller.
+    chart: Chart | None = None
 
     @property
     def installable(self) -> bool:
         return bool(self.crds)
+
+    @property
+    def controllers(self) -> bool:
+        """Whether Managed installs its controller too."""
+        return self.chart is not None
 
     @property
     def probe_group(self) -> str:
@@ -99,7 +129,9 @@ COMPONENTS: tuple[Component, ...] = (
     # without its CRD (hack/vendor_crds.py).
     Component("leaderWorkerSet", "LeaderWorkerSet", "lws", "sigs.k8s.io/lws",
               "leaderworkersets.leaderworkerset.x-k8s.io", "v1",
-              crds=("lws/*.yaml",), replica_kind="LeaderWorkerSet"),
+              crds=("lws/*.yaml",), replica_kind="LeaderWorkerSet",
+              chart=Chart("charts/lws", "lws", "lws-system", image_tag="image.manager.tag",
+                          values=(("image.manager.pullPolicy", "IfNotPresent"),))),
     # Observed only in this release: its CRDs, controller and EnvoyGateway
     # configuration (Backend API on) are the next to be rendered.
     Component("envoyGateway", "Envoy Gateway", "envoy-gateway", "github.com/envoyproxy/gateway",

@@ -4,10 +4,12 @@
 the real `crossplane composition render` (apis/inferencecluster/), as it renders
 deployments, and lists per cluster and component the objects the stack composes:
 the Objects carrying a Managed component's manifests (by kind), the probe of an
-External one, and the version. Nothing is applied, so nothing is observed: every
-component would start Progressing, and the scheduler places nothing on the
-cluster until its StackReady condition turns True (the placement table above
-says so).
+External one, and the version. The stack composes a tier once the earlier ones are
+Ready, so the cluster is rendered again with what it composed observed Ready, until
+it composes nothing new: the table shows every tier (CRDs, then controllers).
+Nothing is applied, so the cluster itself observes nothing: every component would
+start Progressing, and the scheduler places nothing on the cluster until its
+StackReady condition turns True (the placement table above says so).
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from typing import Any
 import yaml
 
 from function.contract.api import KIND_INFERENCE_CLUSTER
-from function.contract.stack import COMPONENTS, LABEL_COMPONENT
+from function.contract.stack import COMPONENTS, LABEL_COMPONENT, Tier
 from function.tools import localrender
 
 IC = localrender.ROOT / "apis" / "inferencecluster"
+RESOURCE_NAME = "crossplane.io/composition-resource-name"
 
 
 def render_stacks(tools: localrender.Tools, address: str, fleet: pathlib.Path,
@@ -37,9 +40,31 @@ def render_stacks(tools: localrender.Tools, address: str, fleet: pathlib.Path,
         name = doc["metadata"]["name"]
         path = tmp / f"stack-{name}.yaml"
         path.write_text(yaml.safe_dump(doc))
-        out[name] = localrender.render(tools, address, path, IC / "composition.yaml",
-                                       xrd=IC / "definition.yaml")
+        observed: pathlib.Path | None = None
+        seen: set[str] = set()
+        for _ in range(len(Tier)):
+            docs = localrender.render(tools, address, path, IC / "composition.yaml",
+                                      xrd=IC / "definition.yaml", observed=observed)
+            composed = _composed(docs)
+            names = {_resource_name(d) for d in composed}
+            out[name] = docs
+            if names <= seen:
+                break
+            seen = names
+            observed = tmp / f"stack-{name}-observed.yaml"
+            observed.write_text(yaml.safe_dump_all([_ready(d) for d in composed]))
     return out
+
+
+def _resource_name(doc: Mapping[str, Any]) -> str:
+    return str(((doc.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME, ""))
+
+
+def _ready(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A composed object as observed once its provider made it Ready."""
+    return {**doc, "status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "Available"},
+        {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}]}}
 
 
 def _composed(docs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

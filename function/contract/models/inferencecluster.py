@@ -404,7 +404,7 @@ class EnvoyGateway(BaseModel):
     mode: Annotated[
         StackMode,
         Field(
-            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves backends.gateway.envoyproxy.io (v1alpha1) and installs nothing.",
+            description="Managed: the stack installs nothing in this release (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves backends.gateway.envoyproxy.io (v1alpha1) and installs nothing.",
             title="StackMode",
         ),
     ]
@@ -414,7 +414,7 @@ class GatewayAPI(BaseModel):
     mode: Annotated[
         StackMode,
         Field(
-            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves httproutes.gateway.networking.k8s.io (v1) and installs nothing.",
+            description="Managed: the stack installs its CRDs; the platform runs its controller (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves httproutes.gateway.networking.k8s.io (v1) and installs nothing.",
             title="StackMode",
         ),
     ]
@@ -424,7 +424,7 @@ class InferenceExtension(BaseModel):
     mode: Annotated[
         StackMode,
         Field(
-            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves inferencepools.inference.networking.k8s.io (v1) and installs nothing.",
+            description="Managed: the stack installs its CRDs; the platform runs its controller (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves inferencepools.inference.networking.k8s.io (v1) and installs nothing.",
             title="StackMode",
         ),
     ]
@@ -434,7 +434,7 @@ class Keda(BaseModel):
     mode: Annotated[
         StackMode,
         Field(
-            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves scaledobjects.keda.sh (v1alpha1) and installs nothing.",
+            description="Managed: the stack installs nothing in this release (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves scaledobjects.keda.sh (v1alpha1) and installs nothing.",
             title="StackMode",
         ),
     ]
@@ -444,7 +444,7 @@ class LeaderWorkerSet(BaseModel):
     mode: Annotated[
         StackMode,
         Field(
-            description="Managed: the stack installs it (its manifests, rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects). External: the platform runs it; the stack observes that the cluster serves leaderworkersets.leaderworkerset.x-k8s.io (v1) and installs nothing.",
+            description="Managed: the stack installs its CRDs, then its controller from the module's chart (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves leaderworkersets.leaderworkerset.x-k8s.io (v1) and installs nothing.",
             title="StackMode",
         ),
     ]
