@@ -575,6 +575,30 @@ def _managed(c: stack_table.Component, at: str = "self") -> str:
     return f"has({at}.{c.field}) && {at}.{c.field}.mode == 'Managed'"
 
 
+# Where and how a Managed component's controller runs: the settings a platform changes
+# in a controller's chart most (a mirror, placement off the accelerator nodes, its
+# size), applied by the function to the Deployment the chart renders.
+STACK_CONTROLLER = obj({
+    "image": string(512, "The controller's image, for a mirror of the registry; by default "
+                    "the chart's at the release's pinned version. Keep the version: the "
+                    "stack's CRDs are that version's.", min_length=1,
+                    pattern=r"^[^\s]+$"),
+    "replicas": integer(1, 5, "Replicas of the controller's Deployment (the chart's: 1). "
+                        "More than one elect a leader."),
+    "nodeSelector": string_map(16, "Node labels the controller's pods require, e.g. to keep "
+                               "them on system nodes, off the accelerators.", value_max=63),
+    "tolerations": array(
+        {**TOLERATION, "description": "Tolerates a taint of the nodes the controller may run "
+                                      "on, shaped like a Kubernetes toleration."},
+        16, "Tolerations of the controller's pods."),
+    "resources": obj({
+        "requests": resource_list("Requests"),
+        "limits": resource_list("Limits"),
+    }, "Compute resources of the controller's container, in place of the chart's."),
+}, "Overrides of the controller the stack installs: applied to its chart's Deployment; "
+   "what is left out stays as the chart renders it. Only with mode Managed.")
+
+
 def stack_component(c: stack_table.Component) -> dict:
     what = ("its CRDs, then its controller from the module's chart" if c.controllers
             else "its CRDs; the platform runs its controller" if c.installable
@@ -590,6 +614,11 @@ def stack_component(c: stack_table.Component) -> dict:
         rules.append(("self.mode == 'External'",
                       f"this release does not install {c.title} (mode Managed): run it on the "
                       "cluster and mark it External"))
+    if c.controllers:
+        props["controller"] = STACK_CONTROLLER
+        rules.append(("!has(self.controller) || self.mode == 'Managed'",
+                      "controller overrides apply to the controller the stack installs: "
+                      "mode Managed"))
     if c.field == "envoyGateway":
         props["backendAPI"] = {
             "type": "boolean", "default": True,

@@ -255,6 +255,49 @@ def test_a_controller_not_available_keeps_its_component_installing():
     assert stack_ready(rsp)[:2] == ("False", "Progressing")
 
 
+SETTINGS = {"image": "mirror.example.com/lws/lws:v0.9.0", "replicas": 2,
+            "nodeSelector": {"node-role.example.com/system": "true"},
+            "tolerations": [{"key": "system", "operator": "Exists", "effect": "NoSchedule"}],
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                          "limits": {"memory": "512Mi"}}}
+
+
+def test_the_platforms_controller_settings_land_on_the_charts_deployment_only():
+    plain, _ = install(remote(**MANAGED))
+    ic = remote(**{**MANAGED, "leaderWorkerSet": {"mode": "Managed", "controller": SETTINGS}})
+    objs, _ = install(ic)
+    key = stack.object_key("leaderWorkerSet", "deployment-lws-controller-manager")
+    spec = objs[key]["spec"]["forProvider"]["manifest"]["spec"]
+    pod = spec["template"]["spec"]
+    (manager,) = pod["containers"]
+    assert (spec["replicas"], pod["nodeSelector"], pod["tolerations"]) == (
+        2, SETTINGS["nodeSelector"], SETTINGS["tolerations"])
+    assert manager["image"] == SETTINGS["image"]
+    assert manager["resources"] == SETTINGS["resources"]
+    # The rest of the Deployment, and every other object, as the chart renders it.
+    before = plain[key]["spec"]["forProvider"]["manifest"]["spec"]
+    assert manager["args"] == before["template"]["spec"]["containers"][0]["args"]
+    assert spec["selector"] == before["selector"]
+    assert {k: v for k, v in objs.items() if k != key} == \
+        {k: v for k, v in plain.items() if k != key}
+    assert Schemas().errors(to_plain(objs[key])) == []
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"mode": "External", "controller": {"replicas": 2}},
+     "controller overrides apply to the controller the stack installs: mode Managed"),
+    ({"mode": "Managed", "controller": {"resources": {"limits": {"nvidia.com/gpu": 1}}}},
+     "stack.leaderWorkerSet.controller's resources name limits.nvidia.com/gpu"),
+    ({"mode": "Managed", "controller": {"tolerations": [{"operator": "Equal"}]}},
+     "a toleration without a key must use operator Exists"),
+    ({"mode": "Managed", "controller": {"nodeSelector": {"not a key!": "x"}}},
+     "keys must be qualified names"),
+])
+def test_the_function_refuses_controller_settings_admission_refuses(entry, message):
+    spec = remote(leaderWorkerSet=entry)["spec"]
+    assert any(message in e for e in spec_errors(spec)), spec_errors(spec)
+
+
 def test_a_charts_objects_get_the_stacks_labels_and_lose_helms_managed_by():
     component = BY_FIELD["leaderWorkerSet"]
     got = gen_stack.labelled({"name": "x", "labels": {

@@ -36,8 +36,9 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 
-from function.cluster import reporter
+from function.cluster import reporter, stackcontroller
 from function.contract.enums import StackMode
+from function.contract.models.inferencecluster import Controller
 from function.contract.records import Cluster
 from function.contract.stack import (
     COMPONENTS,
@@ -80,6 +81,7 @@ class Rendered:
 class Declared:
     component: Component
     mode: StackMode
+    controller: Controller | None = None  # spec.stack.<field>.controller (stackcontroller.py)
 
     @property
     def managed(self) -> bool:
@@ -108,12 +110,15 @@ def _manifest_struct(field: str, name: str) -> struct_pb2.Struct | None:
 
 
 def put(target: fnv1.Resource, obj: Mapping[str, Any]) -> None:
-    """`resource.update(target, obj)`, the manifest of a rendered component copied from
-    its Struct built once (converting a full stack's manifests cost about 20 ms a call)."""
+    """`resource.update(target, obj)`, a rendered CRD's manifest copied from its Struct
+    built once (converting a full stack's manifests cost about 20 ms a call). Only a
+    CRD's: the stack never changes one, where a controller's Deployment may carry the
+    platform's settings."""
     manifest = obj["spec"]["forProvider"]["manifest"]
     field = obj["metadata"]["labels"].get(LABEL_COMPONENT, "")
     built = _manifest_struct(field, manifest_id(manifest)) \
-        if field and obj["spec"].get("managementPolicies") != ["Observe"] else None
+        if field and manifest.get("kind") == "CustomResourceDefinition" \
+        and obj["spec"].get("managementPolicies") != ["Observe"] else None
     if built is None:
         resource.update(target, dict(obj))
         return
@@ -127,8 +132,8 @@ def declared(spec: Mapping[str, Any]) -> list[Declared] | None:
     stack = spec.get("stack")
     if not isinstance(stack, Mapping):
         return None
-    return [Declared(c, StackMode(stack[c.field]["mode"])) for c in COMPONENTS
-            if isinstance(stack.get(c.field), Mapping)]
+    return [Declared(c, StackMode(stack[c.field]["mode"]), stackcontroller.settings(stack[c.field]))
+            for c in COMPONENTS if isinstance(stack.get(c.field), Mapping)]
 
 
 def observed_states(req: Request) -> dict[str, dict[str, Any]]:
@@ -213,21 +218,24 @@ def managed_objects(cluster: Cluster, stack: Sequence[Declared],
     """The Objects of the Managed components, by key: a tier's once every earlier tier's
     Object is Ready (an Object already observed stays). `data` stands in for the
     build-time files (tests)."""
-    per_tier: dict[int, list[tuple[Component, Manifest]]] = {}
+    per_tier: dict[int, list[tuple[Declared, Manifest]]] = {}
     for d in stack:
         if d.managed:
             found = data[d.component.field] if data is not None else rendered(d.component.field)
             for m in found.objects:
-                per_tier.setdefault(m.tier, []).append((d.component, m))
+                per_tier.setdefault(m.tier, []).append((d, m))
     out: dict[str, dict[str, Any]] = {}
     earlier_ready = True
     for tier in sorted(per_tier):
         keys = []
-        for component, m in per_tier[tier]:
+        for d, m in per_tier[tier]:
+            component, chart = d.component, d.component.chart
+            manifest = stackcontroller.applied(m.manifest, d.controller, chart) \
+                if d.controller is not None and chart is not None else m.manifest
             key = object_key(component.field, m.name)
             keys.append(key)
             if earlier_ready or key in observed:
-                out[key] = _object(cluster, component, m.manifest, KEEP)
+                out[key] = _object(cluster, component, manifest, KEEP)
         earlier_ready = earlier_ready and all(is_ready(observed.get(k)) for k in keys)
     return out
 

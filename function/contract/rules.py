@@ -125,6 +125,19 @@ def _resources(resources: Mapping[str, Any]) -> list[str]:
     return [f"the engine container's resources name {', '.join(bad)}: {RESOURCES_MESSAGE}"]
 
 
+def placement_errors(node_selector: Mapping[str, Any] | None,
+                     tolerations: Sequence[Mapping[str, Any]] | None,
+                     resources: Mapping[str, Any] | None, what: str) -> list[str]:
+    """The XRD's rules for a pod's node selector, tolerations and container resources
+    outside an engine (a stack's controller: `what`)."""
+    errors = _keys(node_selector or {})
+    errors += [e for t in tolerations or () if isinstance(t, Mapping) for e in _toleration(t)]
+    bad = extended_resources(resources or {})
+    if bad:
+        errors.append(f"{what}'s resources name {', '.join(bad)}: {RESOURCES_MESSAGE}")
+    return errors
+
+
 def _engine(engine: Mapping[str, Any]) -> list[str]:
     errors = []
     members = engine.get("members") or []

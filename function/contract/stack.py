@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from function.contract import rules
 from function.contract.api import GROUP
 from function.contract.names import tagged_label
 
@@ -75,6 +76,7 @@ class Chart:
     release: str                  # the release name its templates derive names from
     namespace: str                # where its namespaced objects go (the stack creates it)
     image_tag: str = ""           # the value set to the module's version: image and CRDs move together
+    container: str = "manager"    # the Deployment's container spec.stack.<field>.controller sets
     # (key, value) for --set-string, beside the chart's defaults (a tuple: hashable).
     values: tuple[tuple[str, str], ...] = ()
 
@@ -154,6 +156,14 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
     declared = {f: c for f, c in stack.items() if f in BY_FIELD and isinstance(c, Mapping)}
     for field, entry in declared.items():
         component = BY_FIELD[field]
+        controller = entry.get("controller")
+        if isinstance(controller, Mapping):
+            if entry.get("mode") != "Managed":
+                errors.append("controller overrides apply to the controller the stack "
+                              "installs: mode Managed")
+            errors += rules.placement_errors(
+                controller.get("nodeSelector"), controller.get("tolerations"),
+                controller.get("resources"), f"stack.{field}.controller")
         if entry.get("mode") == "Managed" and not component.installable:
             errors.append(f"this release does not install {component.title} (mode Managed): run "
                           "it on the cluster and mark it External")

@@ -440,7 +440,114 @@ class Keda(BaseModel):
     ]
 
 
+NodeSelectorAdditionalProperty = TypeAliasType("NodeSelectorAdditionalProperty", LabelsAdditionalProperty)
+
+
+class Limits1(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
+
+
+class Requests1(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
+
+
+class Resources(BaseModel):
+    limits: Annotated[
+        dict[str, Limits1 | StrictInt] | None,
+        Field(
+            description="Limits: cpu, memory, ephemeral-storage and hugepages-<size> only.",
+            max_length=8,
+        ),
+    ] = None
+    requests: Annotated[
+        dict[str, Requests1 | StrictInt] | None,
+        Field(
+            description="Requests: cpu, memory, ephemeral-storage and hugepages-<size> only.",
+            max_length=8,
+        ),
+    ] = None
+
+
+class TolerationOperator(StrEnum):
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
+class Toleration(BaseModel):
+    effect: Annotated[
+        TaintEffect | None,
+        Field(
+            description="The taint effect to tolerate; empty tolerates every effect.",
+            title="TaintEffect",
+        ),
+    ] = None
+    key: Annotated[
+        StrictStr | None,
+        Field(
+            description="The taint key to tolerate; empty with operator Exists tolerates every taint.",
+            max_length=253,
+            pattern="^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        ),
+    ] = None
+    operator: Annotated[
+        TolerationOperator | None,
+        Field(
+            description="Equal (default) matches key and value; Exists matches any value.",
+            title="TolerationOperator",
+        ),
+    ] = "Equal"
+    value: Annotated[
+        StrictStr | None,
+        Field(
+            description="The taint value to match with operator Equal.", max_length=63
+        ),
+    ] = None
+
+
+class Controller(BaseModel):
+    image: Annotated[
+        StrictStr | None,
+        Field(
+            description="The controller's image, for a mirror of the registry; by default the chart's at the release's pinned version. Keep the version: the stack's CRDs are that version's.",
+            max_length=512,
+            min_length=1,
+            pattern="^[^\\s]+$",
+        ),
+    ] = None
+    nodeSelector: Annotated[
+        dict[str, NodeSelectorAdditionalProperty] | None,
+        Field(
+            description="Node labels the controller's pods require, e.g. to keep them on system nodes, off the accelerators.",
+            max_length=16,
+        ),
+    ] = None
+    replicas: Annotated[
+        StrictInt | None,
+        Field(
+            description="Replicas of the controller's Deployment (the chart's: 1). More than one elect a leader.",
+            ge=1,
+            le=5,
+        ),
+    ] = None
+    resources: Annotated[
+        Resources | None,
+        Field(
+            description="Compute resources of the controller's container, in place of the chart's."
+        ),
+    ] = None
+    tolerations: Annotated[
+        list[Toleration] | None,
+        Field(description="Tolerations of the controller's pods.", max_length=16),
+    ] = None
+
+
 class LeaderWorkerSet(BaseModel):
+    controller: Annotated[
+        Controller | None,
+        Field(
+            description="Overrides of the controller the stack installs: applied to its chart's Deployment; what is left out stays as the chart renders it. Only with mode Managed."
+        ),
+    ] = None
     mode: Annotated[
         StackMode,
         Field(
