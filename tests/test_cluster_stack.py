@@ -181,7 +181,8 @@ def test_nothing_ready_yet_is_progressing_and_the_stack_not_ready():
                                     "message": "16 of 19 objects wait for earlier ones to be Ready"}
     status, reason, message = stack_ready(rsp)
     assert (status, reason) == ("False", "Progressing")
-    assert message.startswith("gatewayAPI Progressing: 0 of 10 objects Ready")
+    assert message.startswith("gatewayAPI Progressing: 0 of 10 objects Ready (not yet: "
+                              "backendtlspolicies.gateway.networking.k8s.io, ")
     # Followed every 10 s while it installs (its Objects' events trip the breaker).
     assert rsp.meta.ttl.ToSeconds() == 10
     # The stack's Objects never make the cluster itself unready.
@@ -251,7 +252,8 @@ def test_a_controller_not_available_keeps_its_component_installing():
     rsp = run_cluster(remote(**MANAGED), observed=observed)
     lws = stack_status(rsp)[2]
     assert (lws["phase"], lws["reason"], lws["message"]) == (
-        "Progressing", "Installing", "18 of 19 objects Ready")
+        "Progressing", "Installing",
+        "18 of 19 objects Ready (not yet: deployment-lws-controller-manager)")
     assert stack_ready(rsp)[:2] == ("False", "Progressing")
 
 

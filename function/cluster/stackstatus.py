@@ -32,6 +32,7 @@ CONDITION = "StackReady"
 MAX_MESSAGE = 512        # status.stack.components[].message's maxLength
 MAX_CONDITION = 1000
 READY = (StackPhase.INSTALLED, StackPhase.OBSERVED)
+NAMED_MAX = 3  # objects named in an Installing component's message
 
 
 def _condition(obj: Mapping[str, Any] | None, typ: str) -> Mapping[str, Any] | None:
@@ -81,8 +82,11 @@ def managed(d: Declared, data: Rendered, composed: Mapping[str, Any],
     if waiting:
         return _entry(d, data.version, StackPhase.PROGRESSING, "Waiting",
                       f"{waiting} of {len(keys)} objects wait for earlier ones to be Ready")
+    behind = [m.name for m, k in zip(data.objects, keys, strict=True)
+              if not is_ready(observed.get(k))]
+    named = ", ".join(behind[:NAMED_MAX]) + (", ..." if len(behind) > NAMED_MAX else "")
     return _entry(d, data.version, StackPhase.PROGRESSING, "Installing",
-                  f"{ready} of {len(keys)} objects Ready")
+                  f"{ready} of {len(keys)} objects Ready (not yet: {named})")
 
 
 def external(d: Declared, version: str, crd: Mapping[str, Any] | None,
