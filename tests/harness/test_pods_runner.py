@@ -178,6 +178,8 @@ def test_start_runs_each_container_in_its_own_group_and_stop_ends_them(binaries,
         assert engine["env"]["HF_TOKEN"] == "hf_x" and engine["env"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5557"
         assert "FMS_SHOULD_NOT_LEAK" not in engine["env"]
         assert engine["cwd"].endswith("/containers/engine")
+        # Its own /tmp, as in a pod: not the machine's, not the sidecar's.
+        assert engine["env"]["TMPDIR"] == engine["cwd"] + "/tmp" != sidecar["env"]["TMPDIR"]
         assert engine["pgid"] == engine["pid"] and sidecar["pgid"] == sidecar["pid"]
         pids = [engine["pid"], sidecar["pid"]]
     finally:
