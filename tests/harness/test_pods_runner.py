@@ -56,7 +56,7 @@ def binaries(tmp_path):
         p.write_text(FAKE)
         p.chmod(0o755)
         paths[name] = str(p)
-    return Binaries(paths["sim"], paths["epp"], paths["sidecar"])
+    return Binaries(paths["sim"], paths["epp"], paths["sidecar"], "/lws-manager")
 
 
 OBJECTS: dict[tuple[str, str, str], dict[str, str]] = {
@@ -268,7 +268,9 @@ def test_a_pod_that_cannot_start_leaves_no_process_and_no_namespace(binaries, tm
 
 
 def test_binaries_come_from_the_tools_env_and_a_missing_one_is_named():
-    b = Binaries.from_env({"INFERENCE_SIM": "/s", "EPP": "/e", "PD_SIDECAR": "/p"})
-    assert (b.path(Role.SGLANG), b.path(Role.EPP), b.path(Role.SIDECAR)) == ("/s", "/e", "/p")
-    with pytest.raises(RunnerError, match="PD_SIDECAR"):
+    b = Binaries.from_env({"INFERENCE_SIM": "/s", "EPP": "/e", "PD_SIDECAR": "/p",
+                          "LWS_MANAGER": "/l"})
+    assert (b.path(Role.SGLANG), b.path(Role.EPP), b.path(Role.SIDECAR), b.path(Role.LWS)) \
+        == ("/s", "/e", "/p", "/l")
+    with pytest.raises(RunnerError, match="PD_SIDECAR, LWS_MANAGER"):
         Binaries.from_env({"INFERENCE_SIM": "/s", "EPP": "/e"})

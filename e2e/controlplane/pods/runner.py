@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from e2e.controlplane.pods import images, netns, podspec, probes
+from e2e.controlplane.pods import images, lws, netns, podspec, probes
 from e2e.controlplane.pods.images import Role
 from e2e.controlplane.pods.translate import Settings, translate
 
@@ -47,17 +47,21 @@ class Binaries:
     inference_sim: str
     epp: str
     pd_sidecar: str
+    lws_manager: str
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Binaries:
-        missing = [v for v in ("INFERENCE_SIM", "EPP", "PD_SIDECAR") if not env.get(v)]
+        names = ("INFERENCE_SIM", "EPP", "PD_SIDECAR", "LWS_MANAGER")
+        missing = [v for v in names if not env.get(v)]
         if missing:
-            raise RunnerError(f"no {', '.join(missing)}: run `hack/tools.sh --dataplane --env`")
-        return cls(env["INFERENCE_SIM"], env["EPP"], env["PD_SIDECAR"])
+            raise RunnerError(f"no {', '.join(missing)}: run "
+                              f"`hack/tools.sh --e2e --dataplane --env`")
+        return cls(*(env[v] for v in names))
 
     def path(self, role: Role) -> str:
         return {"INFERENCE_SIM": self.inference_sim, "EPP": self.epp,
-                "PD_SIDECAR": self.pd_sidecar}[images.BINARY_VARIABLE[role]]
+                "PD_SIDECAR": self.pd_sidecar,
+                "LWS_MANAGER": self.lws_manager}[images.BINARY_VARIABLE[role]]
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,8 @@ def plan(pod: Mapping[str, Any], pod_ip: str, binaries: Binaries, lookup: podspe
             # The image's entrypoint is the binary: a command replaces only its path.
             argv = [binary, *command[1:], *args]
         argv = podspec.rewrite_paths(argv, mounts)
+        if role is Role.LWS:
+            argv, note = lws.translate(argv, mounts, cwd)
         env = dict(zip(env, podspec.rewrite_paths(list(env.values()), mounts)))
         env = {**(api_env or {}), **env, **(extra_env or {}).get(role, {})}
         plans.append(ContainerPlan(name, role, tuple(argv), env, cwd, c, probe, sidecar, note,
