@@ -697,6 +697,10 @@ class _Builder:
             f"--service-account-signing-key-file={self.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=Node,RBAC", "--allow-privileged=true", "--profiling=false",
+            # A webhook (or APIService) named by its Service is called at one of the
+            # Service's ready endpoints, a pod IP this machine reaches on the cluster's
+            # bridge, not at its ClusterIP: there is no kube-proxy (the stack's LWS chart).
+            "--enable-aggregator-routing=true",
             # Close watches when asked to stop: otherwise the graceful shutdown waits
             # for every watching client until --request-timeout (1m).
             "--shutdown-watch-termination-grace-period=5s",
