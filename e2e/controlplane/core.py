@@ -697,6 +697,10 @@ class _Builder:
             f"--service-account-signing-key-file={self.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=Node,RBAC", "--allow-privileged=true", "--profiling=false",
+            # A webhook (or APIService) named by its Service is called at one of the
+            # Service's ready endpoints, a pod IP this machine reaches on the cluster's
+            # bridge, not at its ClusterIP: there is no kube-proxy (the stack's LWS chart).
+            "--enable-aggregator-routing=true",
             # Close watches when asked to stop: otherwise the graceful shutdown waits
             # for every watching client until --request-timeout (1m).
             "--shutdown-watch-termination-grace-period=5s",
@@ -725,9 +729,11 @@ class _Builder:
             self.stack_crds[name] = by_stack
             hand[name] = [f for f in crds if f not in by_stack] + (
                 keda if name == fleet.CONTROL_PLANE else [])
+            namespaces = [CROSSPLANE_NS] if name == fleet.CONTROL_PLANE else []
+            if not stack.stack_runs("lws", stack.managed(plan, name)):
+                namespaces.append(addons.LWS_NAMESPACE)  # else the stack's, with its manager
             base = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-                    for ns in (addons.LWS_NAMESPACE,
-                               *([CROSSPLANE_NS] if name == fleet.CONTROL_PLANE else []))]
+                    for ns in namespaces]
             self.cp.apply(base, cluster=name)
             self.cp.apply(files=hand[name], cluster=name)
             self._start_cluster_controllers(name, i, stages, cplan)
@@ -788,12 +794,43 @@ class _Builder:
             self._wait_crds(name, addons.crd_names(self.stack_crds[name]))
             if self.stack_manifests[name]:
                 cp.apply(self.stack_manifests[name], cluster=name)
-            if stack.waits_for_stack("lws", stack.managed(plan, name)):
+            managed = stack.managed(plan, name)
+            if stack.waits_for_stack("lws", managed) and not stack.stack_runs("lws", managed):
                 self._launch_lws(name)
         self._wait(f"lws:{n}" for n in clusters
-                   if stack.waits_for_stack("lws", stack.managed(plan, n)))
+                   if stack.waits_for_stack("lws", stack.managed(plan, n))
+                   and not stack.stack_runs("lws", stack.managed(plan, n)))
+        self._wait_stack_lws([n for n in clusters
+                              if stack.stack_runs("lws", stack.managed(plan, n))])
         self._start_gateways(plan, only=[n for n in clusters if stack.waits_for_stack(
             "envoy-gateway", stack.managed(plan, n))])
+
+    def _wait_stack_lws(self, clusters: Sequence[str], timeout: float = 240) -> None:
+        """Until the LeaderWorkerSet manager each cluster's stack installed (its pod run
+        by the cluster's pods supervisor) serves its webhooks: a LeaderWorkerSet is
+        refused until then (failurePolicy Fail)."""
+        cp = self.cp
+        assert cp is not None
+        if not clusters:
+            return
+        ns, name = stack.LWS_DEPLOYMENT
+
+        def serving() -> bool:
+            waiting = []
+            for cluster in clusters:
+                got = cp.kubectl("get", "deployment", "-n", ns, name, "-o", "json",
+                                 "--ignore-not-found", cluster=cluster).stdout
+                configs = cp.get_json("mutatingwebhookconfigurations,"
+                                      "validatingwebhookconfigurations", cluster=cluster)
+                why = stack.lws_not_serving(json.loads(got) if got.strip() else None,
+                                            configs["items"])
+                waiting += [f"{cluster}: {w}" for w in why]
+            if waiting:
+                raise ControlPlaneError("; ".join(waiting))
+            return True
+
+        wait_for("LeaderWorkerSet's manager (the stack's) to serve on " + ", ".join(clusters),
+                 serving, timeout, logs=[self.sup.log_path(f"pods:{c}") for c in clusters])
 
     def _start_cluster_controllers(self, name: str, index: int, stages: Sequence[Path],
                                    cplan: fleet.ClusterPlan) -> None:

@@ -15,12 +15,15 @@ says StackReady:
 
 * the fleet plan's manifests of the API groups those CRDs serve (the GatewayClass
   and Gateway of `spec.gateway`);
-* the controllers that watch them. This release's stack installs CRDs (the
-  controllers' tier comes next); the harness runs each controller as a local
-  process in place of the Deployment a real cluster runs, so it starts one once the
-  stack has installed what it watches: LeaderWorkerSet's manager (it cannot start
-  without its CRDs) and Envoy Gateway with its InferencePool extension (it watches
-  only the kinds served when it starts).
+* the controllers that watch them. Where the stack installs a component's CRDs
+  only, the harness runs its controller as a local process in place of the
+  Deployment a real cluster runs, and starts it once the stack has installed what it
+  watches: LeaderWorkerSet's manager (it cannot start without its CRDs) and Envoy
+  Gateway with its InferencePool extension (it watches only the kinds served when it
+  starts). Where the stack installs the controller too (`runs_controller`: its
+  chart's Deployment), the cluster's pods supervisor runs that Deployment's pod
+  (e2e/controlplane/pods/) and the harness starts nothing: it waits until the
+  manager serves its webhooks (`lws_not_serving`).
 
 Pure: plans and manifests in, decisions out.
 """
@@ -51,6 +54,51 @@ CONTROLLERS: Mapping[str, tuple[str, ...]] = {
     "lws": ("leaderWorkerSet",),
     "envoy-gateway": ("gatewayAPI", "inferenceExtension"),
 }
+
+
+# The local controller -> the component whose controller it stands in for.
+STANDS_IN_FOR: Mapping[str, str] = {"lws": "leaderWorkerSet", "envoy-gateway": "envoyGateway"}
+
+# What LeaderWorkerSet's chart (sigs.k8s.io/lws charts/lws, release `lws` in
+# lws-system) names: the manager's Deployment, and the webhook configurations whose
+# CA bundle its cert rotator writes once the certificates are in the pod's volume
+# (the controllers and webhooks are set up right after).
+LWS_DEPLOYMENT = ("lws-system", "lws-controller-manager")
+LWS_WEBHOOK_CONFIGURATIONS = ("lws-mutating-webhook-configuration",
+                              "lws-validating-webhook-configuration")
+
+
+def runs_controller(component: str) -> bool:
+    """Whether a Managed component's stack installs its controller too, not only its
+    CRDs. The contract says so with `Component.controllers` once the controllers' tier
+    has landed (#35); without that property, False: the stack installs CRDs only."""
+    return bool(getattr(BY_FIELD[component], "controllers", False))
+
+
+def stack_runs(controller: str, components: frozenset[str]) -> bool:
+    """Whether a cluster's stack (its Managed `components`) installs the controller a
+    local one stands in for: then the harness starts no local one."""
+    component = STANDS_IN_FOR[controller]
+    return component in components and runs_controller(component)
+
+
+def lws_not_serving(deployment: Mapping[str, Any] | None,
+                    configurations: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Why the stack's LeaderWorkerSet manager does not serve its webhooks yet (empty:
+    it does): its Deployment has no available replica, or a webhook configuration of
+    the chart has no CA bundle."""
+    why = []
+    ns, name = LWS_DEPLOYMENT
+    if deployment is None:
+        why.append(f"no Deployment {ns}/{name}")
+    elif not (deployment.get("status") or {}).get("availableReplicas"):
+        why.append(f"Deployment {ns}/{name}: no available replica")
+    have = {(c.get("metadata") or {}).get("name"): c for c in configurations}
+    for config in LWS_WEBHOOK_CONFIGURATIONS:
+        hooks = (have.get(config) or {}).get("webhooks") or []
+        if not hooks or not all((h.get("clientConfig") or {}).get("caBundle") for h in hooks):
+            why.append(f"{config}: no CA bundle yet")
+    return why
 
 
 def declare(inference_clusters: Sequence[Mapping[str, Any]]) -> tuple[list[dict], list[str]]:

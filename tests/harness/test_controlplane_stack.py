@@ -6,6 +6,7 @@ start-up waits on. Pure: the example fleet and the vendored crds/ in, decisions 
 from __future__ import annotations
 
 import functools
+import types
 import pathlib
 
 from e2e.controlplane import addons, dataplane, fleet, stack
@@ -98,3 +99,38 @@ def test_the_start_up_waits_until_each_named_cluster_says_stack_ready():
     assert stack.not_stack_ready(items, ["a", "b", "c", "d"]) == [
         "b: StackReady=False (Progressing: gatewayAPI Progressing: 3 of 10 objects Ready)",
         "c: StackReady not reported yet", "d: StackReady not reported yet"]
+
+
+def test_the_local_lws_manager_stands_in_until_the_stack_installs_the_controller(monkeypatch):
+    managed = frozenset({"gatewayAPI", "inferenceExtension", "leaderWorkerSet"})
+    # This contract's stack installs LWS's CRDs only: the harness runs the manager.
+    assert not stack.runs_controller("leaderWorkerSet")
+    assert not stack.stack_runs("lws", managed)
+    # A contract whose LWS component installs its controller (the chart's Deployment):
+    # the harness starts none on a cluster whose stack manages LWS, and still does on
+    # one where LWS is External.
+    lws = types.SimpleNamespace(controllers=True)
+    monkeypatch.setitem(stack.BY_FIELD, "leaderWorkerSet", lws)
+    assert stack.stack_runs("lws", managed)
+    assert not stack.stack_runs("lws", frozenset({"gatewayAPI"}))
+    assert not stack.stack_runs("envoy-gateway", managed)
+
+
+def test_the_stacks_lws_manager_serves_once_available_and_both_webhooks_have_a_ca():
+    def config(name, *bundles):
+        return {"metadata": {"name": name},
+                "webhooks": [{"clientConfig": {"service": {"name": "lws-webhook-service"},
+                                               **({"caBundle": b} if b else {})}}
+                             for b in bundles]}
+    mutating, validating = stack.LWS_WEBHOOK_CONFIGURATIONS
+    available = {"status": {"availableReplicas": 1}}
+    assert stack.lws_not_serving(None, []) == [
+        "no Deployment lws-system/lws-controller-manager",
+        f"{mutating}: no CA bundle yet", f"{validating}: no CA bundle yet"]
+    assert stack.lws_not_serving({"status": {}}, [
+        config(mutating, "Q0E=", ""), config(validating, "Q0E=", "Q0E=")]) == [
+        "Deployment lws-system/lws-controller-manager: no available replica",
+        f"{mutating}: no CA bundle yet"]
+    assert stack.lws_not_serving(available, [
+        config(mutating, "Q0E=", "Q0E="), config(validating, "Q0E=", "Q0E="),
+        config("other", "")]) == []

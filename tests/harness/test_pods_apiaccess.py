@@ -115,7 +115,7 @@ def test_the_api_server_and_its_ca_come_from_the_admin_kubeconfig(tmp_path):
 def test_every_run_container_gets_the_api_env_and_its_own_env_wins(tmp_path):
     pod = _pod()
     pod["spec"]["containers"][0]["env"] = [{"name": "KUBECONFIG", "value": "/mine"}]
-    binaries = Binaries("/sim", "/epp", "/sidecar")
+    binaries = Binaries("/sim", "/epp", "/sidecar", "/lws-manager")
     plans = plan(pod, "10.64.0.5", binaries, lambda *a: None, tmp_path,
                  api_env={"KUBECONFIG": "/given", "OTHER": "x"})
     assert plans[0].env["KUBECONFIG"] == "/mine" and plans[0].env["OTHER"] == "x"

@@ -18,14 +18,16 @@ def test_every_cluster_gets_its_own_pod_cidr_and_bridge_address():
 
 
 def test_the_supervisor_runs_with_the_pinned_binaries_on_the_clusters_kubeconfig():
-    tools = {"INFERENCE_SIM": "/t/sim", "EPP": "/t/epp", "PD_SIDECAR": "/t/pd"}
+    tools = {"INFERENCE_SIM": "/t/sim", "EPP": "/t/epp", "PD_SIDECAR": "/t/pd",
+             "LWS_MANAGER": "/t/lws"}
     spec = harness.supervisor_spec("eu", kubeconfig=Path("/s/eu.kubeconfig"), cidr="10.65.0.0/16",
                                    state_dir=Path("/s/pods"), tools=tools, repo=Path("/repo"))
     argv = list(spec.argv)
     assert spec.name == "pods:eu" and argv[1:3] == ["-m", "e2e.controlplane.pods"]
     for flag, value in (("--cluster", "eu"), ("--kubeconfig", "/s/eu.kubeconfig"),
                         ("--cidr", "10.65.0.0/16"), ("--inference-sim", "/t/sim"),
-                        ("--epp", "/t/epp"), ("--pd-sidecar", "/t/pd")):
+                        ("--epp", "/t/epp"), ("--pd-sidecar", "/t/pd"),
+                        ("--lws-manager", "/t/lws")):
         assert argv[argv.index(flag) + 1] == value
 
 

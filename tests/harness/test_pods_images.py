@@ -20,10 +20,13 @@ from e2e.controlplane.pods.images import Role
     ("lmsysorg/sglang:v0.5.3-cu129", Role.SGLANG),
     ("ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1", Role.EPP),
     ("ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1", Role.SIDECAR),
+    # The manager of the LeaderWorkerSet chart a serving stack installs.
+    ("registry.k8s.io/lws/lws:v0.9.0", Role.LWS),
     # Near misses stay kwok-only.
     ("vllm/vllm-openai-cpu:v0.10.1", None),
     ("myregistry.example.com/vllm/vllm-openai:v0.10.1", None),
     ("ghcr.io/llm-d/llm-d:v0.2.0", None),
+    ("registry.k8s.io/lws/lws-webhook:v0.9.0", None),
     ("busybox:1.36", None),
     ("localhost:5000/vllm/vllm-openai", None),
     ("", None),
@@ -55,7 +58,7 @@ def test_a_pod_runs_when_any_container_or_sidecar_is_mapped():
 @pytest.mark.parametrize("image", [
     "vllm/vllm-openai:v0.10.1.1", "docker.io/vllm/vllm-openai", "lmsysorg/sglang:v0.4",
     "ghcr.io/llm-d/llm-d-routing-sidecar:v0.7.1",
-    "ghcr.io/llm-d/llm-d-inference-scheduler@sha256:00"])
+    "ghcr.io/llm-d/llm-d-inference-scheduler@sha256:00", "registry.k8s.io/lws/lws:v0.9.0"])
 def test_image_regex_matches_every_image_of_a_live_role(image):
     assert re.search(images.image_regex(), image)
     assert images.runnable(_pod(image))

@@ -1,6 +1,7 @@
 """What a kubelet works out from a Pod before starting a container
 (e2e/controlplane/pods/podspec.py): env with the downward API and ConfigMap/Secret
-keys, `$(VAR)` expansion, volumes as files, and paths under mounts rewritten."""
+keys, `$(VAR)` expansion, volumes as files that follow their sources, and paths under
+mounts rewritten."""
 
 from __future__ import annotations
 
@@ -103,6 +104,54 @@ def test_a_missing_configmap_volume_stops_the_pod(tmp_path):
     pod = dict(POD, spec={"volumes": [{"name": "c", "configMap": {"name": "absent"}}]})
     with pytest.raises(PodConfigError, match="ConfigMap ml-team/absent not found"):
         podspec.materialise_volumes(pod, "10.64.0.7", tmp_path, lookup)
+
+
+def test_a_volume_follows_its_source_file_by_file_and_keeps_its_files_when_it_is_gone(tmp_path):
+    secret = ("Secret", "lws-system", "lws-webhook-server-cert")
+    objects = {secret: {"tls.crt": "OLD", "ca.crt": "CA"}}
+
+    def lookup(kind, namespace, name):
+        return objects.get((kind, namespace, name))
+    pod = {"metadata": {"namespace": "lws-system"}, "spec": {"volumes": [
+        {"name": "cert", "secret": {"secretName": "lws-webhook-server-cert"}},
+        {"name": "scratch", "emptyDir": {}}]}}
+    dirs = podspec.materialise_volumes(pod, "10.65.0.3", tmp_path, lookup)
+    (dirs["scratch"] / "mine").write_text("a process's own file")
+    before = {p.name: p.stat().st_ino for p in dirs["cert"].iterdir()}
+    with open(dirs["cert"] / "tls.crt") as reader:  # a reader holding the old file
+        objects[secret] = {"tls.crt": "NEW", "ca.crt": "CA", "tls.key": "KEY"}
+        assert podspec.refresh_volumes(pod, "10.65.0.3", tmp_path, lookup) == [
+            "cert/tls.crt", "cert/tls.key"]
+        assert reader.read() == "OLD"  # replaced by a rename, never rewritten in place
+    assert (dirs["cert"] / "tls.crt").read_text() == "NEW"
+    assert (dirs["cert"] / "ca.crt").stat().st_ino == before["ca.crt"]  # unchanged: untouched
+    assert sorted(p.name for p in dirs["cert"].iterdir()) == ["ca.crt", "tls.crt", "tls.key"]
+    # A key removed from the Secret is removed from the volume.
+    objects[secret] = {"tls.crt": "NEW", "ca.crt": "CA"}
+    assert podspec.refresh_volumes(pod, "10.65.0.3", tmp_path, lookup) == ["cert/tls.key"]
+    # The Secret deleted: the volume keeps its files (kubelet keeps the last content).
+    del objects[secret]
+    assert podspec.refresh_volumes(pod, "10.65.0.3", tmp_path, lookup) == []
+    assert (dirs["cert"] / "tls.crt").read_text() == "NEW"
+    assert (dirs["scratch"] / "mine").read_text() == "a process's own file"
+
+
+def test_a_subpath_mount_is_a_copy_that_keeps_what_the_container_started_with(tmp_path):
+    objects = {("ConfigMap", "ml-team", "app"): {"app.yaml": "v: 1\n"}}
+
+    def lookup(kind, namespace, name):
+        return objects.get((kind, namespace, name))
+    pod = dict(POD, spec={"volumes": [{"name": "config", "configMap": {"name": "app"}}]})
+    c = {"volumeMounts": [{"name": "config", "mountPath": "/etc/app.yaml", "subPath": "app.yaml"},
+                          {"name": "config", "mountPath": "/config"}]}
+    vols = podspec.materialise_volumes(pod, "10.64.0.7", tmp_path, lookup)
+    (file_mount, file_host), (_, dir_host) = podspec.container_mounts(
+        c, vols, tmp_path / "subpaths", podspec.following(pod))
+    assert file_mount == "/etc/app.yaml" and file_host.read_text() == "v: 1\n"
+    objects[("ConfigMap", "ml-team", "app")] = {"app.yaml": "v: 2\n"}
+    podspec.refresh_volumes(pod, "10.64.0.7", tmp_path, lookup)
+    assert (dir_host / "app.yaml").read_text() == "v: 2\n"  # the whole volume follows
+    assert file_host.read_text() == "v: 1\n"                 # its subPath does not
 
 
 def test_paths_under_a_mount_are_rewritten_whole_or_after_equals(tmp_path):

@@ -56,7 +56,7 @@ def binaries(tmp_path):
         p.write_text(FAKE)
         p.chmod(0o755)
         paths[name] = str(p)
-    return Binaries(paths["sim"], paths["epp"], paths["sidecar"])
+    return Binaries(paths["sim"], paths["epp"], paths["sidecar"], "/lws-manager")
 
 
 OBJECTS: dict[tuple[str, str, str], dict[str, str]] = {
@@ -178,6 +178,8 @@ def test_start_runs_each_container_in_its_own_group_and_stop_ends_them(binaries,
         assert engine["env"]["HF_TOKEN"] == "hf_x" and engine["env"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5557"
         assert "FMS_SHOULD_NOT_LEAK" not in engine["env"]
         assert engine["cwd"].endswith("/containers/engine")
+        # Its own /tmp, as in a pod: not the machine's, not the sidecar's.
+        assert engine["env"]["TMPDIR"] == engine["cwd"] + "/tmp" != sidecar["env"]["TMPDIR"]
         assert engine["pgid"] == engine["pid"] and sidecar["pgid"] == sidecar["pid"]
         pids = [engine["pid"], sidecar["pid"]]
     finally:
@@ -266,7 +268,9 @@ def test_a_pod_that_cannot_start_leaves_no_process_and_no_namespace(binaries, tm
 
 
 def test_binaries_come_from_the_tools_env_and_a_missing_one_is_named():
-    b = Binaries.from_env({"INFERENCE_SIM": "/s", "EPP": "/e", "PD_SIDECAR": "/p"})
-    assert (b.path(Role.SGLANG), b.path(Role.EPP), b.path(Role.SIDECAR)) == ("/s", "/e", "/p")
-    with pytest.raises(RunnerError, match="PD_SIDECAR"):
+    b = Binaries.from_env({"INFERENCE_SIM": "/s", "EPP": "/e", "PD_SIDECAR": "/p",
+                          "LWS_MANAGER": "/l"})
+    assert (b.path(Role.SGLANG), b.path(Role.EPP), b.path(Role.SIDECAR), b.path(Role.LWS)) \
+        == ("/s", "/e", "/p", "/l")
+    with pytest.raises(RunnerError, match="PD_SIDECAR, LWS_MANAGER"):
         Binaries.from_env({"INFERENCE_SIM": "/s", "EPP": "/e"})

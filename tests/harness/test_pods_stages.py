@@ -91,6 +91,16 @@ def test_a_sidecar_alone_makes_a_pod_runnable_and_digests_match(kwokselect):
                                                  "pod-start": [True, True]}
 
 
+def test_the_lws_charts_manager_is_started_by_the_harness(kwokselect):
+    # The pod of the chart's lws-controller-manager Deployment (a stack's controllers tier).
+    manager = {"metadata": {"name": "lws-controller-manager-0", "namespace": "lws-system"},
+               "status": {"phase": "Pending"}, "spec": {"containers": [
+                   {"name": "manager", "image": "registry.k8s.io/lws/lws:v0.9.0",
+                    "command": ["/manager"]}]}}
+    assert images.runnable(manager)
+    assert select(kwokselect, [manager]) == {"pod-ready": [False], "pod-start": [True]}
+
+
 def test_neither_stage_touches_a_started_ready_or_deleted_pod(kwokselect):
     base = {"metadata": {"name": "e"}, "spec": {
         "containers": [{"name": "e", "image": "vllm/vllm-openai:v0.10.1.1"}]}}

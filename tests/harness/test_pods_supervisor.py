@@ -39,6 +39,8 @@ class FakeRunner:
     started: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
     probed: int = 0
+    synced: list[str] = field(default_factory=list)  # the pod names whose volumes were re-read
+    fail_sync: bool = False
 
     def start(self, p, ip) -> RunningPod:
         if self.fail_start:
@@ -55,6 +57,12 @@ class FakeRunner:
 
     def stop(self, running):
         self.stopped.append(running.key)
+
+    def sync_volumes(self, p, running):
+        if self.fail_sync:
+            raise RuntimeError("connection refused")
+        self.synced.append(p["metadata"]["name"])
+        return ["cert/tls.crt"]
 
 
 @dataclass
@@ -101,6 +109,39 @@ def test_a_failing_probe_writes_not_ready_with_the_reason_and_the_period_is_the_
     clock.now += 3
     sup.tick()
     assert api.writes[-1] == ("p", True, "")
+
+
+def test_a_running_pods_volumes_follow_their_sources_at_its_period_but_not_more_often():
+    sup, runner, _, clock = make()
+    sup.observe("ADDED", pod("lws", period=10))
+    sup.tick()
+    assert runner.synced == []  # just written by start
+    clock.now += 10
+    sup.tick()
+    assert runner.synced == ["lws"]
+    clock.now += 5
+    sup.tick()
+    assert runner.synced == ["lws"]
+    # A 2 s probe still re-reads its sources only every VOLUME_SYNC seconds.
+    fast, fast_runner, _, fast_clock = make()
+    fast.observe("ADDED", pod("engine", period=2))
+    fast.tick()
+    for _ in range(int(supervisor.VOLUME_SYNC // 2)):
+        fast_clock.now += 2
+        fast.tick()
+    assert fast_runner.synced == ["engine"] and fast_runner.probed == 6
+
+
+def test_volumes_that_cannot_be_read_now_leave_the_pod_probed_and_are_tried_again():
+    sup, runner, api, clock = make(fail_sync=True)
+    sup.observe("ADDED", pod())
+    clock.now += supervisor.VOLUME_SYNC
+    sup.tick()
+    assert api.writes == [("p", True, "")] and runner.synced == []
+    runner.fail_sync = False
+    clock.now += supervisor.VOLUME_SYNC
+    sup.tick()
+    assert runner.synced == ["p"]
 
 
 def test_pods_kwok_keeps_and_pods_without_an_ip_or_being_deleted_are_not_started():

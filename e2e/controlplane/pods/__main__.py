@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inference-sim", required=True)
     p.add_argument("--epp", required=True)
     p.add_argument("--pd-sidecar", required=True)
+    p.add_argument("--lws-manager", required=True)
     p.add_argument("--time-to-first-token", default="0s")
     p.add_argument("--inter-token-latency", default="0s")
     args = p.parse_args(argv)
@@ -109,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     relay = apiaccess.Relay((str(bridge.address), apiaccess.RELAY_PORT), (host, port))
     access = apiaccess.PodAccess(f"https://{bridge.address}:{apiaccess.RELAY_PORT}", ca,
                                  kube.token)
-    runner = PodRunner(args.cluster, Binaries(args.inference_sim, args.epp, args.pd_sidecar),
+    runner = PodRunner(args.cluster, Binaries(args.inference_sim, args.epp, args.pd_sidecar,
+                                                 args.lws_manager),
                        args.state_dir, kube.lookup, network=network, bridge=bridge,
                        settings=Settings(time_to_first_token=args.time_to_first_token,
                                          inter_token_latency=args.inter_token_latency),

@@ -33,7 +33,8 @@ def supervisor_spec(cluster: str, *, kubeconfig: Path, cidr: str, state_dir: Pat
         sys.executable, "-m", "e2e.controlplane.pods", "--cluster", cluster,
         "--kubeconfig", str(kubeconfig), "--cidr", cidr, "--state-dir", str(state_dir),
         "--inference-sim", tools["INFERENCE_SIM"], "--epp", tools["EPP"],
-        "--pd-sidecar", tools["PD_SIDECAR"]), cwd=str(repo))
+        "--pd-sidecar", tools["PD_SIDECAR"], "--lws-manager", tools["LWS_MANAGER"]),
+        cwd=str(repo))
 
 
 def example_secrets(namespaces: Iterable[str]) -> list[dict[str, Any]]:

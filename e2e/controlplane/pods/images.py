@@ -11,6 +11,7 @@ container is never started (kwok's status is all it gets).
 | `lmsysorg/sglang` | the llm-d inference simulator, with SGLang's args translated |
 | `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp`); its API server through apiaccess.py's relay |
 | `ghcr.io/llm-d/llm-d-routing-sidecar` | the P/D sidecar (`cmd/pd-sidecar` of the same module) |
+| `registry.k8s.io/lws/lws` | LeaderWorkerSet's manager (the chart a stack installs), its config translated (lws.py) |
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Role(enum.Enum):
     SGLANG = "sglang"      # an engine: SGLang's command line, run by the simulator
     EPP = "epp"            # the endpoint picker: the image's entrypoint is the binary
     SIDECAR = "sidecar"    # the P/D routing sidecar: likewise
+    LWS = "lws"            # LeaderWorkerSet's manager: likewise, its config file translated
 
     @property
     def is_engine(self) -> bool:
@@ -40,18 +42,20 @@ REPOSITORIES: Mapping[str, Role] = {
     "lmsysorg/sglang": Role.SGLANG,
     "ghcr.io/llm-d/llm-d-inference-scheduler": Role.EPP,
     "ghcr.io/llm-d/llm-d-routing-sidecar": Role.SIDECAR,
+    "registry.k8s.io/lws/lws": Role.LWS,
 }
 
 # The roles that run for real on `make cluster`: all of them. The EPP watches its
 # cluster's API server (InferencePools, Pods) through apiaccess.py's relay.
 LIVE: frozenset[Role] = frozenset(Role)
 
-# The tool-cache variable (hack/tools.sh --dataplane --env) whose binary runs each role.
+# The tool-cache variable (hack/tools.sh --e2e --dataplane --env) whose binary runs each role.
 BINARY_VARIABLE: Mapping[Role, str] = {
     Role.VLLM: "INFERENCE_SIM",
     Role.SGLANG: "INFERENCE_SIM",
     Role.EPP: "EPP",
     Role.SIDECAR: "PD_SIDECAR",
+    Role.LWS: "LWS_MANAGER",
 }
 
 # Docker Hub spells one repository several ways; these prefixes all mean it.

@@ -13,6 +13,9 @@
   written as files, emptyDir as an empty directory, one directory per volume
   under the pod's own directory. Other volume types (PVCs, hostPath, CSI) get
   none: a process that reads them fails on its own.
+- `refresh_volumes`: a running pod's ConfigMap/Secret/downwardAPI/projected
+  volumes follow their sources, each changed file replaced atomically, as
+  kubelet's do; a subPath mount is a copy made at start and does not follow.
 - `rewrite_paths`: a process runs in the root mount namespace, so a path under
   a container mountPath is rewritten to the volume's directory, in argv and env
   values, wherever it is a whole argument or follows `=`. It cannot rewrite
@@ -25,7 +28,9 @@ from __future__ import annotations
 import base64
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+import shutil
+import tempfile
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,29 +137,31 @@ def container_env(pod: Mapping[str, Any], container: Mapping[str, Any], pod_ip: 
     return env
 
 
-def _write_items(directory: Path, data: Mapping[str, str], items: Sequence[Mapping[str, Any]] | None,
-                 mode: int, what: str, optional: bool) -> None:
+# relative path -> (text, mode): what a volume holds.
+Files = dict[str, tuple[str, int]]
+
+# The volume kinds a kubelet writes from a source and keeps in step with it while
+# the pod runs (its AtomicWriter volumes). emptyDir is the pod's own; PVC,
+# hostPath and CSI volumes get nothing here.
+FOLLOWING = ("configMap", "secret", "downwardAPI", "projected")
+
+
+def _items(files: Files, data: Mapping[str, str], items: Sequence[Mapping[str, Any]] | None,
+           mode: int, what: str, optional: bool) -> None:
     if items:
         for item in items:
             if item["key"] not in data:
                 if optional:
                     continue
                 raise PodConfigError(f"{what} has no key {item['key']!r}")
-            _write(directory / item["path"], data[item["key"]], item.get("mode", mode))
+            files[item["path"]] = (data[item["key"]], item.get("mode", mode))
     else:
-        for key, value in data.items():
-            _write(directory / key, value, mode)
+        files.update({key: (value, mode) for key, value in data.items()})
 
 
-def _write(path: Path, text: str, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    os.chmod(path, mode)
-
-
-def _source(directory: Path, namespace: str, source: Mapping[str, Any], pod: Mapping[str, Any],
+def _source(files: Files, namespace: str, source: Mapping[str, Any], pod: Mapping[str, Any],
             pod_ip: str, lookup: Lookup, mode: int) -> None:
-    """One volume source (or projection) written into `directory`."""
+    """One volume source (or projection) added to `files`."""
     for kind, field, name_key in (("ConfigMap", "configMap", "name"),
                                   ("Secret", "secret", "secretName")):
         if field in source:
@@ -166,53 +173,145 @@ def _source(directory: Path, namespace: str, source: Mapping[str, Any], pod: Map
                 if optional:
                     return
                 raise PodConfigError(f"{kind} {namespace}/{name} not found")
-            _write_items(directory, data, src.get("items"), src.get("defaultMode", mode),
-                         f"{kind} {namespace}/{name}", optional)
+            _items(files, data, src.get("items"), src.get("defaultMode", mode),
+                   f"{kind} {namespace}/{name}", optional)
             return
     if "downwardAPI" in source:
         for item in source["downwardAPI"].get("items") or ():
             if "fieldRef" not in item:
                 raise PodConfigError(f"downwardAPI item {item.get('path')}: only fieldRef is supported")
-            _write(directory / item["path"],
-                   field_ref(pod, pod_ip, item["fieldRef"]["fieldPath"]), item.get("mode", mode))
+            files[item["path"]] = (field_ref(pod, pod_ip, item["fieldRef"]["fieldPath"]),
+                                   item.get("mode", mode))
+
+
+def volume_files(pod: Mapping[str, Any], pod_ip: str, volume: Mapping[str, Any],
+                 lookup: Lookup) -> Files:
+    """What a ConfigMap, Secret, downwardAPI or projected volume holds now."""
+    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    files: Files = {}
+    if "projected" in volume:
+        mode = volume["projected"].get("defaultMode", 0o644)
+        for source in volume["projected"].get("sources") or ():
+            _source(files, namespace, source, pod, pod_ip, lookup, mode)
+    else:
+        field = next(k for k in FOLLOWING if k in volume)
+        _source(files, namespace, volume, pod, pod_ip, lookup,
+                volume[field].get("defaultMode", 0o644))
+    return files
+
+
+def sync_files(directory: Path, files: Files) -> list[str]:
+    """Make `directory` hold exactly `files`; the relative paths that changed.
+
+    A changed file is written beside itself and renamed over the old one, so a
+    reader sees the whole old or the whole new content (kubelet swaps the whole
+    volume at once; per file is what a plain directory allows). A file whose key
+    is gone is removed, as kubelet's volume drops it.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    changed = []
+    for rel, (text, mode) in sorted(files.items()):
+        path = directory / rel
+        try:
+            same = path.read_text() == text and path.stat().st_mode & 0o7777 == mode
+        except (FileNotFoundError, NotADirectoryError):
+            same = False
+        if same:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(text)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        changed.append(rel)
+    wanted = {directory / rel for rel in files}
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and path not in wanted:
+            path.unlink()
+            changed.append(str(path.relative_to(directory)))
+    return changed
 
 
 def materialise_volumes(pod: Mapping[str, Any], pod_ip: str, root: Path,
                         lookup: Lookup) -> dict[str, Path]:
     """Write the pod's file volumes under root/volumes/NAME; return name -> directory."""
-    namespace = (pod.get("metadata") or {}).get("namespace", "default")
     out: dict[str, Path] = {}
     for volume in (pod.get("spec") or {}).get("volumes") or ():
         name = volume["name"]
         directory = root / "volumes" / name
         if "emptyDir" in volume:
             directory.mkdir(parents=True, exist_ok=True)
-        elif "projected" in volume:
-            mode = volume["projected"].get("defaultMode", 0o644)
-            directory.mkdir(parents=True, exist_ok=True)
-            for source in volume["projected"].get("sources") or ():
-                _source(directory, namespace, source, pod, pod_ip, lookup, mode)
-        elif any(k in volume for k in ("configMap", "secret", "downwardAPI")):
-            directory.mkdir(parents=True, exist_ok=True)
-            field = next(k for k in ("configMap", "secret", "downwardAPI") if k in volume)
-            _source(directory, namespace, volume, pod, pod_ip, lookup,
-                    volume[field].get("defaultMode", 0o644))
+        elif any(k in volume for k in FOLLOWING):
+            sync_files(directory, volume_files(pod, pod_ip, volume, lookup))
         else:
             continue  # PVC, hostPath, CSI...: nothing local to offer
         out[name] = directory
     return out
 
 
-def container_mounts(container: Mapping[str, Any],
-                     volumes: Mapping[str, Path]) -> list[tuple[str, Path]]:
-    """(mountPath, host path) of the container's mounts that have a directory."""
+def refresh_volumes(pod: Mapping[str, Any], pod_ip: str, root: Path,
+                    lookup: Lookup) -> list[str]:
+    """Bring a running pod's ConfigMap, Secret, downwardAPI and projected volumes in
+    step with their sources, as kubelet does (a webhook's certificate Secret is
+    filled after its pod starts); `volume/path` of each file that changed. A
+    source that cannot be read now (deleted) keeps the files it had, as in kubelet.
+    SubPath mounts are copies (container_mounts) and do not follow."""
+    changed = []
+    for volume in (pod.get("spec") or {}).get("volumes") or ():
+        if not any(k in volume for k in FOLLOWING):
+            continue
+        try:
+            files = volume_files(pod, pod_ip, volume, lookup)
+        except PodConfigError:
+            continue
+        name = volume["name"]
+        changed += [f"{name}/{rel}" for rel in sync_files(root / "volumes" / name, files)]
+    return changed
+
+
+def following(pod: Mapping[str, Any]) -> frozenset[str]:
+    """The names of the pod's volumes that follow their source (FOLLOWING)."""
+    return frozenset(v["name"] for v in (pod.get("spec") or {}).get("volumes") or ()
+                     if any(k in v for k in FOLLOWING))
+
+
+def container_mounts(container: Mapping[str, Any], volumes: Mapping[str, Path],
+                     subpaths: Path | None = None,
+                     frozen: Collection[str] = ()) -> list[tuple[str, Path]]:
+    """(mountPath, host path) of the container's mounts that have a directory.
+
+    A subPath mount of a volume named in `frozen` is copied to `subpaths/INDEX`
+    and maps there: kubelet bind-mounts the file as it is when the container
+    starts, and refresh_volumes' later writes must not reach it.
+    """
     mounts = []
-    for mount in container.get("volumeMounts") or ():
+    for index, mount in enumerate(container.get("volumeMounts") or ()):
         if mount["name"] not in volumes:
             continue
         host = volumes[mount["name"]] / mount.get("subPath", "")
+        if mount.get("subPath") and subpaths is not None and mount["name"] in frozen \
+                and host.exists():
+            host = _copy(host, subpaths / str(index) / host.name)
         mounts.append((mount["mountPath"].rstrip("/") or "/", host))
     return mounts
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    if dst.is_dir() and not dst.is_symlink():
+        shutil.rmtree(dst)  # a restart copies the volume as it is then
+    elif dst.exists() or dst.is_symlink():
+        dst.unlink()
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        shutil.copy2(src, dst)
+    return dst
 
 
 def rewrite_paths(values: Sequence[str], mounts: Sequence[tuple[str, Path]]) -> list[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from e2e.controlplane.pods import images, netns, podspec, probes
+from e2e.controlplane.pods import images, lws, netns, podspec, probes
 from e2e.controlplane.pods.images import Role
 from e2e.controlplane.pods.translate import Settings, translate
 
@@ -47,17 +47,21 @@ class Binaries:
     inference_sim: str
     epp: str
     pd_sidecar: str
+    lws_manager: str
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Binaries:
-        missing = [v for v in ("INFERENCE_SIM", "EPP", "PD_SIDECAR") if not env.get(v)]
+        names = ("INFERENCE_SIM", "EPP", "PD_SIDECAR", "LWS_MANAGER")
+        missing = [v for v in names if not env.get(v)]
         if missing:
-            raise RunnerError(f"no {', '.join(missing)}: run `hack/tools.sh --dataplane --env`")
-        return cls(env["INFERENCE_SIM"], env["EPP"], env["PD_SIDECAR"])
+            raise RunnerError(f"no {', '.join(missing)}: run "
+                              f"`hack/tools.sh --e2e --dataplane --env`")
+        return cls(*(env[v] for v in names))
 
     def path(self, role: Role) -> str:
         return {"INFERENCE_SIM": self.inference_sim, "EPP": self.epp,
-                "PD_SIDECAR": self.pd_sidecar}[images.BINARY_VARIABLE[role]]
+                "PD_SIDECAR": self.pd_sidecar,
+                "LWS_MANAGER": self.lws_manager}[images.BINARY_VARIABLE[role]]
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,7 @@ def plan(pod: Mapping[str, Any], pod_ip: str, binaries: Binaries, lookup: podspe
     `api_env` (apiaccess.PodAccess) gives every run container the pod's API access;
     a container's own env wins over it."""
     volumes = podspec.materialise_volumes(pod, pod_ip, pod_dir, lookup)
+    frozen = podspec.following(pod)
     plans = []
     for c, sidecar in _ordered(pod.get("spec") or {}):
         name, role = c["name"], images.role(c.get("image", ""))
@@ -103,7 +108,8 @@ def plan(pod: Mapping[str, Any], pod_ip: str, binaries: Binaries, lookup: podspe
         env = podspec.container_env(pod, c, pod_ip, lookup)
         command = [podspec.expand(s, env) for s in c.get("command") or ()]
         args = [podspec.expand(s, env) for s in c.get("args") or ()]
-        mounts = podspec.container_mounts(c, volumes)
+        mounts = podspec.container_mounts(c, volumes, pod_dir / "volume-subpaths" / name,
+                                          frozen)
         binary = binaries.path(role)
         dropped: tuple[str, ...] = ()
         note = ""
@@ -118,6 +124,8 @@ def plan(pod: Mapping[str, Any], pod_ip: str, binaries: Binaries, lookup: podspe
             # The image's entrypoint is the binary: a command replaces only its path.
             argv = [binary, *command[1:], *args]
         argv = podspec.rewrite_paths(argv, mounts)
+        if role is Role.LWS:
+            argv, note = lws.translate(argv, mounts, cwd)
         env = dict(zip(env, podspec.rewrite_paths(list(env.values()), mounts)))
         env = {**(api_env or {}), **env, **(extra_env or {}).get(role, {})}
         plans.append(ContainerPlan(name, role, tuple(argv), env, cwd, c, probe, sidecar, note,
@@ -193,12 +201,20 @@ class PodRunner:
         log = open(running.pod_dir / f"{p.name}.log", "ab")  # noqa: SIM115
         running.logs.append(log)
         # Kubelet gives a container the image's env plus the pod's; the images'
-        # env is not here, so PATH and HOME come from the harness.
+        # env is not here, so PATH and HOME come from the harness. A container's
+        # /tmp is its own: TMPDIR keeps what a program puts under os.TempDir apart.
+        tmp = p.cwd / "tmp"
+        tmp.mkdir(exist_ok=True)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(p.cwd),
-               "HOSTNAME": running.key.rsplit("/", 1)[-1], **p.env}
+               "TMPDIR": str(tmp), "HOSTNAME": running.key.rsplit("/", 1)[-1], **p.env}
         # Own session: its process group is its PID, so stop() reaches its children.
         return self._spawn([*prefix, *p.argv], env=env, cwd=p.cwd, stdin=subprocess.DEVNULL,
                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def sync_volumes(self, pod: Mapping[str, Any], running: RunningPod) -> list[str]:
+        """Bring the pod's ConfigMap/Secret volumes in step with their sources
+        (podspec.refresh_volumes); what changed."""
+        return podspec.refresh_volumes(pod, running.pod_ip, running.pod_dir, self.lookup)
 
     def exited(self, running: RunningPod) -> dict[str, int]:
         """Containers whose process has exited, with exit codes."""

@@ -6,6 +6,9 @@ Running with `Ready=False`. The supervisor watches the cluster's pods and:
 
 - starts a runnable, Running pod that has an IP and is not being deleted
   (runner.py: its own network namespace on the cluster's bridge);
+- re-reads a running pod's ConfigMap/Secret volumes at its probes' period, at
+  most every VOLUME_SYNC seconds, and rewrites the files whose source changed
+  (kubelet does: the LWS manager's cert rotator fills its Secret after start);
 - probes each running pod at its probes' period and writes `Ready`,
   `ContainersReady` and `containerStatuses[].ready` when they change, so
   EndpointSlices follow real readiness;
@@ -31,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from e2e.controlplane.pods import images, netns
+from e2e.controlplane.pods import images, netns, probes
 from e2e.controlplane.pods.runner import PodRunner, RunningPod
 
 log = logging.getLogger("pods")
@@ -39,6 +42,21 @@ log = logging.getLogger("pods")
 DEFAULT_PERIOD = 10.0   # seconds: a probe's periodSeconds when it names none (Kubernetes')
 NOT_PROBED_PERIOD = 2.0  # seconds between checks of a pod whose containers have no probe
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0  # seconds before restarting an exited container
+# Seconds between re-reads of a running pod's ConfigMap/Secret volumes (a GET per
+# source each time; kubelet's own resync is a minute): shorter probe periods (2 s
+# for some engines) would multiply the reads by pods, not make anything sooner
+# that waits on them.
+VOLUME_SYNC = 10.0
+
+
+class Runner(Protocol):
+    """What the supervisor asks of runner.PodRunner."""
+
+    def start(self, pod: Mapping[str, Any], pod_ip: str) -> RunningPod: ...
+    def stop(self, running: RunningPod) -> None: ...
+    def exited(self, running: RunningPod) -> dict[str, int]: ...
+    def probe(self, running: RunningPod) -> dict[str, probes.Result]: ...
+    def sync_volumes(self, pod: Mapping[str, Any], running: RunningPod) -> list[str]: ...
 
 
 class Api(Protocol):
@@ -52,6 +70,7 @@ class Tracked:
     period: float
     ready: bool | None = None  # what was last written; None: nothing yet
     next_probe: float = 0.0
+    next_sync: float = 0.0  # when its volumes are next compared with their sources
     restarts: int = 0
     restart_at: float | None = None
 
@@ -131,7 +150,7 @@ def ready_status(pod: Mapping[str, Any], ready: bool, message: str,
 
 
 class Supervisor:
-    def __init__(self, runner: PodRunner, api: Api, *,
+    def __init__(self, runner: Runner, api: Api, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.runner, self.api, self.clock = runner, api, clock
         self.tracked: dict[str, Tracked] = {}
@@ -177,7 +196,10 @@ class Supervisor:
             return
         self.waiting.pop(key, None)
         log.info("pod %s started at %s", key, ip)
-        self.tracked[key] = Tracked(pod, running, probe_period(pod))
+        period = probe_period(pod)
+        # Its volumes were just written: compared again a period from now.
+        self.tracked[key] = Tracked(pod, running, period,
+                                    next_sync=self.clock() + max(period, VOLUME_SYNC))
 
     def tick(self) -> None:
         """Retry what could not start, probe what is due, restart what exited, write
@@ -194,12 +216,24 @@ class Supervisor:
             if now < t.next_probe:
                 continue
             t.next_probe = now + t.period
+            if now >= t.next_sync:
+                t.next_sync = now + max(t.period, VOLUME_SYNC)
+                self._sync_volumes(key, t)
             results = self.runner.probe(t.running)
             ready = all(r.ok for r in results.values())
             why = "; ".join(f"{n}: {r.detail}" for n, r in sorted(results.items()) if not r.ok)
             if ready != t.ready:
                 self._write(t.pod, ready, why)
                 t.ready = ready
+
+    def _sync_volumes(self, key: str, t: Tracked) -> None:
+        try:
+            changed = self.runner.sync_volumes(t.pod, t.running)
+        except Exception as exc:  # noqa: BLE001 - the files stay; the next period tries again
+            log.warning("pod %s: cannot re-read its volumes: %s", key, exc)
+            return
+        if changed:
+            log.info("pod %s: volume files updated: %s", key, ", ".join(changed))
 
     def _restart(self, key: str, t: Tracked, gone: Mapping[str, int], now: float) -> None:
         if t.ready is not False:
