@@ -70,9 +70,8 @@ LWS_WEBHOOK_CONFIGURATIONS = ("lws-mutating-webhook-configuration",
 
 def runs_controller(component: str) -> bool:
     """Whether a Managed component's stack installs its controller too, not only its
-    CRDs. The contract says so with `Component.controllers` once the controllers' tier
-    has landed (#35); without that property, False: the stack installs CRDs only."""
-    return bool(getattr(BY_FIELD[component], "controllers", False))
+    CRDs (the contract's `Component.controllers`: it has a chart)."""
+    return BY_FIELD[component].controllers
 
 
 def stack_runs(controller: str, components: frozenset[str]) -> bool:

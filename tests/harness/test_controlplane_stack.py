@@ -101,19 +101,19 @@ def test_the_start_up_waits_until_each_named_cluster_says_stack_ready():
         "c: StackReady not reported yet", "d: StackReady not reported yet"]
 
 
-def test_the_local_lws_manager_stands_in_until_the_stack_installs_the_controller(monkeypatch):
+def test_the_local_lws_manager_stands_in_only_where_the_stack_installs_no_controller(
+        monkeypatch):
     managed = frozenset({"gatewayAPI", "inferenceExtension", "leaderWorkerSet"})
-    # This contract's stack installs LWS's CRDs only: the harness runs the manager.
-    assert not stack.runs_controller("leaderWorkerSet")
-    assert not stack.stack_runs("lws", managed)
-    # A contract whose LWS component installs its controller (the chart's Deployment):
+    # This contract's LWS component installs its controller (the chart's Deployment):
     # the harness starts none on a cluster whose stack manages LWS, and still does on
     # one where LWS is External.
-    lws = types.SimpleNamespace(controllers=True)
-    monkeypatch.setitem(stack.BY_FIELD, "leaderWorkerSet", lws)
+    assert stack.runs_controller("leaderWorkerSet")
     assert stack.stack_runs("lws", managed)
     assert not stack.stack_runs("lws", frozenset({"gatewayAPI"}))
     assert not stack.stack_runs("envoy-gateway", managed)
+    # A contract whose stack installed LWS's CRDs only: the harness runs the manager.
+    monkeypatch.setitem(stack.BY_FIELD, "leaderWorkerSet", types.SimpleNamespace(controllers=False))
+    assert not stack.stack_runs("lws", managed)
 
 
 def test_the_stacks_lws_manager_serves_once_available_and_both_webhooks_have_a_ca():
