@@ -74,7 +74,7 @@ def test_add_pod_puts_the_ip_in_the_pods_namespace_with_no_default_route():
     assert lines[:2] == [f"netns del {ns}", f"link del {veth}"]
     assert lines[2:] == [
         f"netns add {ns}",
-        f"link add {veth} type veth peer name eth0 netns {ns}",
+        f"link add {veth} type veth peer name eth0 address 02:42:0a:40:00:07 netns {ns}",
         f"link set {veth} master {br.name}",
         f"link set {veth} up",
         f"-n {ns} link set lo up",
@@ -113,3 +113,12 @@ def test_removal_is_idempotent_but_other_errors_are_loud():
 
 def test_processes_enter_the_namespace_through_ip_netns_exec():
     assert Network(run=FakeIp()).exec_prefix("ns1") == ["ip", "netns", "exec", "ns1"]
+
+
+def test_a_reused_pod_ip_keeps_its_mac_so_cached_arp_entries_stay_right():
+    # kwok hands a freed IP to the next pod at once: the new pod must answer at the
+    # MAC the host's and other pods' neighbour caches already hold for that IP.
+    ip = ipaddress.IPv4Address("10.64.1.254")
+    assert netns.pod_mac(ip) == "02:42:0a:40:01:fe" == netns.pod_mac(ipaddress.IPv4Address(str(ip)))
+    assert netns.pod_mac(ipaddress.IPv4Address("10.64.1.253")) != netns.pod_mac(ip)
+    assert int(netns.pod_mac(ip).split(":")[0], 16) & 0b11 == 0b10  # local, unicast

@@ -66,6 +66,15 @@ def netns_name(cluster: str, pod_key: str) -> str:
     return f"{cluster_netns_prefix(cluster)}{_h(pod_key, 16)}"
 
 
+def pod_mac(ip: ipaddress.IPv4Address) -> str:
+    """The pod's eth0 MAC, derived from its IP (as Docker derives its containers'): kwok
+    hands a freed pod IP to the next pod at once, and a random MAC would leave the
+    host's and other pods' ARP caches pointing at the gone pod's, so connections to
+    the new pod time out until the entry fails (seen: a 10-s /metrics call to a fresh
+    engine pod timed out). One IP, one MAC: a cached entry stays right."""
+    return "02:42:" + ":".join(f"{b:02x}" for b in ip.packed)
+
+
 def veth_name(netns: str) -> str:
     return f"fmsv-{_h(netns, 10)}"
 
@@ -143,7 +152,7 @@ class Network:
             self._must("netns", "add", netns)
             # Both ends are made here; the peer is created inside the pod's namespace.
             self._must("link", "add", veth, "type", "veth", "peer", "name", "eth0",
-                       "netns", netns)
+                       "address", pod_mac(ip), "netns", netns)
             self._must("link", "set", veth, "master", bridge.name)
             self._must("link", "set", veth, "up")
             self._must("-n", netns, "link", "set", "lo", "up")
