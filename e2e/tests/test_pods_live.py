@@ -104,7 +104,8 @@ def test_a_composed_vllm_pod_serves_completions_from_its_own_namespace(tmp_path)
     pod_ip = f"10.244.{third}.7"
     network = netns.Network()
     network.ensure_bridge(bridge)
-    runner = PodRunner(cluster, Binaries(sim, "/absent/epp", "/absent/pd-sidecar"), tmp_path,
+    runner = PodRunner(cluster, Binaries(sim, "/absent/epp", "/absent/pd-sidecar",
+                                         "/absent/lws-manager"), tmp_path,
                        lambda kind, ns, name: {"token": "hf_unused"},
                        network=network, bridge=bridge)
     running = None
@@ -178,7 +179,8 @@ def test_the_pd_decode_pods_sidecar_reaches_its_engine_at_localhost(tmp_path):
     pod_ip = f"10.244.{third}.9"
     network = netns.Network()
     network.ensure_bridge(bridge)
-    runner = PodRunner(cluster, Binaries(tools["INFERENCE_SIM"], "/absent/epp", tools["PD_SIDECAR"]),
+    runner = PodRunner(cluster, Binaries(tools["INFERENCE_SIM"], "/absent/epp", tools["PD_SIDECAR"],
+                                         "/absent/lws-manager"),
                        tmp_path, lambda kind, ns, name: {"token": "hf_unused"},
                        network=network, bridge=bridge)
     running = None
