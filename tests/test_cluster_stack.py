@@ -309,6 +309,21 @@ def test_a_charts_objects_get_the_stacks_labels_and_lose_helms_managed_by():
         "modelplane.ai/stack-component": "leaderWorkerSet"}}
 
 
+def test_a_failed_sync_of_a_ready_object_leaves_its_component_installed():
+    # Found on make cluster: while a remote API server restarted, RBAC refused the
+    # provider's read of a Ready RoleBinding, and the whole stack said Failed, so the
+    # cluster took no new replicas for a minute.
+    objs, observed = install(remote(**MANAGED))
+    key = stack.object_key("leaderWorkerSet", "rolebinding-lws-leader-election-rolebinding")
+    observed[key] = {**objs[key], "status": {"conditions": [
+        {"type": "Ready", "status": "True"},
+        {"type": "Synced", "status": "False", "reason": "ReconcileError",
+         "message": "observe failed: cannot get object: forbidden"}]}}
+    rsp = run_cluster(remote(**MANAGED), observed=observed)
+    assert stack_status(rsp)[2]["phase"] == "Installed"
+    assert stack_ready(rsp)[0] == "True"
+
+
 # --- install order ----------------------------------------------------------------
 
 CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",

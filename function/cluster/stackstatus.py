@@ -2,10 +2,11 @@
 
 Per declared component, in install order:
 
-* Managed: Installed when every Object the stack composes for it is Ready;
-  Failed when one of them is not Synced (the provider could not apply it: its
-  message is passed on); otherwise Progressing (waiting on an earlier tier, or
-  not Ready yet).
+* Managed: Installed when every Object the stack composes for it is Ready (a
+  failed sync of a Ready one, such as a read refused while an API server restarts,
+  changes nothing); Failed when one that is not Ready is not Synced either (the
+  provider could not apply it: its message is passed on); otherwise Progressing
+  (waiting on an earlier tier, or not Ready yet).
 * External: Observed when its probe CRD is Established and serves the version
   the composer uses; Failed when the CRD is missing or serves other versions;
   Progressing until it is first observed (or while it is not Established).
@@ -67,17 +68,22 @@ def judge_crd(component: Component, crd: Mapping[str, Any]) -> tuple[StackPhase,
 def managed(d: Declared, data: Rendered, composed: Mapping[str, Any],
             observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     keys = [object_key(d.component.field, m.name) for m in data.objects]
+    ready = sum(is_ready(observed.get(k)) for k in keys)
+    if ready == len(keys):
+        # Ready says what is on the cluster; a failed sync of an object that is there
+        # and Ready (an API server restarting refused a read, found on make cluster)
+        # leaves the component installed.
+        return _entry(d, data.version, StackPhase.INSTALLED, "Ready",
+                      f"{ready} objects Ready")
     for key in keys:
+        if is_ready(observed.get(key)):
+            continue
         synced = _condition(observed.get(key), "Synced")
         if synced is not None and synced.get("status") == "False":
             name = key.removeprefix(f"stack-{d.component.field}-")
             return _entry(d, data.version, StackPhase.FAILED, str(synced.get("reason") or
                                                                   "NotSynced"),
                           f"{name}: {synced.get('message') or 'not synced'}")
-    ready = sum(is_ready(observed.get(k)) for k in keys)
-    if ready == len(keys):
-        return _entry(d, data.version, StackPhase.INSTALLED, "Ready",
-                      f"{ready} objects Ready")
     waiting = sum(k not in composed for k in keys)
     if waiting:
         return _entry(d, data.version, StackPhase.PROGRESSING, "Waiting",
