@@ -6,13 +6,13 @@ starts; the config mounted by subPath does not follow its ConfigMap."""
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+
+from test_pods_runner import _record
 
 from e2e.controlplane.pods import lws
 from e2e.controlplane.pods.images import Role
@@ -119,25 +119,12 @@ def test_a_cert_dir_the_config_names_follows_its_mount_and_one_outside_every_mou
         lws.translate(["/bin/lws", f"--config={tmp_path / 'absent.yaml'}"], [], tmp_path / "e")
 
 
-def _record(running, name="manager") -> dict:
-    path = running.pod_dir / "containers" / name / "record.json"
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if path.exists() and path.stat().st_size:
-            try:
-                return json.loads(path.read_text())
-            except json.JSONDecodeError:
-                pass  # still being written
-        time.sleep(0.05)
-    raise AssertionError(f"{name} never started ({path})")
-
-
 def test_the_secret_filled_after_start_reaches_the_cert_dir_and_the_config_stays(binaries, tmp_path):
     objects = Objects()
     runner = PodRunner("test", binaries, tmp_path / "state", objects)
     running = runner.start(MANAGER_POD, "127.0.0.1")
     try:
-        started = _record(running)
+        started = _record(running, "manager")
         cert_dir = Path(_config(started["argv"])[1]["webhook"]["certDir"])
         # A container's /tmp is its own: TMPDIR is under its directory.
         assert started["env"]["TMPDIR"].startswith(str(running.pod_dir / "containers" / "manager"))
