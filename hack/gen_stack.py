@@ -65,10 +65,18 @@ def without_descriptions(schema: Any) -> Any:
     return out
 
 
+def labelled(metadata: Mapping[str, Any], component: Component) -> dict[str, Any]:
+    """Metadata with the stack's labels. Helm's `managed-by: Helm` goes: no Helm
+    release manages these objects, and `helm` would refuse to adopt them anyway."""
+    labels = {k: v for k, v in (metadata.get("labels") or {}).items()
+              if not (k == "app.kubernetes.io/managed-by" and v == "Helm")}
+    labels = {**labels, **PART_OF, LABEL_COMPONENT: component.field}
+    return {**metadata, "labels": dict(sorted(labels.items()))}
+
+
 def crd_manifest(doc: dict[str, Any], component: Component) -> dict[str, Any]:
     meta = doc["metadata"]
-    labels = {**(meta.get("labels") or {}), **PART_OF, LABEL_COMPONENT: component.field}
-    metadata = {"name": meta["name"], "labels": dict(sorted(labels.items()))}
+    metadata = labelled({"name": meta["name"], "labels": meta.get("labels") or {}}, component)
     if meta.get("annotations"):
         metadata["annotations"] = meta["annotations"]
     spec = dict(doc["spec"])
@@ -77,15 +85,6 @@ def crd_manifest(doc: dict[str, Any], component: Component) -> dict[str, Any]:
         if "schema" in v else v for v in spec["versions"]]
     return {"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": metadata,
             "spec": spec}
-
-
-def labelled(metadata: Mapping[str, Any], component: Component) -> dict[str, Any]:
-    """Metadata with the stack's labels. Helm's `managed-by: Helm` goes: no Helm
-    release manages these objects, and `helm` would refuse to adopt them anyway."""
-    labels = {k: v for k, v in (metadata.get("labels") or {}).items()
-              if not (k == "app.kubernetes.io/managed-by" and v == "Helm")}
-    labels = {**labels, **PART_OF, LABEL_COMPONENT: component.field}
-    return {**metadata, "labels": dict(sorted(labels.items()))}
 
 
 def chart_objects(component: Component) -> list[dict[str, Any]]:

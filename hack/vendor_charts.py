@@ -42,11 +42,12 @@ def helm() -> str:
     return proc.stdout.strip()
 
 
-def arguments(chart: Chart, version: str) -> list[str]:
-    """`helm template`'s arguments after the chart's path: release, namespace, values
-    (sorted, so the header and the rendering never depend on the table's order)."""
+def flags(chart: Chart, version: str) -> list[str]:
+    """`helm template`'s flags after the release and the chart's path: the namespace and
+    the values (sorted, so the header and the rendering never depend on the table's
+    order)."""
     values = {**dict(chart.values), **({chart.image_tag: version} if chart.image_tag else {})}
-    out = [chart.release, "--namespace", chart.namespace]
+    out = ["--namespace", chart.namespace]
     for key, value in sorted(values.items()):
         out += ["--set-string", f"{key}={value}"]
     return out
@@ -60,8 +61,8 @@ def render(binary: str) -> dict[pathlib.Path, str]:
             continue
         version = pinned(component.tool, component.module)
         src = module_dir(component.tool, component.module, version)
-        args = arguments(chart, version)
-        proc = subprocess.run([binary, "template", *args[:1], str(src / chart.path), *args[1:]],
+        rest = flags(chart, version)
+        proc = subprocess.run([binary, "template", chart.release, str(src / chart.path), *rest],
                               capture_output=True, text=True, check=False,
                               env={**os.environ, "HELM_CACHE_HOME": "/nonexistent",
                                    "HELM_CONFIG_HOME": "/nonexistent",
@@ -69,7 +70,7 @@ def render(binary: str) -> dict[pathlib.Path, str]:
         if proc.returncode != 0:
             raise SystemExit(f"helm template {chart.path} failed:\n{proc.stderr}")
         head = HEADER.format(module=component.module, version=version, chart=chart.path,
-                             args=" ".join([args[0], chart.path, *args[1:]]))
+                             args=" ".join([chart.release, chart.path, *rest]))
         files[OUT / f"{component.field}.yaml"] = head + proc.stdout
     return files
 

@@ -794,12 +794,10 @@ class _Builder:
             self._wait_crds(name, addons.crd_names(self.stack_crds[name]))
             if self.stack_manifests[name]:
                 cp.apply(self.stack_manifests[name], cluster=name)
-            managed = stack.managed(plan, name)
-            if stack.waits_for_stack("lws", managed) and not stack.stack_runs("lws", managed):
+            if stack.starts_after_stack("lws", stack.managed(plan, name)):
                 self._launch_lws(name)
         self._wait(f"lws:{n}" for n in clusters
-                   if stack.waits_for_stack("lws", stack.managed(plan, n))
-                   and not stack.stack_runs("lws", stack.managed(plan, n)))
+                   if stack.starts_after_stack("lws", stack.managed(plan, n)))
         self._wait_stack_lws([n for n in clusters
                               if stack.stack_runs("lws", stack.managed(plan, n))])
         self._start_gateways(plan, only=[n for n in clusters if stack.waits_for_stack(

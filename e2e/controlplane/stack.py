@@ -63,7 +63,9 @@ STANDS_IN_FOR: Mapping[str, str] = {"lws": "leaderWorkerSet", "envoy-gateway": "
 # lws-system) names: the manager's Deployment, and the webhook configurations whose
 # CA bundle its cert rotator writes once the certificates are in the pod's volume
 # (the controllers and webhooks are set up right after).
-LWS_DEPLOYMENT = ("lws-system", "lws-controller-manager")
+_LWS_CHART = BY_FIELD["leaderWorkerSet"].chart
+assert _LWS_CHART is not None
+LWS_DEPLOYMENT = (_LWS_CHART.namespace, f"{_LWS_CHART.release}-controller-manager")
 LWS_WEBHOOK_CONFIGURATIONS = ("lws-mutating-webhook-configuration",
                               "lws-validating-webhook-configuration")
 
@@ -177,6 +179,12 @@ def split_manifests(manifests: Sequence[Mapping[str, Any]], groups: frozenset[st
 def waits_for_stack(controller: str, components: frozenset[str]) -> bool:
     """Whether a local controller starts only after the stack installed its CRDs."""
     return bool(set(CONTROLLERS[controller]) & components)
+
+
+def starts_after_stack(controller: str, components: frozenset[str]) -> bool:
+    """Whether the harness starts a local controller once the stack installed the CRDs
+    it watches: it waits for them, and the stack does not install the controller."""
+    return waits_for_stack(controller, components) and not stack_runs(controller, components)
 
 
 def not_stack_ready(items: Iterable[Mapping[str, Any]], names: Iterable[str]) -> list[str]:

@@ -146,6 +146,11 @@ Files = dict[str, tuple[str, int]]
 FOLLOWING = ("configMap", "secret", "downwardAPI", "projected")
 
 
+def follows(volume: Mapping[str, Any]) -> bool:
+    """Whether a volume is one of the FOLLOWING kinds."""
+    return any(k in volume for k in FOLLOWING)
+
+
 def _items(files: Files, data: Mapping[str, str], items: Sequence[Mapping[str, Any]] | None,
            mode: int, what: str, optional: bool) -> None:
     if items:
@@ -246,7 +251,7 @@ def materialise_volumes(pod: Mapping[str, Any], pod_ip: str, root: Path,
         directory = root / "volumes" / name
         if "emptyDir" in volume:
             directory.mkdir(parents=True, exist_ok=True)
-        elif any(k in volume for k in FOLLOWING):
+        elif follows(volume):
             sync_files(directory, volume_files(pod, pod_ip, volume, lookup))
         else:
             continue  # PVC, hostPath, CSI...: nothing local to offer
@@ -263,7 +268,7 @@ def refresh_volumes(pod: Mapping[str, Any], pod_ip: str, root: Path,
     SubPath mounts are copies (container_mounts) and do not follow."""
     changed = []
     for volume in (pod.get("spec") or {}).get("volumes") or ():
-        if not any(k in volume for k in FOLLOWING):
+        if not follows(volume):
             continue
         try:
             files = volume_files(pod, pod_ip, volume, lookup)
@@ -277,7 +282,7 @@ def refresh_volumes(pod: Mapping[str, Any], pod_ip: str, root: Path,
 def following(pod: Mapping[str, Any]) -> frozenset[str]:
     """The names of the pod's volumes that follow their source (FOLLOWING)."""
     return frozenset(v["name"] for v in (pod.get("spec") or {}).get("volumes") or ()
-                     if any(k in v for k in FOLLOWING))
+                     if follows(v))
 
 
 def container_mounts(container: Mapping[str, Any], volumes: Mapping[str, Path],
