@@ -571,7 +571,7 @@ STACK_MODE = ("StackMode", ["Managed", "External"])
 STACK_PHASE = ("StackPhase", ["Installed", "Progressing", "Failed", "Observed"])
 
 
-def _managed(c: stack_table.Component, at: str = "self") -> str:
+def _managed(c: stack_table.Component | stack_table.StackGateway, at: str = "self") -> str:
     return f"has({at}.{c.field}) && {at}.{c.field}.mode == 'Managed'"
 
 
@@ -629,11 +629,46 @@ def stack_component(c: stack_table.Component) -> dict:
     return obj(props, f"{c.title} ({c.module}).{needs}", required=["mode"], rules=rules)
 
 
+GATEWAY = stack_table.GATEWAY
+
+
+def stack_gateway() -> dict:
+    """spec.stack.gateway: not a module's component (contract/stack.py's StackGateway)."""
+    return titled("StackGatewaySettings", obj({
+        "mode": string(
+            0, "Managed: the stack composes the Gateway spec.gateway names, and its namespace, "
+            "once every other component's objects are Ready (a provider-kubernetes Object, "
+            "never deleted by the stack): of class gatewayClassName, one HTTP listener admitting "
+            "routes from every namespace; Ready when that class's controller Accepts it. "
+            "External: the platform made it; the stack observes that it exists and is Accepted.",
+            enum=STACK_MODE),
+        "gatewayClassName": string(253, "The GatewayClass of the Gateway the stack composes: the "
+                                   "one the cluster's gateway implementation serves (Envoy "
+                                   "Gateway's quickstart names it eg). Required with mode Managed.",
+                                   pattern=DNS_SUBDOMAIN, min_length=1),
+        "port": integer(1, 65535, "Its HTTP listener's port; default the port of "
+                        f"spec.gateway.address, else {GATEWAY.default_port}. Only with mode Managed."),
+    }, f"The {GATEWAY.title} spec.gateway names, where every replica's HTTPRoute attaches: the "
+       "last to be installed. It needs spec.gateway and " + ", ".join(GATEWAY.requires)
+       + " in the stack.", required=["mode"], rules=[
+        ("self.mode == 'External' || has(self.gatewayClassName)",
+         "a Managed stack.gateway needs gatewayClassName: the GatewayClass of the cluster's "
+         "gateway implementation"),
+        ("self.mode == 'Managed' || (!has(self.gatewayClassName) && !has(self.port))",
+         "stack.gateway's gatewayClassName and port shape the Gateway the stack composes: "
+         "mode Managed"),
+    ]))
+
+
 def stack_spec() -> dict:
     rules = [(f"!has(self.{c.field}) || has(self.{r})",
               f"stack.{c.field} needs stack.{r}: {c.title} works on its API")
              for c in stack_table.COMPONENTS for r in c.requires]
-    return titled("Stack", obj({c.field: stack_component(c) for c in stack_table.COMPONENTS},
+    rules += [(f"!has(self.{GATEWAY.field}) || has(self.{r})",
+               f"stack.{GATEWAY.field} needs stack.{r}: a Gateway is of its API")
+              for r in GATEWAY.requires]
+    components = {c.field: stack_component(c) for c in stack_table.COMPONENTS}
+    return titled("Stack", obj({**components, GATEWAY.field: stack_gateway()},
                "The serving stack this cluster's workloads need, per component: installed by "
                "the stack (Managed) or run by the platform and observed (External). A "
                "component left out is neither installed nor checked. Versions are the "
@@ -644,9 +679,12 @@ def stack_spec() -> dict:
 
 def stack_spec_rules() -> list[tuple[str, str]]:
     """Rules between spec.stack and the rest of the spec."""
-    managed = " || ".join(f"({_managed(c, 'self.stack')})" for c in stack_table.COMPONENTS
-                          if c.installable)
+    managed = " || ".join([f"({_managed(c, 'self.stack')})" for c in stack_table.COMPONENTS
+                           if c.installable] + [f"({_managed(GATEWAY, 'self.stack')})"])
     return [
+        (f"!has(self.stack) || !has(self.stack.{GATEWAY.field}) || has(self.gateway)",
+         "stack.gateway composes or observes the Gateway spec.gateway names: set "
+         "spec.gateway's name and namespace"),
         (f"has(self.providerConfigRef) || !has(self.stack) || !({managed})",
          "the control-plane cluster's stack (no providerConfigRef) only observes: mark every "
          "component External"),

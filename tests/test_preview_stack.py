@@ -27,7 +27,9 @@ def test_the_preview_lists_each_stack_component_its_version_and_what_it_composes
          "2 × RoleBinding, 1 × Secret, 1 × Service, 1 × ServiceAccount, "
          "1 × ValidatingWebhookConfiguration"],
         ["eu-west-2", "envoyGateway", "External", "v1.9.1",
-         "observes CustomResourceDefinition backends.gateway.envoyproxy.io"]]
+         "observes CustomResourceDefinition backends.gateway.envoyproxy.io"],
+        # The last tier: the Gateway spec.gateway names, and its namespace.
+        ["eu-west-2", "gateway", "Managed", "v1.6.1", "1 × Gateway, 1 × Namespace"]]
     # Offline nothing is observed: the stack is not ready, so nothing is placed there.
     assert "eu-west-2: is not serving-ready (stack: not reported yet)" in out.stdout
 
@@ -39,7 +41,9 @@ def test_the_yaml_output_carries_the_stacks_objects(tools):
     objects = [d for d in yaml.safe_load_all(out.stdout)
                if d["kind"] == "Object" and d["metadata"]["labels"].get(
                    "modelplane.ai/purpose") == "stack"]
-    assert len(objects) == 32  # 14 CRDs, LWS's namespace and 16 chart objects, Envoy Gateway's probe
+    # 14 CRDs, LWS's namespace and 16 chart objects, Envoy Gateway's probe, the Gateway
+    # and its namespace.
+    assert len(objects) == 34
 
 
 def test_a_fleet_without_stacks_prints_no_stack_table(tools):

@@ -46,7 +46,7 @@ from test_cluster_inventory import run_cluster
 from test_cluster_stack import install
 
 from e2e.controlplane import security as harness_security
-from function.contract.stack import COMPONENTS, LABEL_COMPONENT
+from function.contract.stack import BY_FIELD, COMPONENTS, GATEWAY, LABEL_COMPONENT
 
 SHIPPED = ROOT / "security" / "remote-identity.yaml"
 ROLE_NAME = "modelplane-remote"
@@ -69,6 +69,7 @@ RESOURCES: dict[tuple[str, str], str] = {
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): "leaderworkersets",
     ("resource.k8s.io", "ResourceClaimTemplate"): "resourceclaimtemplates",
     ("gateway.networking.k8s.io", "HTTPRoute"): "httproutes",
+    ("gateway.networking.k8s.io", "Gateway"): "gateways",
     ("inference.networking.k8s.io", "InferencePool"): "inferencepools",
     ("rbac.authorization.k8s.io", "Role"): "roles",
     ("rbac.authorization.k8s.io", "RoleBinding"): "rolebindings",
@@ -211,10 +212,11 @@ def front_doors() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def controllers_tier(obj: Mapping[str, Any]) -> bool:
-    """An Object of a controller's chart, which the stack role grants (a CRD or the
-    controller's namespace is the base role's)."""
+    """An Object of a controller's chart, which the stack role grants (a CRD, the
+    controller's namespace and the stack's Gateway are the base role's)."""
     manifest = obj["spec"]["forProvider"]["manifest"]
-    return LABEL_COMPONENT in (manifest["metadata"].get("labels") or {}) \
+    component = (manifest["metadata"].get("labels") or {}).get(LABEL_COMPONENT)
+    return component in BY_FIELD \
         and manifest["kind"] not in ("CustomResourceDefinition", "Namespace")
 
 
@@ -225,9 +227,11 @@ def clusters() -> Iterator[tuple[str, dict[str, Any]]]:
     monitored = made_remote("eu-west-1")
     monitored["spec"]["monitoring"] = {"podMonitor": {"interval": "15s"}}
     yield "InferenceCluster eu-west-1 with a PodMonitor", desired(run_cluster(monitored))
-    # Every component observed: each probe CRD (an External component's, observed by name).
+    # Every component observed: each probe CRD (an External component's, observed by
+    # name) and the Gateway.
     observing = made_remote("eu-west-1")
-    observing["spec"]["stack"] = {c.field: {"mode": "External"} for c in COMPONENTS}
+    observing["spec"]["stack"] = {c.field: {"mode": "External"}
+                                  for c in (*COMPONENTS, GATEWAY)}
     yield "InferenceCluster eu-west-1 observing every component", desired(run_cluster(observing))
 
 

@@ -29,7 +29,15 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.cluster import monitoring, observe, reporter, stack, stackstatus, taken
+from function.cluster import (
+    monitoring,
+    observe,
+    reporter,
+    stack,
+    stackgateway,
+    stackstatus,
+    taken,
+)
 from function.contract.api import (
     API_VERSION,
     DRA_API_VERSION,
@@ -48,7 +56,7 @@ from function.contract.enums import InventorySource, ProviderConfigKind
 from function.contract.inventory_report import Observation
 from function.contract.models.inferencecluster import Monitoring
 from function.contract.records import Cluster, parse_cluster, pool_taken
-from function.contract.stack import OBJECT_API_VERSION
+from function.contract.stack import GATEWAY, OBJECT_API_VERSION
 from function.contract.validation import dig
 from function.kit import requeue
 from function.kit.request import Request, desired_ready
@@ -128,16 +136,25 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
     # The serving stack, only when declared (a cluster without one composes, requires
     # and reports nothing more than before).
     components = stack.declared(spec)
-    seen = stack.observed_states(req) if components is not None else {}
+    gateway = stackgateway.declared(spec, cluster)
+    seen = stack.observed_states(req, stackgateway.READ_BACK) if components is not None else {}
     if components is not None:
         if cluster.remote:
-            composed.update(stack.managed_objects(cluster, components, seen))
+            installing = stack.managed_objects(cluster, components, seen)
+            composed.update(installing)
             composed.update(stack.probe_objects(cluster, components))
+            if gateway is not None:
+                composed.update(stackgateway.objects(
+                    cluster, gateway, stack.all_ready(installing, seen), seen))
         else:
             for d in components:  # External only here (stack.spec_errors)
                 response.require_resources(
                     rsp, f"{stack.REQUIRE_STACK}/{d.component.field}", stack.CRD_API_VERSION,
                     "CustomResourceDefinition", match_name=d.component.probe)
+            if gateway is not None:
+                response.require_resources(
+                    rsp, stackgateway.REQUIRE, GATEWAY.api_version, GATEWAY.kind,
+                    match_name=gateway.gateway.name, namespace=gateway.gateway.namespace)
     for key, obj in composed.items():
         if key.startswith("stack-"):
             stack.put(rsp.desired.resources[key], obj)
@@ -234,7 +251,7 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
     }
     if components is not None:
         status["stack"] = {"components": report_stack(req, rsp, cluster, components,
-                                                      composed, seen)}
+                                                      gateway, composed, seen)}
     # One write: the SDK's update replaces a top-level key, so a second write of
     # `status` would drop the first's fields.
     resource.update(rsp.desired.composite, {"status": status})
@@ -277,7 +294,8 @@ def stack_behind(rsp: fnv1.RunFunctionResponse) -> bool:
 
 
 def report_stack(req: Request, rsp: fnv1.RunFunctionResponse, cluster: Cluster,
-                 components: list[stack.Declared], composed: Mapping[str, Any],
+                 components: list[stack.Declared], gateway: stackgateway.Settings | None,
+                 composed: Mapping[str, Any],
                  seen: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The StackReady condition (stack.py, stackstatus.py); returns the status per
     component (status.stack.components)."""
@@ -291,5 +309,19 @@ def report_stack(req: Request, rsp: fnv1.RunFunctionResponse, cluster: Cluster,
                          if dig(c, "metadata").get("name") == d.component.probe]
                 local[d.component.field] = found[0] if found else {}
     entries = stackstatus.components(components, composed, seen, local)
+    if gateway is not None:
+        entries.append(stackgateway.remote_entry(gateway, composed, seen) if cluster.remote
+                       else stackgateway.local_entry(gateway, _required_gateway(req, gateway)))
     response.set_conditions(rsp, stackstatus.condition(entries))
     return entries
+
+
+def _required_gateway(req: Request, gateway: stackgateway.Settings) -> dict[str, Any] | None:
+    """The control-plane cluster's Gateway as required: {} when it does not exist, None
+    until the requirement is resolved."""
+    if not req.resolved(stackgateway.REQUIRE):
+        return None
+    found = [g for g in req.required(stackgateway.REQUIRE)
+             if dig(g, "metadata").get("name") == gateway.gateway.name
+             and dig(g, "metadata").get("namespace") == gateway.gateway.namespace]
+    return found[0] if found else {}

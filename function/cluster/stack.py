@@ -136,11 +136,12 @@ def declared(spec: Mapping[str, Any]) -> list[Declared] | None:
             for c in COMPONENTS if isinstance(stack.get(c.field), Mapping)]
 
 
-def observed_states(req: Request) -> dict[str, dict[str, Any]]:
+def observed_states(req: Request, read_back: frozenset[str] = frozenset()
+                    ) -> dict[str, dict[str, Any]]:
     """The stack's observed composed resources by key, with only what the stack reads:
-    their conditions, and a probe's observed CRD. A Managed CRD's Object carries its
-    manifest twice (spec and status, about 1 MB for a full stack): decoding all of it
-    on every reconcile cost about 120 ms."""
+    their conditions, and the object a probe (or a key in `read_back`) observed. A
+    Managed CRD's Object carries its manifest twice (spec and status, about 1 MB for a
+    full stack): decoding all of it on every reconcile cost about 120 ms."""
     out: dict[str, dict[str, Any]] = {}
     for key, r in req.message.observed.resources.items():
         if not key.startswith("stack-"):
@@ -150,7 +151,7 @@ def observed_states(req: Request) -> dict[str, dict[str, Any]]:
         state: dict[str, Any] = {}
         if "conditions" in status:
             state["conditions"] = structs.value(status["conditions"])
-        if key.endswith("-probe") and "atProvider" in status:
+        if (key.endswith("-probe") or key in read_back) and "atProvider" in status:
             state["atProvider"] = structs.value(status["atProvider"])
         out[key] = {"status": state}
     return out
@@ -210,6 +211,12 @@ def _object(cluster: Cluster, component: Component, manifest: Mapping[str, Any],
     # the others need no cluster-wide list and watch of their kind (Secrets among them).
     obj["spec"]["watch"] = obj["spec"]["readiness"]["policy"] != "SuccessfulCreate"
     return obj
+
+
+def all_ready(objects: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether every one of managed_objects' Objects is Ready: a tier is composed once
+    the earlier ones are, so all of them Ready means every tier is there and Ready."""
+    return all(is_ready(observed.get(k)) for k in objects)
 
 
 def managed_objects(cluster: Cluster, stack: Sequence[Declared],

@@ -146,14 +146,39 @@ COMPONENTS: tuple[Component, ...] = (
 BY_FIELD = {c.field: c for c in COMPONENTS}
 
 
+@dataclass(frozen=True)
+class StackGateway:
+    """spec.stack.gateway: the Gateway spec.gateway names, which every replica's
+    HTTPRoute attaches to. Not a module's manifests rendered at build time but one
+    object built from the InferenceCluster (cluster/stackgateway.py): Managed composes
+    it (the Gateways' tier, after every component's objects are Ready), External
+    observes that it exists and its class's controller Accepted it."""
+
+    field: str = "gateway"
+    title: str = "Gateway"
+    kind: str = "Gateway"
+    api_version: str = "gateway.networking.k8s.io/v1"
+    requires: tuple[str, ...] = ("gatewayAPI",)
+    version_of: str = "gatewayAPI"   # the component whose pinned version it is written in
+    default_port: int = 80           # its listener's, when neither spec says one
+
+
+GATEWAY = StackGateway()
+
+
 def spec_errors(spec: Mapping[str, Any]) -> list[str]:
     """The rules hack/gen_xrds.py gives spec.stack, checked again (admission should
     have refused these; `crossplane render` and hand-built requests do not)."""
     stack = spec.get("stack")
     if not isinstance(stack, Mapping):
         return []
-    errors = []
+    errors: list[str] = []
     declared = {f: c for f, c in stack.items() if f in BY_FIELD and isinstance(c, Mapping)}
+    gateway = stack.get(GATEWAY.field)
+    entries = list(declared.values())
+    if isinstance(gateway, Mapping):
+        errors += gateway_errors(spec, gateway, declared)
+        entries.append(gateway)
     for field, entry in declared.items():
         component = BY_FIELD[field]
         controller = entry.get("controller")
@@ -171,7 +196,7 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
                    for r in component.requires if r not in declared]
     ref = spec.get("providerConfigRef")
     if not isinstance(ref, Mapping):
-        if any(e.get("mode") == "Managed" for e in declared.values()):
+        if any(e.get("mode") == "Managed" for e in entries):
             errors.append("the control-plane cluster's stack (no providerConfigRef) only "
                           "observes: mark every component External")
     elif ref.get("kind", "ClusterProviderConfig") != "ClusterProviderConfig":
@@ -183,6 +208,24 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
             and (declared.get("envoyGateway") or {}).get("backendAPI") is False:
         errors.append("a front door needs Envoy Gateway's Backend API: set "
                       "stack.envoyGateway.backendAPI")
+    return errors
+
+
+def gateway_errors(spec: Mapping[str, Any], gateway: Mapping[str, Any],
+                   declared: Mapping[str, Any]) -> list[str]:
+    """spec.stack.gateway's rules (hack/gen_xrds.py gives them too)."""
+    errors = [f"stack.gateway needs stack.{r}: a Gateway is of its API"
+              for r in GATEWAY.requires if r not in declared]
+    named = spec.get("gateway")
+    if not (isinstance(named, Mapping) and named.get("name") and named.get("namespace")):
+        errors.append("stack.gateway composes or observes the Gateway spec.gateway names: "
+                      "set spec.gateway's name and namespace")
+    if gateway.get("mode") == "Managed" and not gateway.get("gatewayClassName"):
+        errors.append("a Managed stack.gateway needs gatewayClassName: the GatewayClass of "
+                      "the cluster's gateway implementation")
+    if gateway.get("mode") == "External" and ("gatewayClassName" in gateway or "port" in gateway):
+        errors.append("stack.gateway's gatewayClassName and port shape the Gateway the stack "
+                      "composes: mode Managed")
     return errors
 
 

@@ -4,9 +4,10 @@
 the real `crossplane composition render` (apis/inferencecluster/), as it renders
 deployments, and lists per cluster and component the objects the stack composes:
 the Objects carrying a Managed component's manifests (by kind), the probe of an
-External one, and the version. The stack composes a tier once the earlier ones are
+External one (an External Gateway's too), and the version. The stack composes a tier once the earlier ones are
 Ready, so the cluster is rendered again with what it composed observed Ready, until
-it composes nothing new: the table shows every tier (CRDs, then controllers).
+it composes nothing new: the table shows every tier (CRDs, then controllers, then
+the Gateway spec.stack.gateway declares).
 Nothing is applied, so the cluster itself observes nothing: every component would
 start Progressing, and the scheduler places nothing on the cluster until its
 StackReady condition turns True (the placement table above says so).
@@ -22,7 +23,7 @@ from typing import Any
 import yaml
 
 from function.contract.api import KIND_INFERENCE_CLUSTER
-from function.contract.stack import COMPONENTS, LABEL_COMPONENT, Tier
+from function.contract.stack import COMPONENTS, GATEWAY, LABEL_COMPONENT, Tier
 from function.tools import localrender
 
 IC = localrender.ROOT / "apis" / "inferencecluster"
@@ -100,12 +101,12 @@ def lines(rendered: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
         composed = _composed(docs)
         by_name = {e.get("name"): e for e in entries}
         declared = (ic.get("spec") or {}).get("stack") or {}
-        for c in COMPONENTS:
-            if c.field not in declared:
+        for field in (*(c.field for c in COMPONENTS), GATEWAY.field):
+            if field not in declared:
                 continue
-            entry = by_name.get(c.field) or {}
-            rows.append((name, c.field, str(declared[c.field].get("mode")),
-                         str(entry.get("version", "")), _objects(composed, c.field)))
+            entry = by_name.get(field) or {}
+            rows.append((name, field, str(declared[field].get("mode")),
+                         str(entry.get("version", "")), _objects(composed, field)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     return ["", "", "Serving stack (spec.stack), as each cluster composes it:", *table]

@@ -410,6 +410,33 @@ class EnvoyGateway(BaseModel):
     ]
 
 
+class StackGatewaySettings(BaseModel):
+    gatewayClassName: Annotated[
+        StrictStr | None,
+        Field(
+            description="The GatewayClass of the Gateway the stack composes: the one the cluster's gateway implementation serves (Envoy Gateway's quickstart names it eg). Required with mode Managed.",
+            max_length=253,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ] = None
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack composes the Gateway spec.gateway names, and its namespace, once every other component's objects are Ready (a provider-kubernetes Object, never deleted by the stack): of class gatewayClassName, one HTTP listener admitting routes from every namespace; Ready when that class's controller Accepts it. External: the platform made it; the stack observes that it exists and is Accepted.",
+            title="StackMode",
+        ),
+    ]
+    port: Annotated[
+        StrictInt | None,
+        Field(
+            description="Its HTTP listener's port; default the port of spec.gateway.address, else 80. Only with mode Managed.",
+            ge=1,
+            le=65535,
+        ),
+    ] = None
+
+
 class GatewayAPI(BaseModel):
     mode: Annotated[
         StackMode,
@@ -562,6 +589,13 @@ class Stack(BaseModel):
         EnvoyGateway | None,
         Field(
             description="Envoy Gateway (github.com/envoyproxy/gateway). It needs gatewayAPI in the stack too."
+        ),
+    ] = None
+    gateway: Annotated[
+        StackGatewaySettings | None,
+        Field(
+            description="The Gateway spec.gateway names, where every replica's HTTPRoute attaches: the last to be installed. It needs spec.gateway and gatewayAPI in the stack.",
+            title="StackGatewaySettings",
         ),
     ] = None
     gatewayAPI: Annotated[

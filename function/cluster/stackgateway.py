@@ -1,0 +1,206 @@
+"""The Gateway a cluster's stack composes or observes (spec.stack.gateway): the one
+spec.gateway names, where every replica's HTTPRoute attaches and whose Accepted is
+what makes a route count (contract/stack.py's StackGateway).
+
+* Managed (remote clusters): its namespace at once, and the Gateway itself in the
+  Gateways' tier: once every Object of the Managed components is Ready (the Gateway
+  API CRDs are served and the controllers run). Both are provider-kubernetes Objects
+  with the stack's policies (nothing is deleted). The Gateway is of class
+  `gatewayClassName`, with one HTTP listener on `port` (default the port of
+  spec.gateway.address, else 80) admitting routes from every namespace: the
+  replicas' HTTPRoutes live in their own namespaces. Its Object is Ready when the
+  class's controller has Accepted its current generation.
+* External: an observe-only Object of it on a remote cluster, a required resource on
+  the control-plane cluster; Observed when it is Accepted.
+
+Its status entry says what its Accepted condition says: Pending (no controller has
+taken it yet) is Progressing; Accepted=False for any other reason is Failed.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from function.cluster import reporter
+from function.cluster.stack import KEEP, is_ready, rendered
+from function.contract.enums import StackMode, StackPhase
+from function.contract.records import Cluster, Gateway
+from function.contract.stack import GATEWAY, LABEL_COMPONENT, PURPOSE, manifest_id, object_name
+
+NAMESPACE_KEY = f"stack-{GATEWAY.field}-namespace"
+GATEWAY_KEY = f"stack-{GATEWAY.field}-gateway"
+PROBE_KEY = f"stack-{GATEWAY.field}-probe"
+READ_BACK = frozenset({GATEWAY_KEY, PROBE_KEY})  # whose observed Gateway the entry reads
+REQUIRE = f"stack-{GATEWAY.field}"  # the control-plane cluster's, as a required resource
+PART_OF = {"app.kubernetes.io/part-of": "function-model-serving"}
+LISTENER = "http"
+# The Gateway's controller has taken its current spec.
+ACCEPTED = ("object.status.conditions.exists(c, c.type == 'Accepted' && c.status == 'True'"
+            " && c.observedGeneration == object.metadata.generation)")
+PENDING = "Pending"  # Gateway API's reason while no controller has reconciled it
+
+
+@dataclass(frozen=True)
+class Settings:
+    """spec.stack.gateway, with the Gateway spec.gateway names."""
+
+    mode: StackMode
+    gateway: Gateway
+    class_name: str = ""
+    port: int = GATEWAY.default_port
+
+    @property
+    def managed(self) -> bool:
+        return self.mode == StackMode.MANAGED
+
+    @property
+    def named(self) -> str:
+        return f"{self.gateway.namespace}/{self.gateway.name}"
+
+
+def address_port(gateway: Gateway) -> int | None:
+    """The port spec.gateway.address names, if it names one."""
+    try:
+        return urllib.parse.urlsplit(gateway.url).port if gateway.url else None
+    except ValueError:  # admission's pattern lets "host:99999" through
+        return None
+
+
+def declared(spec: Mapping[str, Any], cluster: Cluster) -> Settings | None:
+    """spec.stack.gateway, or None (none declared, or spec.gateway names no Gateway:
+    contract.stack.spec_errors refuses that before anything is composed)."""
+    entry = (spec.get("stack") or {}).get(GATEWAY.field)
+    if not isinstance(entry, Mapping) or cluster.gateway is None:
+        return None
+    port = entry.get("port") or address_port(cluster.gateway) or GATEWAY.default_port
+    return Settings(StackMode(entry["mode"]), cluster.gateway,
+                    str(entry.get("gatewayClassName") or ""), int(port))
+
+
+def manifests(s: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Its Namespace and the Gateway, labelled as the stack's other objects."""
+    labels = {**PART_OF, LABEL_COMPONENT: GATEWAY.field}
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": s.gateway.namespace, "labels": dict(labels)}}
+    gateway = {
+        "apiVersion": GATEWAY.api_version, "kind": GATEWAY.kind,
+        "metadata": {"name": s.gateway.name, "namespace": s.gateway.namespace,
+                     "labels": dict(labels)},
+        "spec": {"gatewayClassName": s.class_name, "listeners": [{
+            "name": LISTENER, "protocol": "HTTP", "port": s.port,
+            "allowedRoutes": {"namespaces": {"from": "All"}}}]},
+    }
+    return namespace, gateway
+
+
+def _object(cluster: Cluster, manifest: dict[str, Any], policies: list[str],
+            readiness: str | None, tag: str = GATEWAY.field) -> dict[str, Any]:
+    # Tagged apart from the components' Objects: a Gateway in lws-system must not share
+    # its Namespace's Object with LeaderWorkerSet's chart.
+    obj = reporter.wrap(cluster, tag, manifest, policies, purpose=PURPOSE)
+    obj["metadata"]["name"] = object_name(cluster.name, manifest_id(manifest), tag)
+    obj["metadata"]["labels"][LABEL_COMPONENT] = GATEWAY.field
+    if readiness is not None:
+        obj["spec"]["readiness"] = {"policy": "DeriveFromCelQuery", "celQuery": readiness}
+        obj["spec"]["watch"] = True
+    return obj
+
+
+def objects(cluster: Cluster, s: Settings, components_ready: bool,
+            observed: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Its Objects on a remote cluster, by key. `components_ready`: every Object of the
+    Managed components is Ready (the Gateways' tier may begin); once composed, the
+    Gateway stays composed."""
+    namespace, gateway = manifests(s)
+    if not s.managed:
+        probe = {k: gateway[k] for k in ("apiVersion", "kind")}
+        probe["metadata"] = {k: gateway["metadata"][k] for k in ("name", "namespace")}
+        return {PROBE_KEY: _object(cluster, probe, ["Observe"], ACCEPTED, tag="gateway-probe")}
+    out = {NAMESPACE_KEY: _object(cluster, namespace, KEEP, None)}
+    if components_ready or GATEWAY_KEY in observed:
+        out[GATEWAY_KEY] = _object(cluster, gateway, KEEP, ACCEPTED)
+    return out
+
+
+def _condition(obj: Mapping[str, Any] | None, typ: str) -> Mapping[str, Any] | None:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == typ:
+            return c
+    return None
+
+
+def _observed_gateway(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The Gateway an Object observed (its status.atProvider.manifest)."""
+    found = (((obj or {}).get("status") or {}).get("atProvider") or {}).get("manifest")
+    return found if isinstance(found, Mapping) and found else None
+
+
+def judge(s: Settings, gateway: Mapping[str, Any]) -> tuple[StackPhase, str, str]:
+    """A Gateway as observed: Accepted (for its current spec), waiting for a
+    controller, or refused by it."""
+    accepted = _condition(gateway, "Accepted") or {}
+    generation = (gateway.get("metadata") or {}).get("generation")
+    current = generation is None or accepted.get("observedGeneration") in (None, generation)
+    ready = StackPhase.INSTALLED if s.managed else StackPhase.OBSERVED
+    if accepted.get("status") == "True" and current:
+        return ready, "Accepted", f"Gateway {s.named} is Accepted"
+    said = f"{accepted.get('reason') or PENDING}: {accepted.get('message') or 'no controller yet'}"
+    if accepted.get("status") == "False" and accepted.get("reason") != PENDING:
+        return (StackPhase.FAILED, "NotAccepted",
+                f"Gateway {s.named} is not Accepted ({said}): check its class and listeners")
+    return (StackPhase.PROGRESSING, "NotAccepted",
+            f"Gateway {s.named} is not Accepted yet ({said})")
+
+
+MAX_MESSAGE = 512  # status.stack.components[].message's maxLength
+
+
+def _said(s: Settings, phase: StackPhase, reason: str, message: str) -> dict[str, Any]:
+    return {"name": GATEWAY.field, "version": rendered(GATEWAY.version_of).version,
+            "mode": s.mode.value, "phase": phase.value, "reason": reason,
+            "message": message[:MAX_MESSAGE]}
+
+
+def local_entry(s: Settings, gateway: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Its status.stack.components entry on the control-plane cluster: `gateway` as
+    required, {} when it does not exist, None when not resolved yet."""
+    if gateway is None:
+        return _said(s, StackPhase.PROGRESSING, "NotObservedYet",
+                     f"Gateway {s.named} is not observed yet")
+    if not gateway:
+        return _said(s, StackPhase.FAILED, "NotFound", f"Gateway {s.named} does not exist on "
+                     "the control-plane cluster: create it, of a class whose controller runs")
+    return _said(s, *judge(s, gateway))
+
+
+def remote_entry(s: Settings, composed: Mapping[str, Any],
+                 observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Its status.stack.components entry on a remote cluster, from its Objects."""
+    key = GATEWAY_KEY if s.managed else PROBE_KEY
+    for k in (NAMESPACE_KEY, key) if s.managed else (key,):
+        synced = _condition(observed.get(k), "Synced")
+        if is_ready(observed.get(k)) or synced is None or synced.get("status") != "False":
+            continue
+        if not s.managed:
+            return _said(s, StackPhase.FAILED, "NotFound",
+                         f"Gateway {s.named} is not observed on the cluster "
+                         f"({synced.get('message')}): create it or mark stack.gateway Managed")
+        return _said(s, StackPhase.FAILED, str(synced.get("reason") or "NotSynced"),
+                     f"{k.removeprefix('stack-')}: {synced.get('message') or 'not synced'}")
+    if key not in composed:
+        return _said(s, StackPhase.PROGRESSING, "Waiting",
+                     f"Gateway {s.named} waits for the stack's components to be Ready")
+    if is_ready(observed.get(key)):
+        return _said(s, StackPhase.INSTALLED if s.managed else StackPhase.OBSERVED,
+                     "Accepted", f"Gateway {s.named} is Accepted")
+    gateway = _observed_gateway(observed.get(key))
+    if gateway is None:
+        return _said(s, StackPhase.PROGRESSING, "NotObservedYet",
+                     f"Gateway {s.named} is not observed yet")
+    phase, reason, message = judge(s, gateway)
+    if phase != StackPhase.FAILED:  # Accepted, but its Object has not said Ready yet
+        phase = StackPhase.PROGRESSING
+    return _said(s, phase, reason, message)
