@@ -545,7 +545,8 @@ class _Builder:
             self._start_etcd()
             self._start_clusters(plan)
             # A cluster whose stack installs Gateway API or the InferencePool gets
-            # its Envoy Gateway once the stack is ready (_finish_stack_clusters).
+            # its Envoy Gateway once their CRDs and its Gateways are there
+            # (_finish_stack_clusters).
             self._start_gateways(plan, skip=[n for n in stack.stack_clusters(plan)
                                              if stack.waits_for_stack(
                                                  "envoy-gateway", stack.managed(plan, n))])
@@ -768,9 +769,11 @@ class _Builder:
                                           ca_pem=self.ca.crt.read_bytes()), cluster=name)
 
     def _finish_stack_clusters(self, plan: fleet.FleetPlan) -> None:
-        """Once each stack cluster's InferenceCluster says StackReady (its CRDs
-        installed by provider-kubernetes Objects the function composed): the
-        manifests of the groups they serve, then the controllers that watch them."""
+        """Once each stack cluster's CRDs are installed (provider-kubernetes Objects the
+        function composed): the manifests of the groups they serve, the local
+        controllers that watch them, and Envoy Gateway once the Gateways are there (the
+        stack composes a remote cluster's last, and is ready only once Envoy Gateway
+        has Accepted it); then every stack ready."""
         cp = self.cp
         assert cp is not None
         clusters = stack.stack_clusters(plan)
@@ -778,7 +781,30 @@ class _Builder:
             return
         ics = [ic for n in clusters for ic in plan.clusters[n].inference_clusters]
         self.say("the serving stack installs " + "; ".join(
-            f"{n}: {', '.join(sorted(stack.managed(plan, n)))}" for n in clusters))
+            f"{n}: {', '.join(sorted(stack.managed(plan, n)))}"
+            + (", its Gateway" if stack.composes_gateways(plan, n) else "") for n in clusters))
+        stack_logs = [self.sup.log_path("provider-kubernetes"), self.sup.log_path("function")]
+        for name in clusters:
+            self._wait_crds(name, addons.crd_names(self.stack_crds[name]), timeout=300,
+                            logs=stack_logs)
+            if self.stack_manifests[name]:
+                cp.apply(self.stack_manifests[name], cluster=name)
+            if stack.starts_after_stack("lws", stack.managed(plan, name)):
+                self._launch_lws(name)
+        gateways = [n for n in clusters
+                    if stack.waits_for_stack("envoy-gateway", stack.managed(plan, n))]
+
+        def composed() -> bool:
+            missing = [f"{n}: {w}" for n in gateways for w in stack.not_composed(
+                [(g.namespace, g.name) for g in dataplane.gateways_of(self.gateways, n)],
+                cp.get_json("gateways.gateway.networking.k8s.io", "-A", cluster=n)["items"])]
+            if missing:
+                raise ControlPlaneError("; ".join(missing))
+            return True
+
+        wait_for("every Gateway to be there (a stack's, composed once its components are "
+                 "Ready)", composed, 300, logs=stack_logs)
+        self._start_gateways(plan, only=gateways)
 
         def ready() -> bool:
             waiting = stack.not_stack_ready(
@@ -788,20 +814,11 @@ class _Builder:
             return True
 
         wait_for("every serving stack to be ready (StackReady on " + ", ".join(ics) + ")",
-                 ready, 300, logs=[self.sup.log_path("provider-kubernetes"),
-                            self.sup.log_path("function")])
-        for name in clusters:
-            self._wait_crds(name, addons.crd_names(self.stack_crds[name]))
-            if self.stack_manifests[name]:
-                cp.apply(self.stack_manifests[name], cluster=name)
-            if stack.starts_after_stack("lws", stack.managed(plan, name)):
-                self._launch_lws(name)
+                 ready, 300, logs=stack_logs)
         self._wait(f"lws:{n}" for n in clusters
                    if stack.starts_after_stack("lws", stack.managed(plan, n)))
         self._wait_stack_lws([n for n in clusters
                               if stack.stack_runs("lws", stack.managed(plan, n))])
-        self._start_gateways(plan, only=[n for n in clusters if stack.waits_for_stack(
-            "envoy-gateway", stack.managed(plan, n))])
 
     def _wait_stack_lws(self, clusters: Sequence[str], timeout: float = 240) -> None:
         """Until the LeaderWorkerSet manager each cluster's stack installed (its pod run
@@ -868,7 +885,8 @@ class _Builder:
                                           state_dir=cdir / "pods", tools=self.tools, repo=REPO),
                      {"type": "none", "what": "started"}, 30)
 
-    def _wait_crds(self, cluster: str, names: Sequence[str], timeout: float = 180) -> None:
+    def _wait_crds(self, cluster: str, names: Sequence[str], timeout: float = 180,
+                   logs: Sequence[Path] = ()) -> None:
         assert self.cp is not None
         want = set(names)
 
@@ -883,7 +901,7 @@ class _Builder:
             return True
 
         wait_for(f"CRDs on {cluster} to be Established", established, timeout,
-                 logs=[self.sup.log_path(f"apiserver:{cluster}")])
+                 logs=[self.sup.log_path(f"apiserver:{cluster}"), *logs])
 
     # ---- Envoy Gateway with its InferencePool extension, registry ----------------------
 

@@ -119,9 +119,10 @@ def environment(*, kubeconfig: Path, cert_dir: Path, home: Path, health_port: in
 
 
 def clusters_with_gateways(plan: fleet.FleetPlan) -> list[str]:
-    """The clusters (API servers) that hold a Gateway: one controller each."""
+    """The clusters (API servers) that hold a Gateway, the harness's or the stack's:
+    those given the GatewayClass (fleet.cluster_manifests). One controller each."""
     return [name for name, c in plan.clusters.items()
-            if any(m["kind"] == "Gateway" for m in c.manifests)]
+            if any(m["kind"] == "GatewayClass" for m in c.manifests)]
 
 
 def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

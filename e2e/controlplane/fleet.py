@@ -8,7 +8,9 @@ through the provider-kubernetes ClusterProviderConfig it names.
 Per cluster, what a real cluster's platform team and DRA driver would have
 made:
 
-* a Namespace, GatewayClass and Gateway for each `spec.gateway`;
+* a Namespace, GatewayClass and Gateway for each `spec.gateway` (only the
+  GatewayClass where the InferenceCluster's stack composes the Gateway:
+  `spec.stack.gateway` Managed);
 * per node pool, `nodes` kwok fake Nodes (annotation kwok.x-k8s.io/node=fake,
   label modelplane.ai/pool, the pool's taints, generous allocatable);
 * per node and DRA driver, a ResourceSlice (resource.k8s.io/v1) with `count`
@@ -241,6 +243,13 @@ def node_name(ic_name: str, pool: str, index: int) -> str:
     return dns_label(ic_name, pool, str(index))
 
 
+def stack_gateway_managed(ic: Mapping[str, Any]) -> bool:
+    """Whether the InferenceCluster's stack composes its Gateway (spec.stack.gateway
+    Managed): then the cluster's manifests leave it and its namespace out."""
+    stack = (ic.get("spec") or {}).get("stack") or {}
+    return isinstance(stack, Mapping) and (stack.get("gateway") or {}).get("mode") == "Managed"
+
+
 def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[dict]:
     """Everything one cluster needs for the InferenceClusters it backs, in apply order."""
     namespaces: dict[str, dict] = {}
@@ -249,6 +258,7 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
     nodes: list[dict] = []
     slices: list[dict] = []
     storage: set[str] = set()
+    class_needed = False  # a Gateway of the class, the harness's or the stack's
     for ic in inference_clusters:
         ic_name = _name(ic)
         spec = ic.get("spec") or {}
@@ -256,6 +266,8 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
             storage.add(spec["storage"]["storageClassName"])
         gw = spec.get("gateway") or {}
         if gw.get("name") and gw.get("namespace"):
+            class_needed = True
+        if gw.get("name") and gw.get("namespace") and not stack_gateway_managed(ic):
             ns = gw["namespace"]
             namespaces.setdefault(ns, {"apiVersion": "v1", "kind": "Namespace",
                                        "metadata": {"name": ns}})
@@ -330,7 +342,7 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
         device_classes.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                "metadata": {"name": cls},
                                "spec": {"selectors": [{"cel": {"expression": expr}}]}})
-    gateway_class = [] if not gateways else [{
+    gateway_class = [] if not class_needed else [{
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
         "metadata": {"name": GATEWAY_CLASS},
         "spec": {"controllerName": GATEWAY_CONTROLLER,

@@ -10,20 +10,22 @@ the control plane's). A fleet's own `spec.stack` is left as written.
 A remote cluster whose InferenceCluster declares a component `Managed` in
 `spec.stack` gets that component's CRDs from the stack (provider-kubernetes
 Objects the function composes through the cluster's ClusterProviderConfig), not
-from the harness. What needs those CRDs waits until the cluster's InferenceCluster
-says StackReady:
+from the harness; one that names a Gateway gets it from the stack too (`gateway`
+Managed, of the class `eg`), after the components. What needs those CRDs waits
+until they are Established:
 
 * the fleet plan's manifests of the API groups those CRDs serve (the GatewayClass
-  and Gateway of `spec.gateway`);
+  of `spec.gateway`, which is the gateway implementation's: the harness's here);
 * the controllers that watch them. Where the stack installs a component's CRDs
   only, the harness runs its controller as a local process in place of the
   Deployment a real cluster runs, and starts it once the stack has installed what it
   watches: LeaderWorkerSet's manager (it cannot start without its CRDs) and Envoy
   Gateway with its InferencePool extension (it watches only the kinds served when it
-  starts). Where the stack installs the controller too (`runs_controller`: its
-  chart's Deployment), the cluster's pods supervisor runs that Deployment's pod
-  (e2e/controlplane/pods/) and the harness starts nothing: it waits until the
-  manager serves its webhooks (`lws_not_serving`).
+  starts), the latter once the stack's Gateway is there too: the stack is ready only
+  when Envoy Gateway has Accepted it. Where the stack installs the controller too
+  (`runs_controller`: its chart's Deployment), the cluster's pods supervisor runs
+  that Deployment's pod (e2e/controlplane/pods/) and the harness starts nothing: it
+  waits until the manager serves its webhooks (`lws_not_serving`).
 
 Pure: plans and manifests in, decisions out.
 """
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.controlplane import addons, fleet
-from function.contract.stack import BY_FIELD
+from function.contract.stack import BY_FIELD, GATEWAY
 
 # What `declare` gives an InferenceCluster without a stack.
 REMOTE_STACK: Mapping[str, Mapping[str, str]] = {
@@ -47,6 +49,10 @@ CONTROL_PLANE_STACK: Mapping[str, Mapping[str, str]] = {
     "gatewayAPI": {"mode": "External"}, "inferenceExtension": {"mode": "External"},
     "leaderWorkerSet": {"mode": "External"}, "envoyGateway": {"mode": "External"},
     "keda": {"mode": "External"}}
+
+# The Gateway of spec.gateway, where an InferenceCluster names one.
+REMOTE_GATEWAY: Mapping[str, str] = {"mode": "Managed", "gatewayClassName": fleet.GATEWAY_CLASS}
+CONTROL_PLANE_GATEWAY: Mapping[str, str] = {"mode": "External"}
 
 # The local controller (its component prefix in the harness) -> the components whose
 # CRDs it needs before it starts.
@@ -103,15 +109,20 @@ def lws_not_serving(deployment: Mapping[str, Any] | None,
 
 
 def declare(inference_clusters: Sequence[Mapping[str, Any]]) -> tuple[list[dict], list[str]]:
-    """Copies of the InferenceClusters, each without a spec.stack given the harness's,
-    and a line per change saying so."""
+    """Copies of the InferenceClusters, each without a spec.stack given the harness's
+    (with the Gateway spec.gateway names: Managed on a remote cluster, of the class
+    Envoy Gateway serves here; External on the control plane's, which the harness
+    makes), and a line per change saying so."""
     out, said = [], []
     for ic in inference_clusters:
         ic = copy.deepcopy(dict(ic))
         spec = ic.setdefault("spec", {})
         if "stack" not in spec:
-            spec["stack"] = copy.deepcopy(dict(
-                REMOTE_STACK if spec.get("providerConfigRef") else CONTROL_PLANE_STACK))
+            remote = bool(spec.get("providerConfigRef"))
+            spec["stack"] = copy.deepcopy(dict(REMOTE_STACK if remote else CONTROL_PLANE_STACK))
+            if spec.get("gateway"):
+                spec["stack"][GATEWAY.field] = copy.deepcopy(dict(
+                    REMOTE_GATEWAY if remote else CONTROL_PLANE_GATEWAY))
             said.append(f"InferenceCluster {ic['metadata']['name']}: spec.stack " + ", ".join(
                 f"{f} {e['mode']}" for f, e in spec["stack"].items()))
         out.append(ic)
@@ -133,6 +144,16 @@ def managed(plan: fleet.FleetPlan, cluster: str) -> frozenset[str]:
         out |= {f for f, entry in stack.items()
                 if f in BY_FIELD and isinstance(entry, Mapping) and entry.get("mode") == "Managed"}
     return frozenset(out)
+
+
+def composes_gateways(plan: fleet.FleetPlan, cluster: str) -> bool:
+    """Whether the stack composes a Gateway on the cluster (an InferenceCluster it
+    backs declares stack.gateway Managed): Envoy Gateway there starts before the stack
+    is ready, which it cannot be until Envoy Gateway has Accepted that Gateway."""
+    cplan = plan.clusters[cluster]
+    return cplan.remote and any(
+        fleet.stack_gateway_managed(ic) for ic in plan.inference_clusters
+        if ic["metadata"]["name"] in cplan.inference_clusters)
 
 
 def stack_clusters(plan: fleet.FleetPlan) -> list[str]:
@@ -200,3 +221,12 @@ def not_stack_ready(items: Iterable[Mapping[str, Any]], names: Iterable[str]) ->
             waiting.append(f"{name}: StackReady={conds[0].get('status')} "
                            f"({conds[0].get('reason')}: {conds[0].get('message', '')})")
     return waiting
+
+
+def not_composed(expected: Iterable[tuple[str, str]],
+                 items: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Which of the expected Gateways (namespace, name) a cluster does not hold yet."""
+    have = {((g.get("metadata") or {}).get("namespace"), (g.get("metadata") or {}).get("name"))
+            for g in items}
+    return [f"Gateway {ns}/{name} not there yet" for ns, name in expected
+            if (ns, name) not in have]

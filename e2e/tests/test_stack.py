@@ -1,8 +1,9 @@
 """The serving stack on the live control plane (docs/clusters.md#the-serving-stack):
 `make cluster` starts the remote clusters bare of Gateway API, the Inference
 Extension and LeaderWorkerSet, and each InferenceCluster's stack installs them there
-through provider-kubernetes, LeaderWorkerSet's controller included; the control
-plane's stack observes what the harness installed. Every other scenario then runs on
+through provider-kubernetes, LeaderWorkerSet's controller included, and then the
+Gateway spec.gateway names; the control plane's stack observes what the harness
+installed (its Gateway too). Every other scenario then runs on
 what the stacks installed."""
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from live import IC, OBJECT, SETTLE, delete_and_wait, get, is_true, items, wait,
 from e2e.controlplane import stack as harness_stack
 from e2e.controlplane.core import ControlPlane
 from function.cluster import stack
-from function.contract.stack import BY_FIELD, LABEL_COMPONENT, object_name, objects_namespace
+from function.contract.stack import (
+    BY_FIELD,
+    GATEWAY,
+    LABEL_COMPONENT,
+    object_name,
+    objects_namespace,
+)
 
 REMOTE = ("eu-west-1", "us-central-batch")
 USAGE = "usages.protection.crossplane.io"
@@ -40,7 +47,8 @@ def test_kubectl_get_ic_shows_every_clusters_stack_ready(cp: ControlPlane):
         for field, entry in entries.items():
             managed = declared[field]["mode"] == "Managed"
             assert entry["phase"] == ("Installed" if managed else "Observed"), (name, entry)
-            assert entry["version"] == stack.rendered(field).version, (name, entry)
+            written_in = GATEWAY.version_of if field == GATEWAY.field else field
+            assert entry["version"] == stack.rendered(written_in).version, (name, entry)
 
 
 @pytest.mark.parametrize("cluster", REMOTE)
@@ -92,6 +100,27 @@ def test_the_remote_clusters_lws_manager_is_the_stacks_and_runs_as_its_pod(cp: C
                  for h in c["webhooks"]]
         assert hooks and all(h["clientConfig"].get("caBundle") for h in hooks), (kind, hooks)
         assert all("service" in h["clientConfig"] for h in hooks), hooks  # the chart's, not a URL
+
+
+@pytest.mark.parametrize("cluster", REMOTE)
+def test_the_remote_clusters_gateway_is_the_stacks_and_envoy_gateway_serves_it(
+        cp: ControlPlane, cluster):
+    """The harness makes no Gateway on a remote cluster: the stack composes the one
+    spec.gateway names, last, and Envoy Gateway (the harness's, serving class eg)
+    Accepts and programs it; every routed scenario's requests go through it."""
+    ic = get(cp, IC, cluster)
+    assert ic is not None
+    named = ic["spec"]["gateway"]
+    gw = get(cp, "gateways.gateway.networking.k8s.io", named["name"], named["namespace"],
+             cluster=cp.cluster(cluster))
+    assert gw is not None, (cluster, named)
+    assert gw["metadata"]["labels"].get(LABEL_COMPONENT) == GATEWAY.field
+    assert gw["spec"]["gatewayClassName"] == ic["spec"]["stack"]["gateway"]["gatewayClassName"]
+    assert is_true(gw, "Accepted") and is_true(gw, "Programmed"), gw.get("status")
+    obj = get(cp, OBJECT, object_name(cluster, f"gateway-{named['name']}", GATEWAY.field),
+              objects_namespace())
+    assert obj is not None and is_true(obj, "Ready"), (cluster, obj)
+    assert "Delete" not in obj["spec"]["managementPolicies"]
 
 
 @pytest.fixture

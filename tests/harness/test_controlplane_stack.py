@@ -34,7 +34,11 @@ def test_a_fleet_without_stacks_gets_managed_remote_and_observed_control_plane_s
     assert {e["mode"] for e in stacks["us-east-1"].values()} == {"External"}
     assert len(said) == len(ics)
     assert "InferenceCluster eu-west-1: spec.stack gatewayAPI Managed, inferenceExtension " \
-        "Managed, leaderWorkerSet Managed, envoyGateway External" in said
+        "Managed, leaderWorkerSet Managed, envoyGateway External, gateway Managed" in said
+    # The Gateway spec.gateway names: the stack's on a remote cluster, of the class the
+    # harness's Envoy Gateway serves; observed on the control plane's (the harness's).
+    assert stacks["eu-west-1"]["gateway"] == {"mode": "Managed", "gatewayClassName": "eg"}
+    assert stacks["us-east-1"]["gateway"] == {"mode": "External"}
     # What the harness declares passes the function's own rules.
     assert all(spec_errors(ic["spec"]) == [] for ic in ics)
 
@@ -76,9 +80,20 @@ def test_the_gateway_manifests_wait_for_the_stack_and_the_rest_do_not():
                                      stack.managed(plan, "eu-west-1"))
     now, later = stack.split_manifests(plan.clusters["eu-west-1"].manifests,
                                        stack.served_groups(files))
-    assert {m["kind"] for m in later} == {"GatewayClass", "Gateway"}
+    # The Gateway (and its namespace) are the stack's: the harness brings the class only.
+    assert [m["kind"] for m in later] == ["GatewayClass"]
     assert {"Node", "ResourceSlice", "DeviceClass"} <= {m["kind"] for m in now}
+    assert "gateway-system" not in {m["metadata"]["name"] for m in now if m["kind"] == "Namespace"}
     assert len(now) + len(later) == len(plan.clusters["eu-west-1"].manifests)
+
+
+def test_the_stack_composes_the_remote_gateways_and_the_harness_the_control_planes():
+    plan = example_plan()
+    remote = [n for n, c in plan.clusters.items() if c.remote]
+    assert remote and all(stack.composes_gateways(plan, n) for n in remote)
+    assert not stack.composes_gateways(plan, fleet.CONTROL_PLANE)
+    local = plan.clusters[fleet.CONTROL_PLANE].manifests
+    assert {"GatewayClass", "Gateway"} <= {m["kind"] for m in local}
 
 
 def test_controllers_wait_only_for_the_components_they_watch():
@@ -134,3 +149,12 @@ def test_the_stacks_lws_manager_serves_once_available_and_both_webhooks_have_a_c
     assert stack.lws_not_serving(available, [
         config(mutating, "Q0E=", "Q0E="), config(validating, "Q0E=", "Q0E="),
         config("other", "")]) == []
+
+
+def test_the_harness_waits_for_each_gateway_the_stack_composes_by_namespace_and_name():
+    expected = [("gateway-system", "inference-gateway")]
+    there = {"metadata": {"namespace": "gateway-system", "name": "inference-gateway"}}
+    elsewhere = {"metadata": {"namespace": "default", "name": "inference-gateway"}}
+    assert stack.not_composed(expected, [there]) == []
+    assert stack.not_composed(expected, [elsewhere]) == [
+        "Gateway gateway-system/inference-gateway not there yet"]
