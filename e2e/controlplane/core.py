@@ -10,8 +10,8 @@ What runs (every process in its own process group, PIDs and ports recorded
 in the state directory, default `.cluster/`):
 
 * etcd (one, loopback), and per cluster a kube-apiserver (its own
-  --etcd-prefix), kube-controller-manager, kube-scheduler, kwok and the
-  LeaderWorkerSet controller. The control-plane cluster is also the workload
+  --etcd-prefix), kube-controller-manager, kube-scheduler and kwok, and on the
+  control-plane cluster the LeaderWorkerSet controller. The control-plane cluster is also the workload
   cluster of every InferenceCluster without spec.providerConfigRef; every
   other InferenceCluster gets a cluster of its own.
 * envoy-gateway:<cluster>: Envoy Gateway's controller, one per cluster that holds
@@ -22,7 +22,9 @@ in the state directory, default `.cluster/`):
 * inferencepool-extension:<cluster>: our Envoy Gateway extension server
   (tools/inferencepool-extension), started before its controller: routes each
   InferencePool through its endpoint picker and writes the pool's status.
-* pods:<cluster>: the kubelet's part for runnable pods (e2e/controlplane/pods/).
+* pods:<cluster>: the kubelet's part for runnable pods (e2e/controlplane/pods/):
+  the engines, endpoint pickers and P/D sidecars of the replicas, the LeaderWorkerSet
+  manager a remote cluster's stack installs, and its inventory reporter.
 * registry: go-containerregistry's `crane registry serve` holding the
   packages, which Crossplane installs the way users do (an ImageConfig
   rewrites xpkg.crossplane.io/ to it).
@@ -49,12 +51,13 @@ from typing import Any
 
 import yaml
 
-from e2e.controlplane import (addons, certs, dataplane, envoy_gateway, fleet, inventory,
-                              security, stack, tools)
+from e2e.controlplane import (addons, certs, dataplane, envoy_gateway, fleet, security, stack,
+                              tools)
 from e2e.controlplane.pods import harness as pods
 from e2e.controlplane.procs import Spec, Supervisor, tail
 from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, http_get,
                                     probe, scale, wait_for)
+from function.contract.inventory_report import REPORT_NAME, REPORT_NAMESPACE
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_STATE_DIR = REPO / ".cluster"
@@ -76,7 +79,7 @@ KWOK_NODE_SELECTOR = f"{fleet.KWOK_ANNOTATION}=fake"
 FIELD_MANAGER = "modelplane-e2e"
 
 # Stop order for `down`: consumers first, storage last.
-STOP_ORDER_PREFIXES = ("pods:", "inventory:", "function", "provider-kubernetes", "crossplane",
+STOP_ORDER_PREFIXES = ("pods:", "function", "provider-kubernetes", "crossplane",
                        "envoy-gateway:", "inferencepool-extension:", "lws:", "kwok:", "scheduler:",
                        "controller-manager:", "apiserver:",
                        "registry", "etcd")
@@ -561,7 +564,7 @@ class _Builder:
             self._write_state(plan, complete=False)
             self._apply_fleet(plan)
             self._finish_stack_clusters(plan)
-            self._start_inventory_reporters(plan)
+            self._wait_inventory_reports(plan)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         self._write_state(plan, complete=True)
@@ -1321,8 +1324,8 @@ class _Builder:
             # (security/remote-identity.yaml), not as the cluster's admin.
             cp.apply(security.remote_identity(), cluster=name)
             token = cp.kubectl(*security.remote_token_args(), cluster=name).stdout.strip()
-            kc = inventory.token_kubeconfig(self._kubeconfig_path(name), token,
-                                            user=security.REMOTE_IDENTITY)
+            kc = security.token_kubeconfig(self._kubeconfig_path(name), token,
+                                           user=security.REMOTE_IDENTITY)
             cp.apply(fleet.provider_config_objects(c.provider_config, kc, CROSSPLANE_NS))
         namespaces = sorted(example_namespaces(REPO / "examples" / "deployments"))
         for name in plan.clusters:  # every cluster: pods read the Secret where they run
@@ -1354,41 +1357,20 @@ class _Builder:
                                       self.sup.log_path("function")])
 
 
-    def _start_inventory_reporters(self, plan: fleet.FleetPlan) -> None:
-        """Each remote cluster's inventory reporter (e2e/controlplane/inventory.py),
-        once the InferenceCluster function has composed it there; ready when its
-        first report exists on the cluster."""
+    def _wait_inventory_reports(self, plan: fleet.FleetPlan) -> None:
+        """Each remote cluster's first inventory report: the reporter the
+        InferenceCluster composed there runs as its Deployment's pod, through the
+        cluster's pods supervisor (e2e/controlplane/pods: its image is this
+        repository's entry point), with its ServiceAccount's token."""
         cp = self.cp
         assert cp is not None
-        binary = REPO / ".venv" / "bin" / "function-model-serving"
-        remotes = [n for n, c in plan.clusters.items() if c.remote]
-        for name in remotes:
-            def composed(name=name) -> tuple[dict, str]:
-                # Every part must exist, not just the Deployment: provider-kubernetes
-                # creates them in no particular order (a missing ServiceAccount
-                # fails the TokenRequest; missing grants fail the first report).
-                dep = json.loads(cp.kubectl(*inventory.deployment_args(), cluster=name).stdout)
-                cp.kubectl(*inventory.rbac_args(), cluster=name)
-                cp.kubectl(*inventory.cluster_rbac_args(), cluster=name)
-                token = cp.kubectl(*inventory.token_request_args(), cluster=name).stdout.strip()
-                return dep, token
-            dep, token = wait_for(f"the inventory reporter composed onto {name}", composed, 300,
-                                  logs=[self.sup.log_path("provider-kubernetes"),
-                                        self.sup.log_path("function")])
-            kubeconfig = self.dir / "clusters" / name / "inventory-reporter.kubeconfig"
-            kubeconfig.write_text(inventory.token_kubeconfig(self._kubeconfig_path(name), token))
-            kubeconfig.chmod(0o600)
-            self.say(f"{inventory.component(name)}: the composed reporter, as a local process "
-                     "with its ServiceAccount's token")
-            self._launch(Spec(inventory.component(name),
-                              inventory.argv(binary, dep, kubeconfig), cwd=str(REPO)),
-                         {"type": "none"}, 60)
-        for name in remotes:
-            wait_for(f"the first inventory report on {name}",
-                     lambda name=name: json.loads(
-                         cp.kubectl(*inventory.report_args(), cluster=name).stdout),
-                     120, logs=[self.sup.log_path(inventory.component(name))],
-                     died=lambda name=name: cp._died(inventory.component(name)))
+        for name in (n for n, c in plan.clusters.items() if c.remote):
+            wait_for(f"the first inventory report on {name} (the composed reporter's pod)",
+                     lambda name=name: json.loads(cp.kubectl(
+                         "get", "configmaps", REPORT_NAME, "-n", REPORT_NAMESPACE, "-o", "json",
+                         cluster=name).stdout),
+                     300, logs=[self.sup.log_path(f"pods:{name}"),
+                                self.sup.log_path("provider-kubernetes")])
 
 
 class _Fatal(Exception):

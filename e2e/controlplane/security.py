@@ -69,3 +69,18 @@ def remote_identity() -> list[dict[str, Any]]:
 def remote_token_args() -> tuple[str, ...]:
     return ("create", "token", REMOTE_IDENTITY, "-n", REMOTE_NAMESPACE,
             f"--duration={REMOTE_TOKEN_SECONDS}s")
+
+
+def token_kubeconfig(admin_kubeconfig: Path, token: str, user: str) -> str:
+    """The cluster's admin kubeconfig with its user replaced by a ServiceAccount's token
+    (what provider-kubernetes reaches a remote cluster with)."""
+    cfg = yaml.safe_load(admin_kubeconfig.read_text())
+    ctx_name = cfg["current-context"]
+    (ctx,) = [c["context"] for c in cfg["contexts"] if c["name"] == ctx_name]
+    (cluster,) = [c for c in cfg["clusters"] if c["name"] == ctx["cluster"]]
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": user,
+        "clusters": [cluster],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": cluster["name"], "user": user}}],
+    }, sort_keys=False)

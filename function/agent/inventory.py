@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -108,6 +109,9 @@ def report_once(core: Any, custom: Any, namespace: str,
 def run(kubeconfig: str | None, namespace: str, interval: float, once: bool) -> int:
     from kubernetes import client, config
 
+    # client-go's order (controller-runtime's GetConfig): the flag, then $KUBECONFIG,
+    # then the pod's own service account.
+    kubeconfig = kubeconfig or os.environ.get("KUBECONFIG")
     if kubeconfig:
         config.load_kube_config(config_file=kubeconfig)
     else:

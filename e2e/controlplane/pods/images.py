@@ -12,6 +12,7 @@ container is never started (kwok's status is all it gets).
 | `ghcr.io/llm-d/llm-d-inference-scheduler` | the EPP (`cmd/epp`); its API server through apiaccess.py's relay |
 | `ghcr.io/llm-d/llm-d-routing-sidecar` | the P/D sidecar (`cmd/pd-sidecar` of the same module) |
 | `registry.k8s.io/lws/lws` | LeaderWorkerSet's manager (the chart a stack installs), its config translated (lws.py) |
+| `xpkg.crossplane.io/modelplane/function-model-serving` | the inventory reporter: our entry point |
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import enum
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from function.cluster import reporter
 
 
 class Role(enum.Enum):
@@ -30,6 +33,7 @@ class Role(enum.Enum):
     EPP = "epp"            # the endpoint picker: the image's entrypoint is the binary
     SIDECAR = "sidecar"    # the P/D routing sidecar: likewise
     LWS = "lws"            # LeaderWorkerSet's manager: likewise, its config file translated
+    REPORTER = "reporter"  # the inventory reporter: this repository's entry point
 
     @property
     def is_engine(self) -> bool:
@@ -43,6 +47,8 @@ REPOSITORIES: Mapping[str, Role] = {
     "ghcr.io/llm-d/llm-d-inference-scheduler": Role.EPP,
     "ghcr.io/llm-d/llm-d-routing-sidecar": Role.SIDECAR,
     "registry.k8s.io/lws/lws": Role.LWS,
+    # The function's own image (its tag is the release's), which the reporter runs.
+    reporter.DEFAULT_IMAGE.rsplit(":", 1)[0]: Role.REPORTER,
 }
 
 # The roles that run for real on `make cluster`: all of them. The EPP watches its
@@ -56,6 +62,7 @@ BINARY_VARIABLE: Mapping[Role, str] = {
     Role.EPP: "EPP",
     Role.SIDECAR: "PD_SIDECAR",
     Role.LWS: "LWS_MANAGER",
+    Role.REPORTER: "INVENTORY_REPORTER",
 }
 
 # Docker Hub spells one repository several ways; these prefixes all mean it.

@@ -19,9 +19,11 @@ bounded grace, and removes the namespace. A process that exits is reported by
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,14 +46,19 @@ class RunnerError(RuntimeError):
 class Binaries:
     """The binaries that stand in for the mapped images (hack/tools.sh --dataplane --env)."""
 
+    # Each field is the binary of the variable images.BINARY_VARIABLE names, lower-cased.
     inference_sim: str
     epp: str
     pd_sidecar: str
     lws_manager: str
+    # The reporter is this repository's entry point, in the environment the harness runs in.
+    inventory_reporter: str = str(Path(sys.executable).parent / "function-model-serving")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Binaries:
-        names = ("INFERENCE_SIM", "EPP", "PD_SIDECAR", "LWS_MANAGER")
+        """The tools' binaries from hack/tools.sh's variables (the reporter's is ours)."""
+        names = [f.name.upper() for f in dataclasses.fields(cls)
+                 if f.default is dataclasses.MISSING]
         missing = [v for v in names if not env.get(v)]
         if missing:
             raise RunnerError(f"no {', '.join(missing)}: run "
@@ -59,9 +66,7 @@ class Binaries:
         return cls(*(env[v] for v in names))
 
     def path(self, role: Role) -> str:
-        return {"INFERENCE_SIM": self.inference_sim, "EPP": self.epp,
-                "PD_SIDECAR": self.pd_sidecar,
-                "LWS_MANAGER": self.lws_manager}[images.BINARY_VARIABLE[role]]
+        return str(getattr(self, images.BINARY_VARIABLE[role].lower()))
 
 
 @dataclass(frozen=True)
