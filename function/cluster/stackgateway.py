@@ -35,7 +35,6 @@ GATEWAY_KEY = f"stack-{GATEWAY.field}-gateway"
 PROBE_KEY = f"stack-{GATEWAY.field}-probe"
 READ_BACK = frozenset({GATEWAY_KEY, PROBE_KEY})  # whose observed Gateway the entry reads
 REQUIRE = f"stack-{GATEWAY.field}"  # the control-plane cluster's, as a required resource
-PART_OF = {"app.kubernetes.io/part-of": "function-model-serving"}
 LISTENER = "http"
 # The Gateway's controller has taken its current spec.
 ACCEPTED = ("object.status.conditions.exists(c, c.type == 'Accepted' && c.status == 'True'"
@@ -82,7 +81,7 @@ def declared(spec: Mapping[str, Any], cluster: Cluster) -> Settings | None:
 
 def manifests(s: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
     """Its Namespace and the Gateway, labelled as the stack's other objects."""
-    labels = {**PART_OF, LABEL_COMPONENT: GATEWAY.field}
+    labels = {**reporter.PART_OF, LABEL_COMPONENT: GATEWAY.field}
     namespace = {"apiVersion": "v1", "kind": "Namespace",
                  "metadata": {"name": s.gateway.namespace, "labels": dict(labels)}}
     gateway = {
