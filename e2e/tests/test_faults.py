@@ -42,12 +42,17 @@ def stopped(cp: ControlPlane, component: str):
 
 @pytest.fixture
 def serving(cp: ControlPlane):
-    """Two replicas serving (one local, one remote), and what they composed."""
-    deploy(cp, 2)
-    before = everything(cp)
-    assert any(k[1] == OBJECT for k in before) and any(k[1] == "pods" for k in before)
-    yield before
-    delete_and_wait(cp, NS, NAME)
+    """Two replicas serving (one local, one remote), and what they composed. Deleted
+    after, even when this setup fails: the next scenario must not inherit its replicas
+    (one misplaced deployment once failed every later setup here)."""
+    try:
+        deploy(cp, 2)
+        before = everything(cp)
+        assert any(k[1] == OBJECT for k in before) and any(k[1] == "pods" for k in before), \
+            sorted(mr["spec"]["clusterName"] for mr in replicas_of(cp, NS, NAME))
+        yield before
+    finally:
+        delete_and_wait(cp, NS, NAME)
 
 
 def test_the_function_server_killed_mid_reconcile_deletes_nothing(cp, serving):
