@@ -265,9 +265,9 @@ def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[d
         if (spec.get("storage") or {}).get("storageClassName"):
             storage.add(spec["storage"]["storageClassName"])
         gw = spec.get("gateway") or {}
-        if gw.get("name") and gw.get("namespace"):
-            class_needed = True
-        if gw.get("name") and gw.get("namespace") and not stack_gateway_managed(ic):
+        named = bool(gw.get("name") and gw.get("namespace"))
+        class_needed = class_needed or named
+        if named and not stack_gateway_managed(ic):
             ns = gw["namespace"]
             namespaces.setdefault(ns, {"apiVersion": "v1", "kind": "Namespace",
                                        "metadata": {"name": ns}})

@@ -48,6 +48,7 @@ from function.contract.stack import (
     manifest_id,
     object_name,
 )
+from function.contract.validation import condition_of
 from function.kit import structs
 from function.kit.request import Request
 
@@ -183,10 +184,7 @@ def serves(component: Component, crd: str | None = None) -> str:
 
 def is_ready(obj: Mapping[str, Any] | None) -> bool:
     """Whether an observed composed resource says Ready=True."""
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if isinstance(c, Mapping) and c.get("type") == "Ready":
-            return c.get("status") == "True"
-    return False
+    return (condition_of(obj, "Ready") or {}).get("status") == "True"
 
 
 def readiness(component: Component, manifest: Mapping[str, Any]) -> dict[str, str]:
@@ -201,16 +199,26 @@ def readiness(component: Component, manifest: Mapping[str, Any]) -> dict[str, st
     return {"policy": "SuccessfulCreate"}
 
 
-def _object(cluster: Cluster, component: Component, manifest: Mapping[str, Any],
-            policies: list[str], tag: str = PURPOSE) -> dict[str, Any]:
+def stack_object(cluster: Cluster, field: str, manifest: Mapping[str, Any],
+                 policies: list[str], ready_when: Mapping[str, str],
+                 tag: str = PURPOSE) -> dict[str, Any]:
+    """The Object carrying one of the stack's manifests onto the cluster: named after
+    the manifest, labelled with its component (spec.stack.<field>), Ready per
+    `ready_when` (an Object's spec.readiness)."""
     obj = reporter.wrap(cluster, tag, dict(manifest), policies, purpose=PURPOSE)
     obj["metadata"]["name"] = object_name(cluster.name, manifest_id(manifest), tag)
-    obj["metadata"]["labels"][LABEL_COMPONENT] = component.field
-    obj["spec"]["readiness"] = readiness(component, manifest)
+    obj["metadata"]["labels"][LABEL_COMPONENT] = field
+    obj["spec"]["readiness"] = dict(ready_when)
     # With --enable-watches, Ready as soon as it is, where readiness reads the object;
     # the others need no cluster-wide list and watch of their kind (Secrets among them).
-    obj["spec"]["watch"] = obj["spec"]["readiness"]["policy"] != "SuccessfulCreate"
+    obj["spec"]["watch"] = ready_when["policy"] != "SuccessfulCreate"
     return obj
+
+
+def _object(cluster: Cluster, component: Component, manifest: Mapping[str, Any],
+            policies: list[str], tag: str = PURPOSE) -> dict[str, Any]:
+    return stack_object(cluster, component.field, manifest, policies,
+                        readiness(component, manifest), tag)
 
 
 def all_ready(objects: Mapping[str, Any], observed: Mapping[str, Mapping[str, Any]]) -> bool:

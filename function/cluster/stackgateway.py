@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.cluster import reporter
-from function.cluster.stack import KEEP, is_ready, rendered
+from function.cluster.stack import KEEP, is_ready, rendered, stack_object
 from function.contract.enums import StackMode, StackPhase
 from function.contract.records import Cluster, Gateway
-from function.contract.stack import GATEWAY, LABEL_COMPONENT, PURPOSE, manifest_id, object_name
+from function.contract.stack import GATEWAY, LABEL_COMPONENT
+from function.contract.validation import condition_of
 
 NAMESPACE_KEY = f"stack-{GATEWAY.field}-namespace"
 GATEWAY_KEY = f"stack-{GATEWAY.field}-gateway"
@@ -96,16 +97,12 @@ def manifests(s: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _object(cluster: Cluster, manifest: dict[str, Any], policies: list[str],
-            readiness: str | None, tag: str = GATEWAY.field) -> dict[str, Any]:
+            accepted: bool, tag: str = GATEWAY.field) -> dict[str, Any]:
     # Tagged apart from the components' Objects: a Gateway in lws-system must not share
     # its Namespace's Object with LeaderWorkerSet's chart.
-    obj = reporter.wrap(cluster, tag, manifest, policies, purpose=PURPOSE)
-    obj["metadata"]["name"] = object_name(cluster.name, manifest_id(manifest), tag)
-    obj["metadata"]["labels"][LABEL_COMPONENT] = GATEWAY.field
-    if readiness is not None:
-        obj["spec"]["readiness"] = {"policy": "DeriveFromCelQuery", "celQuery": readiness}
-        obj["spec"]["watch"] = True
-    return obj
+    ready_when = {"policy": "DeriveFromCelQuery", "celQuery": ACCEPTED} if accepted \
+        else {"policy": "SuccessfulCreate"}
+    return stack_object(cluster, GATEWAY.field, manifest, policies, ready_when, tag)
 
 
 def objects(cluster: Cluster, s: Settings, components_ready: bool,
@@ -117,18 +114,11 @@ def objects(cluster: Cluster, s: Settings, components_ready: bool,
     if not s.managed:
         probe = {k: gateway[k] for k in ("apiVersion", "kind")}
         probe["metadata"] = {k: gateway["metadata"][k] for k in ("name", "namespace")}
-        return {PROBE_KEY: _object(cluster, probe, ["Observe"], ACCEPTED, tag="gateway-probe")}
-    out = {NAMESPACE_KEY: _object(cluster, namespace, KEEP, None)}
+        return {PROBE_KEY: _object(cluster, probe, ["Observe"], True, tag="gateway-probe")}
+    out = {NAMESPACE_KEY: _object(cluster, namespace, KEEP, False)}
     if components_ready or GATEWAY_KEY in observed:
-        out[GATEWAY_KEY] = _object(cluster, gateway, KEEP, ACCEPTED)
+        out[GATEWAY_KEY] = _object(cluster, gateway, KEEP, True)
     return out
-
-
-def _condition(obj: Mapping[str, Any] | None, typ: str) -> Mapping[str, Any] | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if isinstance(c, Mapping) and c.get("type") == typ:
-            return c
-    return None
 
 
 def _observed_gateway(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -140,7 +130,7 @@ def _observed_gateway(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None
 def judge(s: Settings, gateway: Mapping[str, Any]) -> tuple[StackPhase, str, str]:
     """A Gateway as observed: Accepted (for its current spec), waiting for a
     controller, or refused by it."""
-    accepted = _condition(gateway, "Accepted") or {}
+    accepted = condition_of(gateway, "Accepted") or {}
     generation = (gateway.get("metadata") or {}).get("generation")
     current = generation is None or accepted.get("observedGeneration") in (None, generation)
     ready = StackPhase.INSTALLED if s.managed else StackPhase.OBSERVED
@@ -180,7 +170,7 @@ def remote_entry(s: Settings, composed: Mapping[str, Any],
     """Its status.stack.components entry on a remote cluster, from its Objects."""
     key = GATEWAY_KEY if s.managed else PROBE_KEY
     for k in (NAMESPACE_KEY, key) if s.managed else (key,):
-        synced = _condition(observed.get(k), "Synced")
+        synced = condition_of(observed.get(k), "Synced")
         if is_ready(observed.get(k)) or synced is None or synced.get("status") != "False":
             continue
         if not s.managed:

@@ -28,19 +28,13 @@ from crossplane.function import resource
 from function.cluster.stack import Declared, Rendered, is_ready, object_key, probe_key, rendered
 from function.contract.enums import StackPhase
 from function.contract.stack import Component
+from function.contract.validation import condition_of
 
 CONDITION = "StackReady"
 MAX_MESSAGE = 512        # status.stack.components[].message's maxLength
 MAX_CONDITION = 1000
 READY = (StackPhase.INSTALLED, StackPhase.OBSERVED)
 NAMED_MAX = 3  # objects named in an Installing component's message
-
-
-def _condition(obj: Mapping[str, Any] | None, typ: str) -> Mapping[str, Any] | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if isinstance(c, Mapping) and c.get("type") == typ:
-            return c
-    return None
 
 
 def _entry(d: Declared, version: str, phase: StackPhase, reason: str,
@@ -51,7 +45,7 @@ def _entry(d: Declared, version: str, phase: StackPhase, reason: str,
 
 def judge_crd(component: Component, crd: Mapping[str, Any]) -> tuple[StackPhase, str, str]:
     """An External component's probe CRD, as observed."""
-    established = (_condition(crd, "Established") or {}).get("status") == "True"
+    established = (condition_of(crd, "Established") or {}).get("status") == "True"
     versions = [v for v in ((crd.get("spec") or {}).get("versions") or [])
                 if isinstance(v, Mapping) and v.get("served")]
     served = sorted(str(v.get("name")) for v in versions)
@@ -78,7 +72,7 @@ def managed(d: Declared, data: Rendered, composed: Mapping[str, Any],
     for key in keys:
         if is_ready(observed.get(key)):
             continue
-        synced = _condition(observed.get(key), "Synced")
+        synced = condition_of(observed.get(key), "Synced")
         if synced is not None and synced.get("status") == "False":
             name = key.removeprefix(f"stack-{d.component.field}-")
             return _entry(d, data.version, StackPhase.FAILED, str(synced.get("reason") or
@@ -101,7 +95,7 @@ def external(d: Declared, version: str, crd: Mapping[str, Any] | None,
     c = d.component
     if crd:
         return _entry(d, version, *judge_crd(c, crd))
-    synced = _condition(probe, "Synced")
+    synced = condition_of(probe, "Synced")
     if remote and synced is not None and synced.get("status") == "False":
         return _entry(d, version, StackPhase.FAILED, "NotFound",
                       f"{c.probe} is not observed on the cluster ({synced.get('message')}): "

@@ -39,7 +39,7 @@ from function.contract.enums import DeviceClaim, PodSecurityLevel, ProviderConfi
 from function.contract.names import is_dns_label, is_dns_subdomain
 from function.contract.selectors import LabelSelector, SelectorError, parse_selector
 from function.contract.stack import installed, stack_unready
-from function.contract.validation import dig
+from function.contract.validation import condition_of, dig
 
 
 class Malformed(Exception):
@@ -348,7 +348,7 @@ def _schedulable(obj: Mapping[str, Any]) -> dict[str, int]:
     its CapacityObserved condition says the observation counts (the cluster
     function judges freshness: cluster/observe.py). A pool's declared nodes
     stay the ceiling; without a counted observation they are what counts."""
-    if (_condition(obj, "CapacityObserved") or {}).get("status") != "True":
+    if (condition_of(obj, "CapacityObserved") or {}).get("status") != "True":
         return {}
     out = {}
     for p in obj["status"].get("nodePools") or []:
@@ -423,16 +423,8 @@ def _published(obj: Mapping[str, Any], pools: Sequence[Pool]) -> dict[str, tuple
 
 def _ready(obj: Mapping[str, Any]) -> bool:
     """A cluster is unready only when its Ready condition says so explicitly."""
-    ready = _condition(obj, "Ready")
+    ready = condition_of(obj, "Ready")
     return ready is None or ready.get("status") != "False"
-
-
-def _condition(obj: Mapping[str, Any], typ: str) -> Mapping[str, Any] | None:
-    """The cluster's condition of type `typ`, if it has one."""
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == typ:
-            return c
-    return None
 
 
 def _pod_security(obj: Any) -> str:

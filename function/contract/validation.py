@@ -33,6 +33,14 @@ def dig(obj: Any, *keys: str) -> Mapping[str, Any]:
     return obj if isinstance(obj, Mapping) else {}
 
 
+def condition_of(obj: Mapping[str, Any] | None, typ: str) -> Mapping[str, Any] | None:
+    """An object's status condition of type `typ`, if it has one."""
+    for c in dig(obj, "status").get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == typ:
+            return c
+    return None
+
+
 def metadata_errors(obj: Mapping[str, Any], namespaced: bool) -> list[str]:
     """The identity the handlers rely on: a name, a namespace, string labels."""
     meta = obj.get("metadata")
