@@ -44,6 +44,7 @@ OUT = ROOT / "function" / "cluster" / "stackdata"
 CHARTS = ROOT / "manifests"
 MAX_MANIFEST_BYTES = 256 * 1024  # compact JSON; about four times this is stored per Object
 PART_OF = {"app.kubernetes.io/part-of": "function-model-serving"}
+HELM_HOOK = "helm.sh/hook"  # and helm.sh/hook-weight, helm.sh/hook-delete-policy
 SCHEMA_CHILDREN = ("items", "additionalProperties", "not")
 SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
 
@@ -67,11 +68,30 @@ def without_descriptions(schema: Any) -> Any:
 
 def labelled(metadata: Mapping[str, Any], component: Component) -> dict[str, Any]:
     """Metadata with the stack's labels. Helm's `managed-by: Helm` goes: no Helm
-    release manages these objects, and `helm` would refuse to adopt them anyway."""
+    release manages these objects, and `helm` would refuse to adopt them anyway; so do
+    its hook annotations: no Helm runs hooks, the stack's tiers order the objects."""
     labels = {k: v for k, v in (metadata.get("labels") or {}).items()
               if not (k == "app.kubernetes.io/managed-by" and v == "Helm")}
     labels = {**labels, **PART_OF, LABEL_COMPONENT: component.field}
-    return {**metadata, "labels": dict(sorted(labels.items()))}
+    out = {**metadata, "labels": dict(sorted(labels.items()))}
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()
+                   if not k.startswith(HELM_HOOK)}
+    if annotations:
+        out["annotations"] = annotations
+    else:
+        out.pop("annotations", None)
+    return out
+
+
+def versioned_job(manifest: dict[str, Any], version: str) -> dict[str, Any]:
+    """A chart's Job named after the release's version: a Job's pod template cannot
+    change, so a version bump makes a new Job (the old one, done, is left) instead of
+    an update the API server refuses."""
+    if manifest.get("kind") != "Job":
+        return manifest
+    suffix = "-" + version.replace(".", "-").replace("+", "-").lower()
+    metadata = {**manifest["metadata"], "name": manifest["metadata"]["name"] + suffix}
+    return {**manifest, "metadata": metadata}
 
 
 def crd_manifest(doc: dict[str, Any], component: Component) -> dict[str, Any]:
@@ -87,7 +107,7 @@ def crd_manifest(doc: dict[str, Any], component: Component) -> dict[str, Any]:
             "spec": spec}
 
 
-def chart_objects(component: Component) -> list[dict[str, Any]]:
+def chart_objects(component: Component, version: str) -> list[dict[str, Any]]:
     """The controllers' tier: the chart's namespace, then what it renders."""
     chart = component.chart
     if chart is None:
@@ -105,7 +125,8 @@ def chart_objects(component: Component) -> list[dict[str, Any]]:
         if doc.get("kind") in ("CustomResourceDefinition", "Namespace"):
             raise SystemExit(f"{component.field}: the chart renders a {doc['kind']}; the "
                              "stack installs those from crds/ and the table")
-        manifest = {**doc, "metadata": labelled(doc["metadata"], component)}
+        manifest = versioned_job({**doc, "metadata": labelled(doc["metadata"], component)},
+                                 version)
         size = len(json.dumps(manifest, separators=(",", ":")))
         if size > MAX_MANIFEST_BYTES:
             raise SystemExit(f"{component.field}: {manifest_id(manifest)} is {size} bytes")
@@ -117,8 +138,8 @@ def chart_objects(component: Component) -> list[dict[str, Any]]:
     return out
 
 
-def objects(component: Component) -> list[dict[str, Any]]:
-    out = chart_objects(component)
+def objects(component: Component, version: str) -> list[dict[str, Any]]:
+    out = chart_objects(component, version)
     for pattern in component.crds:
         files = sorted((ROOT / "crds").glob(pattern))
         if not files:
@@ -140,9 +161,9 @@ def objects(component: Component) -> list[dict[str, Any]]:
 def render() -> dict[pathlib.Path, str]:
     files = {}
     for component in COMPONENTS:
-        head = {"component": component.field, "module": component.module,
-                "version": pinned(component.tool, component.module)}
-        files[OUT / f"{component.field}.json"] = dump(head, objects(component))
+        version = pinned(component.tool, component.module)
+        head = {"component": component.field, "module": component.module, "version": version}
+        files[OUT / f"{component.field}.json"] = dump(head, objects(component, version))
     return files
 
 

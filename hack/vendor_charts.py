@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
+import tempfile
 
 from generated import write_or_check
 from vendor_crds import module_dir, pinned
@@ -42,15 +44,31 @@ def helm() -> str:
     return proc.stdout.strip()
 
 
-def flags(chart: Chart, version: str) -> list[str]:
-    """`helm template`'s flags after the release and the chart's path: the namespace and
-    the values (sorted, so the header and the rendering never depend on the table's
-    order)."""
-    values = {**dict(chart.values), **({chart.image_tag: version} if chart.image_tag else {})}
+def flags(chart: Chart, version: str, values_file: str = "") -> list[str]:
+    """`helm template`'s flags after the release and the chart's path: the namespace, the
+    filled-in values template (`values_file`, where the chart has one), and the values
+    (sorted, so the header and the rendering never depend on the table's order): the
+    image tag as a string, the rest as helm reads them (`false`, `null`)."""
     out = ["--namespace", chart.namespace]
-    for key, value in sorted(values.items()):
-        out += ["--set-string", f"{key}={value}"]
+    if values_file:
+        out += ["--values", values_file]
+    for key, value in sorted(chart.values):
+        out += ["--set", f"{key}={value}"]
+    if chart.image_tag:
+        out += ["--set-string", f"{chart.image_tag}={version}"]
     return out
+
+
+def filled_values(chart: Chart, src: pathlib.Path, version: str) -> str:
+    """The chart's values template with its placeholders filled in; every `${...}` must
+    be one the table fills, or the rendering would carry it."""
+    text = (src / chart.path / chart.values_template).read_text()
+    for name, value in chart.template_values:
+        text = text.replace("${" + name + "}", value.format(version=version))
+    left = re.findall(r"\$\{[A-Za-z_]+\}", text)
+    if left:
+        raise SystemExit(f"{chart.path}/{chart.values_template}: no value for {sorted(set(left))}")
+    return text
 
 
 def render(binary: str) -> dict[pathlib.Path, str]:
@@ -61,12 +79,20 @@ def render(binary: str) -> dict[pathlib.Path, str]:
             continue
         version = pinned(component.tool, component.module)
         src = module_dir(component.tool, component.module, version)
-        rest = flags(chart, version)
-        proc = subprocess.run([binary, "template", chart.release, str(src / chart.path), *rest],
-                              capture_output=True, text=True, check=False,
-                              env={**os.environ, "HELM_CACHE_HOME": "/nonexistent",
-                                   "HELM_CONFIG_HOME": "/nonexistent",
-                                   "HELM_DATA_HOME": "/nonexistent"})
+        with tempfile.TemporaryDirectory() as tmp:
+            values_file = ""
+            if chart.values_template:
+                values_file = str(pathlib.Path(tmp) / chart.values_template)
+                pathlib.Path(values_file).write_text(filled_values(chart, src, version))
+            proc = subprocess.run(
+                [binary, "template", chart.release, str(src / chart.path),
+                 *flags(chart, version, values_file)],
+                capture_output=True, text=True, check=False,
+                env={**os.environ, "HELM_CACHE_HOME": "/nonexistent",
+                     "HELM_CONFIG_HOME": "/nonexistent", "HELM_DATA_HOME": "/nonexistent"})
+        # The header names the template, not the temporary file it was filled into.
+        rest = flags(chart, version, f"{chart.path}/{chart.values_template}"
+                     if chart.values_template else "")
         if proc.returncode != 0:
             raise SystemExit(f"helm template {chart.path} failed:\n{proc.stderr}")
         head = HEADER.format(module=component.module, version=version, chart=chart.path,

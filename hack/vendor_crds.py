@@ -64,14 +64,13 @@ SOURCES = [
     Source("keda", "github.com/kedacore/keda/v2",
            ["config/crd/bases/keda.sh_scaledobjects.yaml",
             "config/crd/bases/keda.sh_triggerauthentications.yaml"], "keda"),
-    # What a ModelService composes on the front door (Backend, BackendTrafficPolicy,
-    # HTTPRouteFilter, SecurityPolicy), from the release the end-to-end control plane runs; and the
-    # EnvoyProxy that configures its Envoy there (e2e/controlplane/dataplane.py: the
-    # Envoy version, --disable-hot-restart, one worker thread).
-    Source("envoy-gateway", "github.com/envoyproxy/gateway",
-           [f"{EG_CRDS}{n}.yaml" for n in ("backends", "backendtrafficpolicies",
-                                           "envoyproxies", "httproutefilters",
-                                           "securitypolicies")],
+    # Every CRD of Envoy Gateway's chart: what the stack installs with its controller
+    # (function/contract/stack.py), among them what a ModelService composes on the front
+    # door (Backend, BackendTrafficPolicy, HTTPRouteFilter, SecurityPolicy) and the
+    # EnvoyProxy that configures its Envoy on the end-to-end control plane
+    # (e2e/controlplane/dataplane.py: the Envoy version, --disable-hot-restart, one
+    # worker thread).
+    Source("envoy-gateway", "github.com/envoyproxy/gateway", [f"{EG_CRDS}*.yaml"],
            "envoy-gateway"),
     # The PodMonitor an InferenceCluster composes when it opts in (spec.monitoring.podMonitor).
     Source("prometheus-operator", "github.com/prometheus-operator/prometheus-operator",

@@ -29,6 +29,13 @@ VENDORED = ROOT / "crds"
 # EnvoyProxy alone 1.4 MB), which the pure-Python loader reads about 7x slower.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Kinds whose names apimachinery validates more loosely than a DNS label, as charts the
+# serving stack installs name them: RBAC objects take any path segment
+# (`eg-gateway-helm-certgen:envoy-gateway-system`), webhook configurations a DNS
+# subdomain. Every other kind is held to a DNS label (pods and label values carry them).
+PATH_SEGMENT_NAMED = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+SUBDOMAIN_NAMED = frozenset({"CustomResourceDefinition", "MutatingWebhookConfiguration",
+                             "ValidatingWebhookConfiguration"})
 
 
 def _strict(schema: Any) -> Any:
@@ -108,11 +115,15 @@ class Schemas:
         meta = obj.get("metadata") or {}
         errs = []
         name = meta.get("name")
-        if obj.get("kind") == "CustomResourceDefinition":
-            # <plural>.<group>: a DNS subdomain (the serving stack installs CRDs).
+        if obj.get("kind") in SUBDOMAIN_NAMED:
+            # A CRD's <plural>.<group>: a DNS subdomain (the serving stack installs CRDs).
             if not (isinstance(name, str) and len(name) <= 253
                     and all(DNS_LABEL.match(part) for part in name.split("."))):
                 errs.append(f"metadata.name {name!r} is not a DNS subdomain")
+        elif obj.get("kind") in PATH_SEGMENT_NAMED:
+            if not (isinstance(name, str) and name and name not in (".", "..")
+                    and "/" not in name and "%" not in name):
+                errs.append(f"metadata.name {name!r} is not a path segment")
         elif name is not None and not (isinstance(name, str) and len(name) <= 63
                                        and DNS_LABEL.match(name)):
             errs.append(f"metadata.name {name!r} is not a DNS label of at most 63 characters")

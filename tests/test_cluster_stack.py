@@ -500,9 +500,8 @@ def test_the_cluster_itself_composes_no_usage_whatever_runs_there():
 # --- the rules, checked again ------------------------------------------------------
 
 @pytest.mark.parametrize("spec, says", [
-    ({"providerConfigRef": {"name": "x"}, "stack": {"gatewayAPI": {"mode": "Managed"},
-                                                    "envoyGateway": {"mode": "Managed"}}},
-     "this release does not install Envoy Gateway"),
+    ({"providerConfigRef": {"name": "x"}, "stack": {"keda": {"mode": "Managed"}}},
+     "this release does not install KEDA"),
     ({"providerConfigRef": {"name": "x"}, "stack": {"inferenceExtension": {"mode": "Managed"}}},
      "stack.inferenceExtension needs stack.gatewayAPI"),
     ({"stack": {"leaderWorkerSet": {"mode": "Managed"}}},

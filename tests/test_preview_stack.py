@@ -26,8 +26,10 @@ def test_the_preview_lists_each_stack_component_its_version_and_what_it_composes
          "1 × Deployment, 1 × MutatingWebhookConfiguration, 1 × Namespace, 2 × Role, "
          "2 × RoleBinding, 1 × Secret, 1 × Service, 1 × ServiceAccount, "
          "1 × ValidatingWebhookConfiguration"],
-        ["eu-west-2", "envoyGateway", "External", "v1.9.1",
-         "observes CustomResourceDefinition backends.gateway.envoyproxy.io"],
+        ["eu-west-2", "envoyGateway", "Managed", "v1.9.1",
+         "2 × ClusterRole, 2 × ClusterRoleBinding, 1 × ConfigMap, 8 × CustomResourceDefinition, "
+         "1 × Deployment, 1 × Job, 1 × MutatingWebhookConfiguration, 1 × Namespace, 3 × Role, "
+         "3 × RoleBinding, 1 × Service, 2 × ServiceAccount"],
         # The last tier: the Gateway spec.gateway names, and its namespace.
         ["eu-west-2", "gateway", "Managed", "v1.6.1", "1 × Gateway, 1 × Namespace"]]
     # Offline nothing is observed: the stack is not ready, so nothing is placed there.
@@ -41,9 +43,9 @@ def test_the_yaml_output_carries_the_stacks_objects(tools):
     objects = [d for d in yaml.safe_load_all(out.stdout)
                if d["kind"] == "Object" and d["metadata"]["labels"].get(
                    "modelplane.ai/purpose") == "stack"]
-    # 14 CRDs, LWS's namespace and 16 chart objects, Envoy Gateway's probe, the Gateway
-    # and its namespace.
-    assert len(objects) == 34
+    # 22 CRDs, LWS's namespace and 16 chart objects, Envoy Gateway's namespace and 17
+    # chart objects, the Gateway and its namespace.
+    assert len(objects) == 59
 
 
 def test_a_fleet_without_stacks_prints_no_stack_table(tools):

@@ -57,6 +57,7 @@ from e2e.controlplane.pods import harness as pods
 from e2e.controlplane.procs import Spec, Supervisor, tail
 from e2e.controlplane.waits import (ComponentDied, WaitTimeout, bindable, free_port, http_get,
                                     probe, scale, wait_for)
+from function.cluster import stackenvoy
 from function.contract.inventory_report import REPORT_NAME, REPORT_NAMESPACE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -925,7 +926,7 @@ class _Builder:
         if version != dataplane.ENVOY_VERSION:
             raise ControlPlaneError(f"{binary} is Envoy {version}, not {dataplane.ENVOY_VERSION}")
         for name in egs:
-            self._launch_envoy_gateway(name, binary)
+            self._launch_envoy_gateway(name, binary, self._composed_eg_config(plan, name))
         self._wait(f"envoy-gateway:{n}" for n in egs)
         logs = [self.sup.log_path(f"envoy-gateway:{n}") for n in egs]
 
@@ -976,11 +977,30 @@ class _Builder:
         self.say("gateways: " + ", ".join(f"{ic} {g.url}" for ic, g in self.gateways.items()))
 
 
-    def _launch_envoy_gateway(self, name: str, envoy: Path) -> None:
+    def _composed_eg_config(self, plan: fleet.FleetPlan, name: str) -> dict | None:
+        """The EnvoyGateway configuration a cluster's stack installed with Envoy Gateway
+        (its chart's ConfigMap), which the local controller standing in for the
+        stack's pod reads; None where the stack does not install it."""
+        if not stack.stack_installs("envoy-gateway", stack.managed(plan, name)):
+            return None
+        got = self.cp.kubectl("get", "configmaps", stackenvoy.CONFIG_MAP, "-n",
+                              envoy_gateway.NAMESPACE, "-o", "json", "--ignore-not-found",
+                              cluster=name).stdout
+        composed = envoy_gateway.composed_config(json.loads(got) if got.strip() else None)
+        if composed is None:
+            raise ControlPlaneError(f"{name}: the stack installs Envoy Gateway but ConfigMap "
+                                    f"{envoy_gateway.NAMESPACE}/{stackenvoy.CONFIG_MAP} holds no "
+                                    f"{stackenvoy.CONFIG_KEY}")
+        return composed
+
+    def _launch_envoy_gateway(self, name: str, envoy: Path,
+                              composed: dict | None = None) -> None:
         """One cluster's controller: certgen --local for its xDS certificates (the
         server's and its Envoys' share a CA), the Secrets its translator reads, the
         Envoy binary where func-e looks, then the process, ready when its first
-        Gateway's Envoy answers on the readiness listener."""
+        Gateway's Envoy answers on the readiness listener. `composed`: the
+        configuration the cluster's stack installed, which it runs under the harness's
+        provider settings (envoy_gateway.config)."""
         run = self.dir / "envoy-gateway" / name
         paths = dataplane.HostPaths(run)
         for d in (paths.config_home, paths.data_home, paths.state_home, paths.runtime_dir):
@@ -1007,7 +1027,8 @@ class _Builder:
         cfg = run / "config.yaml"
         cfg.write_text(yaml.safe_dump(envoy_gateway.config(
             admin_port=self.port(f"envoy-gateway-admin:{name}"),
-            infrastructure=paths.provider(), extension_port=extension), sort_keys=False))
+            infrastructure=paths.provider(), extension_port=extension, composed=composed),
+            sort_keys=False))
         health = self.port(f"envoy-gateway-health:{name}")
         first = dataplane.gateways_of(self.gateways, name)[0]
         self.say(f"envoy-gateway:{name} (Envoy Gateway's controller; health :{health}), "

@@ -31,7 +31,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from e2e.controlplane import fleet
+from function.cluster import stackenvoy
 
 CONTROLLER = fleet.GATEWAY_CONTROLLER
 GATEWAY_CLASS = fleet.GATEWAY_CLASS
@@ -40,11 +43,16 @@ NAMESPACE = "envoy-gateway-system"  # EG's controller namespace (ENVOY_GATEWAY_N
 
 
 def config(admin_port: int, infrastructure: Mapping[str, Any] | None = None,
-           extension_port: int | None = None) -> dict:
+           extension_port: int | None = None,
+           composed: Mapping[str, Any] | None = None) -> dict:
     """The EnvoyGateway configuration file (gateway.envoyproxy.io/v1alpha1).
     `infrastructure` is provider.custom.infrastructure (dataplane.HostPaths.provider():
     Envoy Gateway starts each Gateway's Envoy); without it no Envoy is created.
-    `extension_port`: the InferencePool extension server on 127.0.0.1 (extension_manager)."""
+    `extension_port`: the InferencePool extension server on 127.0.0.1 (extension_manager).
+    `composed`: the configuration a cluster's stack installed (its ConfigMap's file,
+    `composed_config`), whose extension APIs (the Backend API as the InferenceCluster
+    declares it) and controller name this one keeps; the harness's own settings
+    (provider, admin, telemetry, extension manager) replace the rest."""
     custom: dict[str, Any] = {"resource": {
         "type": "Kubernetes", "kubernetes": {"leaderElection": {"disable": True}}}}
     if infrastructure is not None:
@@ -61,9 +69,22 @@ def config(admin_port: int, infrastructure: Mapping[str, Any] | None = None,
         "telemetry": {"metrics": {"prometheus": {"disable": True}}},
         "logging": {"level": {"default": "info"}},
     }
+    if composed is not None:
+        doc["gateway"] = dict(composed.get("gateway") or doc["gateway"])
+        doc["extensionApis"] = dict(composed.get("extensionApis") or {})
     if extension_port is not None:
         doc["extensionManager"] = extension_manager(extension_port)
     return doc
+
+
+def composed_config(configmap: Mapping[str, Any] | None) -> dict | None:
+    """The EnvoyGateway configuration in the ConfigMap a stack installed (None: there is
+    none, or it holds no file)."""
+    text = ((configmap or {}).get("data") or {}).get(stackenvoy.CONFIG_KEY)
+    if not text:
+        return None
+    doc = yaml.safe_load(text)
+    return doc if isinstance(doc, dict) else None
 
 
 def extension_manager(port: int) -> dict:
@@ -168,6 +189,6 @@ def not_accepted(gatewayclass: Mapping[str, Any] | None,
     return out
 
 
-__all__ = ["CONTROLLER", "GATEWAY_CLASS", "NAMESPACE", "config", "environment",
+__all__ = ["CONTROLLER", "GATEWAY_CLASS", "NAMESPACE", "config", "composed_config", "environment",
            "extension_manager", "extension_argv",
            "clusters_with_gateways", "not_accepted"]

@@ -4,8 +4,9 @@
 InferenceCluster of the fleet that declares no `spec.stack` gets the harness's
 (`declare`, said in the start-up log): Gateway API, the Inference Extension and
 LeaderWorkerSet `Managed` on a remote cluster, `External` on the control plane's
-(whose stack can only observe), Envoy Gateway `External` everywhere (and KEDA on
-the control plane's). A fleet's own `spec.stack` is left as written.
+(whose stack can only observe), Envoy Gateway `Managed` on a remote cluster and
+`External` on the control plane's (and KEDA there). A fleet's own `spec.stack` is
+left as written.
 
 A remote cluster whose InferenceCluster declares a component `Managed` in
 `spec.stack` gets that component's CRDs from the stack (provider-kubernetes
@@ -23,9 +24,15 @@ until they are Established:
   Gateway with its InferencePool extension (it watches only the kinds served when it
   starts), the latter once the stack's Gateway is there too: the stack is ready only
   when Envoy Gateway has Accepted it. Where the stack installs the controller too
-  (`runs_controller`: its chart's Deployment), the cluster's pods supervisor runs
-  that Deployment's pod (e2e/controlplane/pods/) and the harness starts nothing: it
-  waits until the manager serves its webhooks (`lws_not_serving`).
+  (`runs_controller`: its chart's Deployment), either the cluster's pods supervisor
+  runs that Deployment's pod (e2e/controlplane/pods/) and the harness starts nothing
+  (LeaderWorkerSet's: it waits until the manager serves its webhooks,
+  `lws_not_serving`), or the pod is kwok's and the local process stands in for it
+  (`POD_STAND_INS`): Envoy Gateway's controller starts each Gateway's Envoy as its
+  child on the cluster's loopback address (Host infrastructure), which a pod's
+  network namespace cannot give it; it reads the configuration the stack composed
+  (the Backend API as declared) under the harness's provider settings
+  (envoy_gateway.config).
 
 Pure: plans and manifests in, decisions out.
 """
@@ -44,7 +51,7 @@ from function.contract.stack import BY_FIELD, GATEWAY
 # What `declare` gives an InferenceCluster without a stack.
 REMOTE_STACK: Mapping[str, Mapping[str, str]] = {
     "gatewayAPI": {"mode": "Managed"}, "inferenceExtension": {"mode": "Managed"},
-    "leaderWorkerSet": {"mode": "Managed"}, "envoyGateway": {"mode": "External"}}
+    "leaderWorkerSet": {"mode": "Managed"}, "envoyGateway": {"mode": "Managed"}}
 CONTROL_PLANE_STACK: Mapping[str, Mapping[str, str]] = {
     "gatewayAPI": {"mode": "External"}, "inferenceExtension": {"mode": "External"},
     "leaderWorkerSet": {"mode": "External"}, "envoyGateway": {"mode": "External"},
@@ -58,12 +65,15 @@ CONTROL_PLANE_GATEWAY: Mapping[str, str] = {"mode": "External"}
 # CRDs it needs before it starts.
 CONTROLLERS: Mapping[str, tuple[str, ...]] = {
     "lws": ("leaderWorkerSet",),
-    "envoy-gateway": ("gatewayAPI", "inferenceExtension"),
+    "envoy-gateway": ("gatewayAPI", "inferenceExtension", "envoyGateway"),
 }
 
 
 # The local controller -> the component whose controller it stands in for.
 STANDS_IN_FOR: Mapping[str, str] = {"lws": "leaderWorkerSet", "envoy-gateway": "envoyGateway"}
+# The local controllers that run even where the stack installs their Deployment: its pod
+# is kwok's (pods/images.py maps no image of it) and the process does its work.
+POD_STAND_INS: frozenset[str] = frozenset({"envoy-gateway"})
 
 # What LeaderWorkerSet's chart (sigs.k8s.io/lws charts/lws, release `lws` in
 # lws-system) names: the manager's Deployment, and the webhook configurations whose
@@ -82,11 +92,17 @@ def runs_controller(component: str) -> bool:
     return BY_FIELD[component].controllers
 
 
-def stack_runs(controller: str, components: frozenset[str]) -> bool:
-    """Whether a cluster's stack (its Managed `components`) installs the controller a
-    local one stands in for: then the harness starts no local one."""
+def stack_installs(controller: str, components: frozenset[str]) -> bool:
+    """Whether a cluster's stack (its Managed `components`) installs the Deployment of
+    the controller a local one stands in for."""
     component = STANDS_IN_FOR[controller]
     return component in components and runs_controller(component)
+
+
+def stack_runs(controller: str, components: frozenset[str]) -> bool:
+    """Whether the controller the stack installs runs as its pod (the pods supervisor
+    runs it): then the harness starts no local one."""
+    return stack_installs(controller, components) and controller not in POD_STAND_INS
 
 
 def lws_not_serving(deployment: Mapping[str, Any] | None,

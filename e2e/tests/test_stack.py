@@ -1,20 +1,21 @@
 """The serving stack on the live control plane (docs/clusters.md#the-serving-stack):
 `make cluster` starts the remote clusters bare of Gateway API, the Inference
-Extension and LeaderWorkerSet, and each InferenceCluster's stack installs them there
-through provider-kubernetes, LeaderWorkerSet's controller included, and then the
-Gateway spec.gateway names; the control plane's stack observes what the harness
-installed (its Gateway too). Every other scenario then runs on
-what the stacks installed."""
+Extension, LeaderWorkerSet and Envoy Gateway, and each InferenceCluster's stack
+installs them there through provider-kubernetes, LeaderWorkerSet's and Envoy
+Gateway's controllers included, and then the Gateway spec.gateway names; the control
+plane's stack observes what the harness installed (its Gateway too). Every other
+scenario then runs on what the stacks installed."""
 
 from __future__ import annotations
 
 import pytest
+import yaml
 from day2 import NAME, NS, clusters_of, deploy
 from live import IC, OBJECT, SETTLE, delete_and_wait, get, is_true, items, wait, wait_condition
 
 from e2e.controlplane import stack as harness_stack
 from e2e.controlplane.core import ControlPlane
-from function.cluster import stack
+from function.cluster import stack, stackenvoy
 from function.contract.stack import (
     BY_FIELD,
     GATEWAY,
@@ -66,10 +67,6 @@ def test_the_remote_clusters_crds_are_the_ones_the_stack_installed(cp: ControlPl
             obj = get(cp, OBJECT, object_name(cluster, m.name), objects_namespace())
             assert obj is not None and is_true(obj, "Ready"), (cluster, m.name, obj)
             assert "Delete" not in obj["spec"]["managementPolicies"]
-    # Envoy Gateway is External: the harness installed its CRDs, the stack observes one.
-    probe = get(cp, "customresourcedefinitions", BY_FIELD["envoyGateway"].probe,
-                cluster=cp.cluster(cluster))
-    assert probe is not None and LABEL_COMPONENT not in (probe["metadata"].get("labels") or {})
 
 
 @pytest.mark.parametrize("cluster", REMOTE)
@@ -100,6 +97,37 @@ def test_the_remote_clusters_lws_manager_is_the_stacks_and_runs_as_its_pod(cp: C
                  for h in c["webhooks"]]
         assert hooks and all(h["clientConfig"].get("caBundle") for h in hooks), (kind, hooks)
         assert all("service" in h["clientConfig"] for h in hooks), hooks  # the chart's, not a URL
+
+
+@pytest.mark.parametrize("cluster", REMOTE)
+def test_the_remote_clusters_envoy_gateway_is_the_stacks_with_the_backend_api_on(
+        cp: ControlPlane, cluster):
+    """Envoy Gateway's chart comes through the stack: its controller's Deployment (whose
+    pod is kwok's: the harness's process stands in for it, e2e/controlplane/stack.py),
+    its certgen Job run to completion, and the EnvoyGateway configuration with the
+    Backend API on, which the harness's controller runs (it serves the Gateway below)."""
+    at = cp.cluster(cluster)
+    chart = BY_FIELD["envoyGateway"].chart
+    assert chart is not None
+    version = stack.rendered("envoyGateway").version
+    deployment = get(cp, "deployments", "envoy-gateway", chart.namespace, cluster=at)
+    assert deployment is not None and is_true(deployment, "Available"), cluster
+    assert deployment["metadata"]["labels"][LABEL_COMPONENT] == "envoyGateway"
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"docker.io/envoyproxy/gateway:{version}"
+    (job,) = [j for j in items(cp, "jobs", chart.namespace, cluster=at)
+              if j["metadata"]["labels"].get(LABEL_COMPONENT) == "envoyGateway"]
+    assert job["metadata"]["name"].endswith(version.replace(".", "-"))
+    assert is_true(job, "Complete"), job.get("status")
+    config = get(cp, "configmaps", stackenvoy.CONFIG_MAP, chart.namespace, cluster=at)
+    assert config is not None
+    assert yaml.safe_load(config["data"][stackenvoy.CONFIG_KEY])["extensionApis"] == {
+        "enableBackend": True}
+    for name in ("deployment-envoy-gateway", f"job-{job['metadata']['name']}",
+                 f"configmap-{stackenvoy.CONFIG_MAP}"):
+        obj = get(cp, OBJECT, object_name(cluster, name), objects_namespace())
+        assert obj is not None and is_true(obj, "Ready"), (cluster, name, obj)
+        assert "Delete" not in obj["spec"]["managementPolicies"]
 
 
 @pytest.mark.parametrize("cluster", REMOTE)

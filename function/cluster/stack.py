@@ -36,7 +36,7 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 
-from function.cluster import reporter, stackcontroller
+from function.cluster import reporter, stackcontroller, stackenvoy
 from function.contract.enums import StackMode
 from function.contract.models.inferencecluster import Controller
 from function.contract.records import Cluster
@@ -83,6 +83,7 @@ class Declared:
     component: Component
     mode: StackMode
     controller: Controller | None = None  # spec.stack.<field>.controller (stackcontroller.py)
+    backend_api: bool = True  # spec.stack.envoyGateway.backendAPI (stackenvoy.py)
 
     @property
     def managed(self) -> bool:
@@ -133,7 +134,8 @@ def declared(spec: Mapping[str, Any]) -> list[Declared] | None:
     stack = spec.get("stack")
     if not isinstance(stack, Mapping):
         return None
-    return [Declared(c, StackMode(stack[c.field]["mode"]), stackcontroller.settings(stack[c.field]))
+    return [Declared(c, StackMode(stack[c.field]["mode"]), stackcontroller.settings(stack[c.field]),
+                     stackenvoy.backend_api(stack[c.field]))
             for c in COMPONENTS if isinstance(stack.get(c.field), Mapping)]
 
 
@@ -170,6 +172,8 @@ ESTABLISHED = "object.status.conditions.exists(c, c.type == 'Established' && c.s
 # A controller's Deployment: its current spec rolled out and Available.
 AVAILABLE = ("object.status.observedGeneration == object.metadata.generation"
              " && object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')")
+# A chart's Job (Envoy Gateway's certgen): run to completion.
+COMPLETE = "object.status.conditions.exists(c, c.type == 'Complete' && c.status == 'True')"
 
 
 def serves(component: Component, crd: str | None = None) -> str:
@@ -189,13 +193,15 @@ def is_ready(obj: Mapping[str, Any] | None) -> bool:
 
 def readiness(component: Component, manifest: Mapping[str, Any]) -> dict[str, str]:
     """When an Object of the stack is Ready: a CRD when served (`serves`), a Deployment
-    when rolled out and Available, anything else once it exists."""
+    when rolled out and Available, a Job when Complete, anything else once it exists."""
     kind = manifest.get("kind")
     if kind == "CustomResourceDefinition":
         return {"policy": "DeriveFromCelQuery",
                 "celQuery": serves(component, manifest["metadata"]["name"])}
     if kind == "Deployment":
         return {"policy": "DeriveFromCelQuery", "celQuery": AVAILABLE}
+    if kind == "Job":
+        return {"policy": "DeriveFromCelQuery", "celQuery": COMPLETE}
     return {"policy": "SuccessfulCreate"}
 
 
@@ -247,6 +253,8 @@ def managed_objects(cluster: Cluster, stack: Sequence[Declared],
             component, chart = d.component, d.component.chart
             manifest = stackcontroller.applied(m.manifest, d.controller, chart) \
                 if d.controller is not None and chart is not None else m.manifest
+            # Envoy Gateway's configuration (no other chart has its ConfigMap).
+            manifest = stackenvoy.configured(manifest, d.backend_api)
             key = object_key(component.field, m.name)
             keys.append(key)
             if earlier_ready or key in observed:

@@ -77,8 +77,13 @@ class Chart:
     namespace: str                # where its namespaced objects go (the stack creates it)
     image_tag: str = ""           # the value set to the module's version: image and CRDs move together
     container: str = "manager"    # the Deployment's container spec.stack.<field>.controller sets
-    # (key, value) for --set-string, beside the chart's defaults (a tuple: hashable).
+    # (key, value) for --set, beside the chart's defaults (a tuple: hashable).
     values: tuple[tuple[str, str], ...] = ()
+    # A chart whose module holds a values template in place of values.yaml (its
+    # release process fills it in): that file, and the (placeholder, value) its
+    # `${placeholder}`s take, `{version}` standing for the module's version.
+    values_template: str = ""
+    template_values: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,10 +139,22 @@ COMPONENTS: tuple[Component, ...] = (
               crds=("lws/*.yaml",), replica_kind="LeaderWorkerSet",
               chart=Chart("charts/lws", "lws", "lws-system", image_tag="image.manager.tag",
                           values=(("image.manager.pullPolicy", "IfNotPresent"),))),
-    # Observed only in this release: its CRDs, controller and EnvoyGateway
-    # configuration (Backend API on) are the next to be rendered.
+    # Its chart's CRDs and controller (release `eg`, as its quickstart installs it); the
+    # Gateway API CRDs are the gatewayAPI component's, so the chart's copies stay off.
+    # The certgen Job keeps its Complete status (no TTL: the Object would make it
+    # again). The EnvoyGateway configuration gets the Backend API per cluster
+    # (cluster/stackenvoy.py).
     Component("envoyGateway", "Envoy Gateway", "envoy-gateway", "github.com/envoyproxy/gateway",
-              "backends.gateway.envoyproxy.io", "v1alpha1", requires=("gatewayAPI",)),
+              "backends.gateway.envoyproxy.io", "v1alpha1", crds=("envoy-gateway/*.yaml",),
+              requires=("gatewayAPI",),
+              chart=Chart("charts/gateway-helm", "eg", "envoy-gateway-system",
+                          container="envoy-gateway",
+                          values=(("crds.enabled", "false"),
+                                  ("certgen.job.ttlSecondsAfterFinished", "null")),
+                          values_template="values.tmpl.yaml",
+                          template_values=(
+                              ("GatewayImage", "docker.io/envoyproxy/gateway:{version}"),
+                              ("GatewayImagePullPolicy", "IfNotPresent")))),
     # Where ScaledObjects are composed: the control-plane cluster (docs/autoscaling.md).
     Component("keda", "KEDA", "keda", "github.com/kedacore/keda/v2",
               "scaledobjects.keda.sh", "v1alpha1"),

@@ -34,6 +34,29 @@ def test_the_config_runs_no_data_plane_and_listens_on_loopback_only():
     assert cfg["telemetry"]["metrics"]["prometheus"]["disable"] is True
 
 
+def test_the_stacks_configuration_keeps_its_apis_under_the_harness_provider():
+    """Where a cluster's stack installs Envoy Gateway, the local controller reads the
+    configuration the stack composed (its chart's ConfigMap, the Backend API as the
+    InferenceCluster declares it) and runs it with the harness's provider and
+    listeners."""
+    from function.cluster import stack as fn_stack
+    from function.cluster import stackenvoy
+    (chart,) = [m.manifest for m in fn_stack.rendered("envoyGateway").objects
+                if m.manifest["kind"] == "ConfigMap"]
+    for backend in (True, False):
+        composed = eg.composed_config(stackenvoy.configured(chart, backend))
+        assert composed is not None and composed["provider"]["type"] == "Kubernetes"
+        cfg = eg.config(admin_port=1, extension_port=2, composed=composed)
+        assert cfg["extensionApis"] == ({"enableBackend": True} if backend else {})
+        assert cfg["gateway"] == {"controllerName": fleet.GATEWAY_CONTROLLER}
+        assert cfg["provider"]["type"] == "Custom"     # the harness's, not the chart's
+        assert cfg["admin"]["address"]["host"] == "127.0.0.1"
+    assert eg.composed_config(None) is None
+    assert eg.composed_config({"data": {}}) is None
+    # Without a stack's, the harness's own: the Backend API on for the front door.
+    assert eg.config(admin_port=1)["extensionApis"] == {"enableBackend": True}
+
+
 def test_inferencepools_are_handed_to_our_extension_server_on_loopback():
     """tools/inferencepool-extension/README.md's stanza: pools as backendRefs, both
     post hooks, everything in the translation (else pool routes answer 503), and the

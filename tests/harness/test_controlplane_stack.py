@@ -30,11 +30,11 @@ def test_a_fleet_without_stacks_gets_managed_remote_and_observed_control_plane_s
     ics, said = stack.declare(fleet.load_fleet(EXAMPLES))
     stacks = {ic["metadata"]["name"]: ic["spec"]["stack"] for ic in ics}
     assert stacks["eu-west-1"]["leaderWorkerSet"] == {"mode": "Managed"}
-    assert stacks["eu-west-1"]["envoyGateway"] == {"mode": "External"}
+    assert stacks["eu-west-1"]["envoyGateway"] == {"mode": "Managed"}
     assert {e["mode"] for e in stacks["us-east-1"].values()} == {"External"}
     assert len(said) == len(ics)
     assert "InferenceCluster eu-west-1: spec.stack gatewayAPI Managed, inferenceExtension " \
-        "Managed, leaderWorkerSet Managed, envoyGateway External, gateway Managed" in said
+        "Managed, leaderWorkerSet Managed, envoyGateway Managed, gateway Managed" in said
     # The Gateway spec.gateway names: the stack's on a remote cluster, of the class the
     # harness's Envoy Gateway serves; observed on the control plane's (the harness's).
     assert stacks["eu-west-1"]["gateway"] == {"mode": "Managed", "gatewayClassName": "eg"}
@@ -56,7 +56,7 @@ def test_only_remote_clusters_have_anything_managed():
     plan = example_plan()
     assert stack.managed(plan, fleet.CONTROL_PLANE) == frozenset()
     assert stack.managed(plan, "eu-west-1") == {"gatewayAPI", "inferenceExtension",
-                                                "leaderWorkerSet"}
+                                                "leaderWorkerSet", "envoyGateway"}
     assert stack.stack_clusters(plan) == [n for n, c in plan.clusters.items() if c.remote]
 
 
@@ -70,8 +70,9 @@ def test_the_harness_leaves_exactly_the_managed_components_crds_to_the_stack():
     names = set(addons.crd_names(everything))
     assert {"httproutes.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io",
             "inferencepools.inference.networking.k8s.io"} <= names
-    # Envoy Gateway is External: its CRDs (and the PodMonitor's) stay the harness's.
-    assert not [n for n in names if n.endswith("envoyproxy.io") or "monitoring" in n]
+    # Envoy Gateway's CRDs, all eight of its chart; the PodMonitor's stay the harness's.
+    assert len([n for n in names if n.endswith("gateway.envoyproxy.io")]) == 8
+    assert not [n for n in names if "monitoring" in n]
 
 
 def test_the_gateway_manifests_wait_for_the_stack_and_the_rest_do_not():
@@ -80,8 +81,9 @@ def test_the_gateway_manifests_wait_for_the_stack_and_the_rest_do_not():
                                      stack.managed(plan, "eu-west-1"))
     now, later = stack.split_manifests(plan.clusters["eu-west-1"].manifests,
                                        stack.served_groups(files))
-    # The Gateway (and its namespace) are the stack's: the harness brings the class only.
-    assert [m["kind"] for m in later] == ["GatewayClass"]
+    # The Gateway (and its namespace) are the stack's: the harness brings the class only,
+    # and the EnvoyProxy it names (of the stack's Envoy Gateway CRDs).
+    assert [m["kind"] for m in later] == ["EnvoyProxy", "GatewayClass"]
     assert {"Node", "ResourceSlice", "DeviceClass"} <= {m["kind"] for m in now}
     assert "gateway-system" not in {m["metadata"]["name"] for m in now if m["kind"] == "Namespace"}
     assert len(now) + len(later) == len(plan.clusters["eu-west-1"].manifests)
@@ -129,6 +131,18 @@ def test_the_local_lws_manager_stands_in_only_where_the_stack_installs_no_contro
     # A contract whose stack installed LWS's CRDs only: the harness runs the manager.
     monkeypatch.setitem(stack.BY_FIELD, "leaderWorkerSet", types.SimpleNamespace(controllers=False))
     assert not stack.stack_runs("lws", managed)
+
+
+def test_the_local_envoy_gateway_stands_in_for_the_pod_of_the_controller_the_stack_installs():
+    with_eg = frozenset({"gatewayAPI", "inferenceExtension", "envoyGateway"})
+    # The stack installs its Deployment; the pod is kwok's and the harness's process
+    # does the work, started once the stack's CRDs (its own among them) are served.
+    assert stack.stack_installs("envoy-gateway", with_eg)
+    assert not stack.stack_runs("envoy-gateway", with_eg)
+    assert stack.starts_after_stack("envoy-gateway", with_eg)
+    assert not stack.stack_installs("envoy-gateway", frozenset({"gatewayAPI"}))
+    assert stack.REMOTE_STACK["envoyGateway"] == {"mode": "Managed"}
+    assert stack.CONTROL_PLANE_STACK["envoyGateway"] == {"mode": "External"}
 
 
 def test_the_stacks_lws_manager_serves_once_available_and_both_webhooks_have_a_ca():

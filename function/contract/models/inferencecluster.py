@@ -389,84 +389,6 @@ class ProviderConfigRef(BaseModel):
     ]
 
 
-class StackMode(StrEnum):
-    MANAGED = "Managed"
-    EXTERNAL = "External"
-
-
-class EnvoyGateway(BaseModel):
-    backendAPI: Annotated[
-        StrictBool | None,
-        Field(
-            description="Whether Envoy Gateway's Backend API is on (EnvoyGateway extensionApis.enableBackend), as a front door needs: what a Managed install configures; for External, the platform's word."
-        ),
-    ] = True
-    mode: Annotated[
-        StackMode,
-        Field(
-            description="Managed: the stack installs nothing in this release (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves backends.gateway.envoyproxy.io (v1alpha1) and installs nothing.",
-            title="StackMode",
-        ),
-    ]
-
-
-class StackGatewaySettings(BaseModel):
-    gatewayClassName: Annotated[
-        StrictStr | None,
-        Field(
-            description="The GatewayClass of the Gateway the stack composes: the one the cluster's gateway implementation serves (Envoy Gateway's quickstart names it eg). Required with mode Managed.",
-            max_length=253,
-            min_length=1,
-            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
-        ),
-    ] = None
-    mode: Annotated[
-        StackMode,
-        Field(
-            description="Managed: the stack composes the Gateway spec.gateway names, and its namespace, once every other component's objects are Ready (a provider-kubernetes Object, never deleted by the stack): of class gatewayClassName, one HTTP listener admitting routes from every namespace; Ready when that class's controller Accepts it. External: the platform made it; the stack observes that it exists and is Accepted.",
-            title="StackMode",
-        ),
-    ]
-    port: Annotated[
-        StrictInt | None,
-        Field(
-            description="Its HTTP listener's port; default the port of spec.gateway.address, else 80. Only with mode Managed.",
-            ge=1,
-            le=65535,
-        ),
-    ] = None
-
-
-class GatewayAPI(BaseModel):
-    mode: Annotated[
-        StackMode,
-        Field(
-            description="Managed: the stack installs its CRDs; the platform runs its controller (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves httproutes.gateway.networking.k8s.io (v1) and installs nothing.",
-            title="StackMode",
-        ),
-    ]
-
-
-class InferenceExtension(BaseModel):
-    mode: Annotated[
-        StackMode,
-        Field(
-            description="Managed: the stack installs its CRDs; the platform runs its controller (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves inferencepools.inference.networking.k8s.io (v1) and installs nothing.",
-            title="StackMode",
-        ),
-    ]
-
-
-class Keda(BaseModel):
-    mode: Annotated[
-        StackMode,
-        Field(
-            description="Managed: the stack installs nothing in this release (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves scaledobjects.keda.sh (v1alpha1) and installs nothing.",
-            title="StackMode",
-        ),
-    ]
-
-
 NodeSelectorAdditionalProperty = TypeAliasType("NodeSelectorAdditionalProperty", LabelsAdditionalProperty)
 
 
@@ -568,9 +490,159 @@ class Controller(BaseModel):
     ] = None
 
 
-class LeaderWorkerSet(BaseModel):
+class StackMode(StrEnum):
+    MANAGED = "Managed"
+    EXTERNAL = "External"
+
+
+class EnvoyGateway(BaseModel):
+    backendAPI: Annotated[
+        StrictBool | None,
+        Field(
+            description="Whether Envoy Gateway's Backend API is on (EnvoyGateway extensionApis.enableBackend), as a front door needs: what a Managed install configures; for External, the platform's word."
+        ),
+    ] = True
     controller: Annotated[
         Controller | None,
+        Field(
+            description="Overrides of the controller the stack installs: applied to its chart's Deployment; what is left out stays as the chart renders it. Only with mode Managed."
+        ),
+    ] = None
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs its CRDs, then its controller from the module's chart (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves backends.gateway.envoyproxy.io (v1alpha1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class StackGatewaySettings(BaseModel):
+    gatewayClassName: Annotated[
+        StrictStr | None,
+        Field(
+            description="The GatewayClass of the Gateway the stack composes: the one the cluster's gateway implementation serves (Envoy Gateway's quickstart names it eg). Required with mode Managed.",
+            max_length=253,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ] = None
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack composes the Gateway spec.gateway names, and its namespace, once every other component's objects are Ready (a provider-kubernetes Object, never deleted by the stack): of class gatewayClassName, one HTTP listener admitting routes from every namespace; Ready when that class's controller Accepts it. External: the platform made it; the stack observes that it exists and is Accepted.",
+            title="StackMode",
+        ),
+    ]
+    port: Annotated[
+        StrictInt | None,
+        Field(
+            description="Its HTTP listener's port; default the port of spec.gateway.address, else 80. Only with mode Managed.",
+            ge=1,
+            le=65535,
+        ),
+    ] = None
+
+
+class GatewayAPI(BaseModel):
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs its CRDs; the platform runs its controller (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves httproutes.gateway.networking.k8s.io (v1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class InferenceExtension(BaseModel):
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs its CRDs; the platform runs its controller (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves inferencepools.inference.networking.k8s.io (v1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class Keda(BaseModel):
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs nothing in this release (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves scaledobjects.keda.sh (v1alpha1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class Limits3(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
+
+
+class Requests3(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
+
+
+class Resources1(BaseModel):
+    limits: Annotated[
+        dict[str, Limits3 | StrictInt] | None,
+        Field(
+            description="Limits: cpu, memory, ephemeral-storage and hugepages-<size> only.",
+            max_length=8,
+        ),
+    ] = None
+    requests: Annotated[
+        dict[str, Requests3 | StrictInt] | None,
+        Field(
+            description="Requests: cpu, memory, ephemeral-storage and hugepages-<size> only.",
+            max_length=8,
+        ),
+    ] = None
+
+
+class Toleration1(Toleration):
+    pass
+
+
+class Controller1(BaseModel):
+    image: Annotated[
+        StrictStr | None,
+        Field(
+            description="The controller's image, for a mirror of the registry; by default the chart's at the release's pinned version. Keep the version: the stack's CRDs are that version's.",
+            max_length=512,
+            min_length=1,
+            pattern="^[^\\s]+$",
+        ),
+    ] = None
+    nodeSelector: Annotated[
+        dict[str, NodeSelectorAdditionalProperty] | None,
+        Field(
+            description="Node labels the controller's pods require, e.g. to keep them on system nodes, off the accelerators.",
+            max_length=16,
+        ),
+    ] = None
+    replicas: Annotated[
+        StrictInt | None,
+        Field(
+            description="Replicas of the controller's Deployment (the chart's: 1). More than one elect a leader.",
+            ge=1,
+            le=5,
+        ),
+    ] = None
+    resources: Annotated[
+        Resources1 | None,
+        Field(
+            description="Compute resources of the controller's container, in place of the chart's."
+        ),
+    ] = None
+    tolerations: Annotated[
+        list[Toleration1] | None,
+        Field(description="Tolerations of the controller's pods.", max_length=16),
+    ] = None
+
+
+class LeaderWorkerSet(BaseModel):
+    controller: Annotated[
+        Controller1 | None,
         Field(
             description="Overrides of the controller the stack installs: applied to its chart's Deployment; what is left out stays as the chart renders it. Only with mode Managed."
         ),
