@@ -68,9 +68,15 @@ class FakeRunner:
 @dataclass
 class FakeApi:
     writes: list[tuple[str, bool, str]] = field(default_factory=list)
+    ready_nodes: set[str] = field(default_factory=set)
+    node_reads: int = 0
 
     def set_ready(self, p, ready, message):
         self.writes.append((p["metadata"]["name"], ready, message))
+
+    def node_ready(self, name):
+        self.node_reads += 1
+        return name in self.ready_nodes
 
 
 class Clock:
@@ -287,3 +293,52 @@ def test_stale_namespaces_are_this_clusters_whose_pod_is_gone():
     gone = netns.netns_name("eu", "uid-b")
     other = netns.netns_name("us", "uid-c")
     assert supervisor.stale_namespaces("eu", ["uid-a"], [live, gone, other, "unrelated"]) == [gone]
+
+
+def kwok_pod(name="envoy-gateway", *, ready="False", containers_ready="True",
+             node="eu-west-1-cpu-1") -> dict:
+    """A pod kwok keeps (its image runs nothing here), as the node lifecycle controller
+    leaves it when its node goes NotReady: Ready False, ContainersReady still True."""
+    p = pod(name, image="docker.io/envoyproxy/gateway:v1.9.1")
+    p["spec"]["nodeName"] = node
+    p["status"]["conditions"] = [{"type": "Ready", "status": ready},
+                                 {"type": "ContainersReady", "status": containers_ready}]
+    return p
+
+
+def test_kwoks_pod_marked_unready_with_its_node_is_ready_again_once_the_node_is():
+    sup, runner, api, clock = make()
+    sup.observe("MODIFIED", kwok_pod())
+    assert runner.started == []  # never run here
+    sup.tick()  # its node still NotReady: left as the node lifecycle controller said
+    assert api.writes == [] and api.node_reads == 1
+    api.ready_nodes.add("eu-west-1-cpu-1")
+    sup.tick()  # not looked at again before NODE_RECHECK
+    assert api.writes == [] and api.node_reads == 1
+    clock.now += supervisor.NODE_RECHECK
+    sup.tick()
+    assert api.writes == [("envoy-gateway", True, "")]
+    clock.now += supervisor.NODE_RECHECK
+    sup.tick()  # written once
+    assert len(api.writes) == 1 and api.node_reads == 2
+
+
+def test_only_kwoks_running_pods_left_unready_by_their_node_are_looked_after():
+    sup, _, api, clock = make()
+    api.ready_nodes.add("eu-west-1-cpu-1")
+    others = [kwok_pod("ready", ready="True"),
+              kwok_pod("not-started", containers_ready="False"),
+              {**kwok_pod("pending"), "status": {**kwok_pod()["status"], "phase": "Pending"}}]
+    for p in others:
+        sup.observe("MODIFIED", p)
+    gone = kwok_pod("gone")
+    sup.observe("MODIFIED", gone)
+    sup.observe("DELETED", gone)
+    marked = kwok_pod("back")
+    sup.observe("MODIFIED", marked)
+    sup.observe("MODIFIED", kwok_pod("back", ready="True"))  # something else made it Ready
+    clock.now += supervisor.NODE_RECHECK
+    sup.tick()
+    assert api.writes == [] and api.node_reads == 0
+    assert supervisor.unready_by_its_node(kwok_pod())
+    assert not supervisor.unready_by_its_node(pod())  # the supervisor's own: its probes say

@@ -48,6 +48,11 @@ class KubeApi:
         self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"],
                                               {"status": status})
 
+    def node_ready(self, name: str) -> bool:
+        node = self.plain(self.core.read_node_status(name))
+        return any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in (node.get("status") or {}).get("conditions") or [])
+
     def lookup(self, kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
         try:
             if kind == "ConfigMap":

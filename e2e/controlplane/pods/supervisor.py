@@ -19,7 +19,13 @@ Running with `Ready=False`. The supervisor watches the cluster's pods and:
   with the same back-off, as kubelet retries a volume mount;
 - stops a pod's processes and removes its namespace once the pod is being
   deleted or is gone, and at start-up removes namespaces left by pods that
-  no longer exist.
+  no longer exist;
+- marks Ready again a pod kwok keeps (nothing runs it here) that the node
+  lifecycle controller marked unready while its node was NotReady (a remote API
+  server down for a while stops kwok's heartbeats), once its node is Ready again,
+  as a kubelet re-reports its pods when it is back: kwok's own stage marks only a
+  Pending pod Ready, so a Deployment of kwok's pods (Envoy Gateway's controller,
+  which a cluster's stack installs) would stay unavailable for good.
 
 The decisions are here, free of I/O (`Supervisor` over an `Api`); `kube.py`
 is the Api on a real API server.
@@ -47,6 +53,7 @@ BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0  # seconds before restarting an exited co
 # for some engines) would multiply the reads by pods, not make anything sooner
 # that waits on them.
 VOLUME_SYNC = 10.0
+NODE_RECHECK = 5.0  # seconds between looks at the nodes of kwok's pods marked unready
 
 
 class Runner(Protocol):
@@ -61,6 +68,7 @@ class Runner(Protocol):
 
 class Api(Protocol):
     def set_ready(self, pod: Mapping[str, Any], ready: bool, message: str) -> None: ...
+    def node_ready(self, name: str) -> bool: ...
 
 
 @dataclass
@@ -95,6 +103,22 @@ def wanted(pod: Mapping[str, Any]) -> bool:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     return (images.runnable(pod) and not meta.get("deletionTimestamp")
             and status.get("phase") == "Running" and bool(status.get("podIP")))
+
+
+def _condition(pod: Mapping[str, Any], kind: str) -> str | None:
+    return next((c.get("status") for c in (pod.get("status") or {}).get("conditions") or []
+                 if c.get("type") == kind), None)
+
+
+def unready_by_its_node(pod: Mapping[str, Any]) -> bool:
+    """A pod kwok keeps (nothing runs it here), Running, whose containers kwok said
+    ready, yet not Ready: what the node lifecycle controller leaves when it marks the
+    pods of a NotReady node."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    return (not images.runnable(pod) and not meta.get("deletionTimestamp")
+            and status.get("phase") == "Running" and bool((pod.get("spec") or {}).get("nodeName"))
+            and _condition(pod, "ContainersReady") == "True"
+            and _condition(pod, "Ready") == "False")
 
 
 def probe_period(pod: Mapping[str, Any]) -> float:
@@ -155,11 +179,18 @@ class Supervisor:
         self.runner, self.api, self.clock = runner, api, clock
         self.tracked: dict[str, Tracked] = {}
         self.waiting: dict[str, Waiting] = {}
+        # kwok's pods marked unready with their node, by key: Ready again once it is.
+        self.unready: dict[str, Mapping[str, Any]] = {}
+        self.next_node_check = 0.0
 
     def observe(self, kind: str, pod: Mapping[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED) for a pod of the cluster."""
         key = PodRunner.pod_key(pod)
         t = self.tracked.get(key)
+        if kind != "DELETED" and unready_by_its_node(pod):
+            self.unready[key] = pod
+        else:
+            self.unready.pop(key, None)
         if kind == "DELETED" or not wanted(pod):
             self.waiting.pop(key, None)
             if t is not None:
@@ -205,6 +236,9 @@ class Supervisor:
         """Retry what could not start, probe what is due, restart what exited, write
         readiness that changed."""
         now = self.clock()
+        if self.unready and now >= self.next_node_check:
+            self.next_node_check = now + NODE_RECHECK
+            self._ready_again()
         for key, w in list(self.waiting.items()):
             if now >= w.retry_at:
                 self._start(key, w.pod, w)
@@ -225,6 +259,22 @@ class Supervisor:
             if ready != t.ready:
                 self._write(t.pod, ready, why)
                 t.ready = ready
+
+    def _ready_again(self) -> None:
+        """kwok's pods whose node is Ready again: Ready, as kwok's stage made them."""
+        nodes: dict[str, bool] = {}
+        for key, pod in list(self.unready.items()):
+            node = pod["spec"]["nodeName"]
+            if node not in nodes:
+                try:
+                    nodes[node] = self.api.node_ready(node)
+                except Exception as exc:  # noqa: BLE001 - looked at again next time
+                    log.warning("node %s: cannot read its status: %s", node, exc)
+                    nodes[node] = False
+            if nodes[node]:
+                log.info("pod %s: its node %s is Ready again", key, node)
+                self._write(pod, True, "")
+                del self.unready[key]
 
     def _sync_volumes(self, key: str, t: Tracked) -> None:
         try:
