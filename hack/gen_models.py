@@ -12,6 +12,8 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 from generated import write_or_check
@@ -41,10 +43,48 @@ OPTIONS = [
 ]
 
 
+def _titled(node: Any, found: dict[str, list[Any]]) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("title"), str):
+            found.setdefault(node["title"], []).append(node)
+        for value in node.values():
+            _titled(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _titled(value, found)
+
+
+def _referenced(node: Any, shared: Mapping[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if node.get("title") in shared:
+            return {"$ref": f"#/$defs/{node['title']}"}
+        return {k: _referenced(v, shared) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_referenced(v, shared) for v in node]
+    return node
+
+
+def shared_definitions(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with each titled subschema that recurs unchanged (an XRD cannot say
+    $ref: hack/gen_xrds.py writes it out at every place) made one definition, so the
+    models hold one class for it, not one per place. A title whose places differ
+    stays written out."""
+    found: dict[str, list[Any]] = {}
+    _titled(schema, found)
+    shared = {t: nodes[0] for t, nodes in sorted(found.items())
+              if len(nodes) > 1 and all(n == nodes[0] for n in nodes)}
+    if not shared:
+        return schema
+    out = _referenced(schema, shared)
+    out["$defs"] = {t: _referenced({k: v for k, v in node.items() if k != "title"}, shared)
+                    | {"title": t} for t, node in shared.items()}
+    return out
+
+
 def generate(folder: str, kind: str) -> str:
     xrd = yaml.safe_load((ROOT / "apis" / folder / "definition.yaml").read_text())
     schema = xrd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    schema = {**schema, "title": kind}
+    schema = shared_definitions({**schema, "title": kind})
     with tempfile.TemporaryDirectory() as tmp:
         src = pathlib.Path(tmp) / f"{folder}.json"
         out = pathlib.Path(tmp) / f"{folder}.py"

@@ -578,7 +578,12 @@ def _managed(c: stack_table.Component | stack_table.StackGateway, at: str = "sel
 # Where and how a Managed component's controller runs: the settings a platform changes
 # in a controller's chart most (a mirror, placement off the accelerator nodes, its
 # size), applied by the function to the Deployment the chart renders.
-STACK_CONTROLLER = obj({
+def titled(title: str, schema: dict) -> dict:
+    """A schema whose generated model is named `title` (gen_models: --use-title-as-name)."""
+    return {"title": title, **schema}
+
+
+STACK_CONTROLLER = titled("StackController", obj({
     "image": string(512, "The controller's image, for a mirror of the registry; by default "
                     "the chart's at the release's pinned version. Keep the version: the "
                     "stack's CRDs are that version's.", min_length=1,
@@ -596,7 +601,7 @@ STACK_CONTROLLER = obj({
         "limits": resource_list("Limits"),
     }, "Compute resources of the controller's container, in place of the chart's."),
 }, "Overrides of the controller the stack installs: applied to its chart's Deployment; "
-   "what is left out stays as the chart renders it. Only with mode Managed.")
+   "what is left out stays as the chart renders it. Only with mode Managed."))
 
 
 def stack_component(c: stack_table.Component) -> dict:
@@ -697,11 +702,6 @@ def stack_spec_rules() -> list[tuple[str, str]]:
          "|| self.stack.envoyGateway.backendAPI",
          "a front door needs Envoy Gateway's Backend API: set stack.envoyGateway.backendAPI"),
     ]
-
-
-def titled(title: str, schema: dict) -> dict:
-    """A schema whose generated model is named `title` (gen_models: --use-title-as-name)."""
-    return {"title": title, **schema}
 
 
 STACK_STATUS = titled("StackStatus", obj({

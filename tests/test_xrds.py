@@ -57,3 +57,22 @@ def test_the_deployment_xrd_has_a_scale_subresource_and_printer_columns():
     assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas"
     assert [c["name"] for c in version["additionalPrinterColumns"]] == \
         ["Desired", "Scheduled", "Ready"]
+
+
+def test_a_titled_schema_written_out_at_several_places_is_one_model():
+    """An XRD cannot $ref, so gen_xrds writes a shared schema at every place it is used
+    (every stack component's controller settings); the models hold one class for it."""
+    from function.contract.models import inferencecluster as ic
+    assert ic.LeaderWorkerSet.model_fields["controller"].annotation == \
+        ic.EnvoyGateway.model_fields["controller"].annotation == ic.StackController | None
+    sys.path.insert(0, str(ROOT / "hack"))
+    import gen_models
+    same = {"title": "T", "type": "string"}
+    schema = {"properties": {"a": dict(same), "b": dict(same),
+                             "c": {"title": "U", "type": "string"},
+                             "d": {"title": "U", "type": "integer"}}}
+    out = gen_models.shared_definitions(schema)
+    assert out["properties"]["a"] == out["properties"]["b"] == {"$ref": "#/$defs/T"}
+    assert out["$defs"] == {"T": {"type": "string", "title": "T"}}
+    # A title whose places differ stays written out.
+    assert out["properties"]["c"] == {"title": "U", "type": "string"}

@@ -38,7 +38,7 @@ from google.protobuf import struct_pb2
 
 from function.cluster import reporter, stackcontroller, stackenvoy
 from function.contract.enums import StackMode
-from function.contract.models.inferencecluster import Controller
+from function.contract.models.inferencecluster import StackController
 from function.contract.records import Cluster
 from function.contract.stack import (
     COMPONENTS,
@@ -82,7 +82,7 @@ class Rendered:
 class Declared:
     component: Component
     mode: StackMode
-    controller: Controller | None = None  # spec.stack.<field>.controller (stackcontroller.py)
+    controller: StackController | None = None  # spec.stack.<field>.controller (stackcontroller.py)
     backend_api: bool = True  # spec.stack.envoyGateway.backendAPI (stackenvoy.py)
 
     @property

@@ -14,18 +14,18 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from function.contract.models.inferencecluster import Controller
+from function.contract.models.inferencecluster import StackController
 from function.contract.stack import Chart
 
 
-def settings(entry: Mapping[str, Any]) -> Controller | None:
+def settings(entry: Mapping[str, Any]) -> StackController | None:
     """A declared component's controller settings (the schema already holds: the
     handler's prologue validated the InferenceCluster)."""
     raw = entry.get("controller")
-    return Controller.model_validate(raw) if isinstance(raw, Mapping) else None
+    return StackController.model_validate(raw) if isinstance(raw, Mapping) else None
 
 
-def applied(manifest: Mapping[str, Any], controller: Controller,
+def applied(manifest: Mapping[str, Any], controller: StackController,
             chart: Chart) -> Mapping[str, Any]:
     """The manifest with the settings applied: a copy of the chart's Deployment, or the
     manifest itself for any other object."""

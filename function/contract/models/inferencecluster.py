@@ -226,64 +226,6 @@ class Capacity(BaseModel):
     value: Value2 | StrictInt
 
 
-class DeviceClaim(StrEnum):
-    DRA = "DRA"
-    SYNTHETIC = "Synthetic"
-
-
-class Device(BaseModel):
-    attributes: Annotated[
-        dict[str, Attributes] | None,
-        Field(
-            description='Attributes as in a DRA ResourceSlice device. CEL reads `device.attributes["<driver>"].<name>` for a name without a domain.',
-            max_length=32,
-        ),
-    ] = None
-    capacity: Annotated[
-        dict[str, Capacity] | None,
-        Field(
-            description="Capacities as in a DRA ResourceSlice device (`{memory: {value: 80Gi}}`).",
-            max_length=16,
-        ),
-    ] = None
-    claim: Annotated[
-        DeviceClaim | None,
-        Field(
-            description="DRA devices are claimed by pods through ResourceClaims; Synthetic devices only constrain placement (a NIC fabric, a CPU architecture) and are never claimed.",
-            title="DeviceClaim",
-        ),
-    ] = "DRA"
-    count: Annotated[
-        StrictInt | None,
-        Field(description="How many such devices each node offers.", ge=1, le=128),
-    ] = 1
-    deviceClassName: Annotated[
-        StrictStr | None,
-        Field(
-            description="The DeviceClass pods claim it through (DRA only).",
-            max_length=253,
-            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
-        ),
-    ] = None
-    driver: Annotated[
-        StrictStr,
-        Field(
-            description="The DRA driver publishing the device; attribute and capacity names without a domain belong to it.",
-            max_length=63,
-            min_length=1,
-            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
-        ),
-    ]
-    name: Annotated[
-        StrictStr,
-        Field(
-            description="The device's name in the pool (a DNS label).",
-            max_length=63,
-            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-        ),
-    ]
-
-
 class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"
     PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -309,44 +251,6 @@ class Taint(BaseModel):
     ]
     value: Annotated[
         StrictStr | None, Field(description="The taint value.", max_length=63)
-    ] = None
-
-
-class NodePool(BaseModel):
-    costPerNodeHour: Annotated[
-        StrictStr | None,
-        Field(
-            description='What one node of the pool costs per hour: a decimal of at most 6 digits and 4 decimals ("2.48", "0") in one currency for the whole fleet (the scheduler compares costs, it never converts them). Among the placements a deployment\'s placement strategy ranks equal, within one firstAvailable priority level, the scheduler takes the cheapest: this cost times each pod\'s share of its node (the share of the node\'s devices of its scarcest kind it claims: one GPU of eight is an eighth), summed over the replica\'s pods. Cost never outranks the strategy: a Spread deployment spreads and a Pack one packs as without prices, and a cluster where the deployment\'s ModelCache is Ready comes before a cheaper one. Unset means unknown: ranked after every priced pool. "0" marks nodes that cost nothing more to use (owned hardware).',
-            max_length=11,
-            pattern="^(0|[1-9][0-9]{0,5})(\\.[0-9]{1,4})?$",
-        ),
-    ] = None
-    devices: Annotated[
-        list[Device] | None,
-        Field(
-            description="Devices each node offers. A CPU-only pool may publish Synthetic devices (or none: `[]`). Left out, the devices are the ones the cluster publishes (status.nodePools[].publishedDevices).",
-            max_length=16,
-        ),
-    ] = None
-    name: Annotated[
-        StrictStr,
-        Field(
-            description="The pool's name; nodes carry it as label modelplane.ai/pool.",
-            max_length=63,
-            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-        ),
-    ]
-    nodes: Annotated[
-        StrictInt,
-        Field(
-            description="Schedulable nodes now (not an autoscaler ceiling).",
-            ge=0,
-            le=100000,
-        ),
-    ]
-    taints: Annotated[
-        list[Taint] | None,
-        Field(description="Node taints of the pool's nodes.", max_length=8),
     ] = None
 
 
@@ -389,132 +293,9 @@ class ProviderConfigRef(BaseModel):
     ]
 
 
-NodeSelectorAdditionalProperty = TypeAliasType("NodeSelectorAdditionalProperty", LabelsAdditionalProperty)
-
-
-class Limits1(RootModel[StrictStr]):
-    root: Annotated[StrictStr, Field(max_length=64)]
-
-
-class Requests1(RootModel[StrictStr]):
-    root: Annotated[StrictStr, Field(max_length=64)]
-
-
-class Resources(BaseModel):
-    limits: Annotated[
-        dict[str, Limits1 | StrictInt] | None,
-        Field(
-            description="Limits: cpu, memory, ephemeral-storage and hugepages-<size> only.",
-            max_length=8,
-        ),
-    ] = None
-    requests: Annotated[
-        dict[str, Requests1 | StrictInt] | None,
-        Field(
-            description="Requests: cpu, memory, ephemeral-storage and hugepages-<size> only.",
-            max_length=8,
-        ),
-    ] = None
-
-
-class TolerationOperator(StrEnum):
-    EQUAL = "Equal"
-    EXISTS = "Exists"
-
-
-class Toleration(BaseModel):
-    effect: Annotated[
-        TaintEffect | None,
-        Field(
-            description="The taint effect to tolerate; empty tolerates every effect.",
-            title="TaintEffect",
-        ),
-    ] = None
-    key: Annotated[
-        StrictStr | None,
-        Field(
-            description="The taint key to tolerate; empty with operator Exists tolerates every taint.",
-            max_length=253,
-            pattern="^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
-        ),
-    ] = None
-    operator: Annotated[
-        TolerationOperator | None,
-        Field(
-            description="Equal (default) matches key and value; Exists matches any value.",
-            title="TolerationOperator",
-        ),
-    ] = "Equal"
-    value: Annotated[
-        StrictStr | None,
-        Field(
-            description="The taint value to match with operator Equal.", max_length=63
-        ),
-    ] = None
-
-
-class Controller(BaseModel):
-    image: Annotated[
-        StrictStr | None,
-        Field(
-            description="The controller's image, for a mirror of the registry; by default the chart's at the release's pinned version. Keep the version: the stack's CRDs are that version's.",
-            max_length=512,
-            min_length=1,
-            pattern="^[^\\s]+$",
-        ),
-    ] = None
-    nodeSelector: Annotated[
-        dict[str, NodeSelectorAdditionalProperty] | None,
-        Field(
-            description="Node labels the controller's pods require, e.g. to keep them on system nodes, off the accelerators.",
-            max_length=16,
-        ),
-    ] = None
-    replicas: Annotated[
-        StrictInt | None,
-        Field(
-            description="Replicas of the controller's Deployment (the chart's: 1). More than one elect a leader.",
-            ge=1,
-            le=5,
-        ),
-    ] = None
-    resources: Annotated[
-        Resources | None,
-        Field(
-            description="Compute resources of the controller's container, in place of the chart's."
-        ),
-    ] = None
-    tolerations: Annotated[
-        list[Toleration] | None,
-        Field(description="Tolerations of the controller's pods.", max_length=16),
-    ] = None
-
-
 class StackMode(StrEnum):
     MANAGED = "Managed"
     EXTERNAL = "External"
-
-
-class EnvoyGateway(BaseModel):
-    backendAPI: Annotated[
-        StrictBool | None,
-        Field(
-            description="Whether Envoy Gateway's Backend API is on (EnvoyGateway extensionApis.enableBackend), as a front door needs: what a Managed install configures; for External, the platform's word."
-        ),
-    ] = True
-    controller: Annotated[
-        Controller | None,
-        Field(
-            description="Overrides of the controller the stack installs: applied to its chart's Deployment; what is left out stays as the chart renders it. Only with mode Managed."
-        ),
-    ] = None
-    mode: Annotated[
-        StackMode,
-        Field(
-            description="Managed: the stack installs its CRDs, then its controller from the module's chart (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves backends.gateway.envoyproxy.io (v1alpha1) and installs nothing.",
-            title="StackMode",
-        ),
-    ]
 
 
 class StackGatewaySettings(BaseModel):
@@ -574,119 +355,6 @@ class Keda(BaseModel):
     ]
 
 
-class Limits3(RootModel[StrictStr]):
-    root: Annotated[StrictStr, Field(max_length=64)]
-
-
-class Requests3(RootModel[StrictStr]):
-    root: Annotated[StrictStr, Field(max_length=64)]
-
-
-class Resources1(BaseModel):
-    limits: Annotated[
-        dict[str, Limits3 | StrictInt] | None,
-        Field(
-            description="Limits: cpu, memory, ephemeral-storage and hugepages-<size> only.",
-            max_length=8,
-        ),
-    ] = None
-    requests: Annotated[
-        dict[str, Requests3 | StrictInt] | None,
-        Field(
-            description="Requests: cpu, memory, ephemeral-storage and hugepages-<size> only.",
-            max_length=8,
-        ),
-    ] = None
-
-
-class Toleration1(Toleration):
-    pass
-
-
-class Controller1(BaseModel):
-    image: Annotated[
-        StrictStr | None,
-        Field(
-            description="The controller's image, for a mirror of the registry; by default the chart's at the release's pinned version. Keep the version: the stack's CRDs are that version's.",
-            max_length=512,
-            min_length=1,
-            pattern="^[^\\s]+$",
-        ),
-    ] = None
-    nodeSelector: Annotated[
-        dict[str, NodeSelectorAdditionalProperty] | None,
-        Field(
-            description="Node labels the controller's pods require, e.g. to keep them on system nodes, off the accelerators.",
-            max_length=16,
-        ),
-    ] = None
-    replicas: Annotated[
-        StrictInt | None,
-        Field(
-            description="Replicas of the controller's Deployment (the chart's: 1). More than one elect a leader.",
-            ge=1,
-            le=5,
-        ),
-    ] = None
-    resources: Annotated[
-        Resources1 | None,
-        Field(
-            description="Compute resources of the controller's container, in place of the chart's."
-        ),
-    ] = None
-    tolerations: Annotated[
-        list[Toleration1] | None,
-        Field(description="Tolerations of the controller's pods.", max_length=16),
-    ] = None
-
-
-class LeaderWorkerSet(BaseModel):
-    controller: Annotated[
-        Controller1 | None,
-        Field(
-            description="Overrides of the controller the stack installs: applied to its chart's Deployment; what is left out stays as the chart renders it. Only with mode Managed."
-        ),
-    ] = None
-    mode: Annotated[
-        StackMode,
-        Field(
-            description="Managed: the stack installs its CRDs, then its controller from the module's chart (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves leaderworkersets.leaderworkerset.x-k8s.io (v1) and installs nothing.",
-            title="StackMode",
-        ),
-    ]
-
-
-class Stack(BaseModel):
-    envoyGateway: Annotated[
-        EnvoyGateway | None,
-        Field(
-            description="Envoy Gateway (github.com/envoyproxy/gateway). It needs gatewayAPI in the stack too."
-        ),
-    ] = None
-    gateway: Annotated[
-        StackGatewaySettings | None,
-        Field(
-            description="The Gateway spec.gateway names, where every replica's HTTPRoute attaches: the last to be installed. It needs spec.gateway and gatewayAPI in the stack.",
-            title="StackGatewaySettings",
-        ),
-    ] = None
-    gatewayAPI: Annotated[
-        GatewayAPI | None, Field(description="Gateway API (sigs.k8s.io/gateway-api).")
-    ] = None
-    inferenceExtension: Annotated[
-        InferenceExtension | None,
-        Field(
-            description="Gateway API Inference Extension (sigs.k8s.io/gateway-api-inference-extension). It needs gatewayAPI in the stack too."
-        ),
-    ] = None
-    keda: Annotated[
-        Keda | None, Field(description="KEDA (github.com/kedacore/keda/v2).")
-    ] = None
-    leaderWorkerSet: Annotated[
-        LeaderWorkerSet | None, Field(description="LeaderWorkerSet (sigs.k8s.io/lws).")
-    ] = None
-
-
 class Storage(BaseModel):
     storageClassName: Annotated[
         StrictStr,
@@ -701,66 +369,6 @@ class Storage(BaseModel):
 
 class Taint1(Taint):
     pass
-
-
-class Spec(BaseModel):
-    frontDoor: Annotated[
-        FrontDoor | None,
-        Field(
-            description="Whether this cluster's gateway is a front door for ModelServices, for whom, and where its Envoy may send requests."
-        ),
-    ] = None
-    gateway: Annotated[
-        Gateway | None,
-        Field(description="The cluster-edge Gateway that HTTPRoutes attach to."),
-    ] = None
-    inventory: Annotated[
-        Inventory | None,
-        Field(
-            description="Where the nodes the scheduler counts come from. The control-plane cluster is read directly; a remote cluster runs the inventory reporter (composed onto it through the providerConfigRef), whose report is read back."
-        ),
-    ] = None
-    monitoring: Annotated[
-        Monitoring | None, Field(description="Engine metrics on this cluster.")
-    ] = None
-    namespaceSelector: Annotated[
-        NamespaceSelector | None,
-        Field(
-            description="Which namespaces may place replicas and stage ModelCaches on this cluster: those whose Namespace's labels this selector matches (matchLabels and matchExpressions, as a Kubernetes label selector; every Namespace carries kubernetes.io/metadata.name). Unset, or empty, admits every namespace. The scheduler places no new replica of another namespace here, whatever its tolerations, and the composer composes nothing new for one; replicas already here when the selector narrows stay as they are (like a NoSchedule taint), and so does a cache volume one of them uses: taint the cluster NoExecute to move them."
-        ),
-    ] = None
-    nodePools: Annotated[
-        list[NodePool] | None,
-        Field(description="Node pools, keyed by name.", max_length=32),
-    ] = None
-    podSecurity: Annotated[
-        PodSecurity | None,
-        Field(
-            description="Pod security on this cluster: owned by the platform team that writes the InferenceCluster."
-        ),
-    ] = None
-    providerConfigRef: Annotated[
-        ProviderConfigRef | None,
-        Field(
-            description="How workloads reach the cluster; absent means the control-plane cluster itself."
-        ),
-    ] = None
-    stack: Annotated[
-        Stack | None,
-        Field(
-            description="The serving stack this cluster's workloads need, per component: installed by the stack (Managed) or run by the platform and observed (External). A component left out is neither installed nor checked. Versions are the release's own (status.stack.components[].version); the scheduler places no new replica on a cluster whose stack is not ready (condition StackReady). Left out, the cluster composes nothing for a stack.",
-            title="Stack",
-        ),
-    ] = None
-    storage: Annotated[
-        Storage | None,
-        Field(
-            description="Where ModelCaches live on this cluster. A cluster without it cannot host a ModelCache, so replicas that use one are not placed here."
-        ),
-    ] = None
-    taints: Annotated[
-        list[Taint1] | None, Field(description="Cluster taints.", max_length=16)
-    ] = None
 
 
 class Device1(BaseModel):
@@ -804,7 +412,112 @@ class Capacity1(BaseModel):
     value: Value4 | StrictInt
 
 
-class PublishedDevice(BaseModel):
+class Device2(BaseModel):
+    count: Annotated[
+        StrictInt,
+        Field(
+            description="How many of them other claims hold on the node.", ge=1, le=128
+        ),
+    ]
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="The pool's device (spec.nodePools[].devices[].name, or publishedDevices[].name when the spec leaves them out).",
+            max_length=63,
+        ),
+    ]
+
+
+class TakenDevice(BaseModel):
+    devices: Annotated[list[Device2], Field(description="By name.", max_length=16)]
+    node: Annotated[StrictStr, Field(description="The node's name.", max_length=253)]
+
+
+class StackPhase(StrEnum):
+    INSTALLED = "Installed"
+    PROGRESSING = "Progressing"
+    FAILED = "Failed"
+    OBSERVED = "Observed"
+
+
+class StackComponentStatus(BaseModel):
+    message: Annotated[
+        StrictStr | None,
+        Field(description="What was seen, and what to do.", max_length=512),
+    ] = None
+    mode: Annotated[
+        StackMode, Field(description="spec.stack.<name>.mode.", title="StackMode")
+    ]
+    name: Annotated[
+        StrictStr,
+        Field(description="The component: its field in spec.stack.", max_length=32),
+    ]
+    phase: Annotated[
+        StackPhase,
+        Field(
+            description="Installed: every object the stack composes for it is Ready. Observed: an External component's API is served. Progressing: not yet (objects waiting on earlier ones, or not Ready yet). Failed: an object failed, or an External component's API is missing; the message says what to do.",
+            title="StackPhase",
+        ),
+    ]
+    reason: Annotated[
+        StrictStr | None,
+        Field(description="Why, in one CamelCase word.", max_length=64),
+    ] = None
+    version: Annotated[
+        StrictStr | None,
+        Field(
+            description="The version this release installs (Managed) or was built against (External), from its pinned Go module.",
+            max_length=64,
+        ),
+    ] = None
+
+
+class StackStatus(BaseModel):
+    components: Annotated[
+        list[StackComponentStatus] | None,
+        Field(description="Per component, in install order.", max_length=8),
+    ] = None
+
+
+class DeviceClaim(StrEnum):
+    DRA = "DRA"
+    SYNTHETIC = "Synthetic"
+
+
+NodeSelectorAdditionalProperty = TypeAliasType("NodeSelectorAdditionalProperty", LabelsAdditionalProperty)
+
+
+class Limits1(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
+
+
+class Requests1(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=64)]
+
+
+class Resources(BaseModel):
+    limits: Annotated[
+        dict[str, Limits1 | StrictInt] | None,
+        Field(
+            description="Limits: cpu, memory, ephemeral-storage and hugepages-<size> only.",
+            max_length=8,
+        ),
+    ] = None
+    requests: Annotated[
+        dict[str, Requests1 | StrictInt] | None,
+        Field(
+            description="Requests: cpu, memory, ephemeral-storage and hugepages-<size> only.",
+            max_length=8,
+        ),
+    ] = None
+
+
+class TolerationOperator(StrEnum):
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
+class Device(BaseModel):
     attributes: Annotated[
         dict[str, Attributes] | None,
         Field(
@@ -813,19 +526,13 @@ class PublishedDevice(BaseModel):
         ),
     ] = None
     capacity: Annotated[
-        dict[str, Capacity1] | None,
+        dict[str, Capacity] | None,
         Field(
             description="Capacities as in a DRA ResourceSlice device (`{memory: {value: 80Gi}}`).",
             max_length=16,
         ),
     ] = None
-    claim: Annotated[
-        DeviceClaim | None,
-        Field(
-            description="DRA devices are claimed by pods through ResourceClaims; Synthetic devices only constrain placement (a NIC fabric, a CPU architecture) and are never claimed.",
-            title="DeviceClaim",
-        ),
-    ] = "DRA"
+    claim: DeviceClaim | None = "DRA"
     count: Annotated[
         StrictInt | None,
         Field(description="How many such devices each node offers.", ge=1, le=128),
@@ -857,25 +564,89 @@ class PublishedDevice(BaseModel):
     ]
 
 
-class Device2(BaseModel):
-    count: Annotated[
+class NodePool(BaseModel):
+    costPerNodeHour: Annotated[
+        StrictStr | None,
+        Field(
+            description='What one node of the pool costs per hour: a decimal of at most 6 digits and 4 decimals ("2.48", "0") in one currency for the whole fleet (the scheduler compares costs, it never converts them). Among the placements a deployment\'s placement strategy ranks equal, within one firstAvailable priority level, the scheduler takes the cheapest: this cost times each pod\'s share of its node (the share of the node\'s devices of its scarcest kind it claims: one GPU of eight is an eighth), summed over the replica\'s pods. Cost never outranks the strategy: a Spread deployment spreads and a Pack one packs as without prices, and a cluster where the deployment\'s ModelCache is Ready comes before a cheaper one. Unset means unknown: ranked after every priced pool. "0" marks nodes that cost nothing more to use (owned hardware).',
+            max_length=11,
+            pattern="^(0|[1-9][0-9]{0,5})(\\.[0-9]{1,4})?$",
+        ),
+    ] = None
+    devices: Annotated[
+        list[Device] | None,
+        Field(
+            description="Devices each node offers. A CPU-only pool may publish Synthetic devices (or none: `[]`). Left out, the devices are the ones the cluster publishes (status.nodePools[].publishedDevices).",
+            max_length=16,
+        ),
+    ] = None
+    name: Annotated[
+        StrictStr,
+        Field(
+            description="The pool's name; nodes carry it as label modelplane.ai/pool.",
+            max_length=63,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        ),
+    ]
+    nodes: Annotated[
         StrictInt,
         Field(
-            description="How many of them other claims hold on the node.", ge=1, le=128
+            description="Schedulable nodes now (not an autoscaler ceiling).",
+            ge=0,
+            le=100000,
+        ),
+    ]
+    taints: Annotated[
+        list[Taint] | None,
+        Field(description="Node taints of the pool's nodes.", max_length=8),
+    ] = None
+
+
+class PublishedDevice(BaseModel):
+    attributes: Annotated[
+        dict[str, Attributes] | None,
+        Field(
+            description='Attributes as in a DRA ResourceSlice device. CEL reads `device.attributes["<driver>"].<name>` for a name without a domain.',
+            max_length=32,
+        ),
+    ] = None
+    capacity: Annotated[
+        dict[str, Capacity1] | None,
+        Field(
+            description="Capacities as in a DRA ResourceSlice device (`{memory: {value: 80Gi}}`).",
+            max_length=16,
+        ),
+    ] = None
+    claim: DeviceClaim | None = "DRA"
+    count: Annotated[
+        StrictInt | None,
+        Field(description="How many such devices each node offers.", ge=1, le=128),
+    ] = 1
+    deviceClassName: Annotated[
+        StrictStr | None,
+        Field(
+            description="The DeviceClass pods claim it through (DRA only).",
+            max_length=253,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ] = None
+    driver: Annotated[
+        StrictStr,
+        Field(
+            description="The DRA driver publishing the device; attribute and capacity names without a domain belong to it.",
+            max_length=63,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
         ),
     ]
     name: Annotated[
         StrictStr,
         Field(
-            description="The pool's device (spec.nodePools[].devices[].name, or publishedDevices[].name when the spec leaves them out).",
+            description="The device's name in the pool (a DNS label).",
             max_length=63,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
         ),
     ]
-
-
-class TakenDevice(BaseModel):
-    devices: Annotated[list[Device2], Field(description="By name.", max_length=16)]
-    node: Annotated[StrictStr, Field(description="The node's name.", max_length=253)]
 
 
 class NodePool1(BaseModel):
@@ -948,52 +719,6 @@ class NodePool1(BaseModel):
     ] = None
 
 
-class StackPhase(StrEnum):
-    INSTALLED = "Installed"
-    PROGRESSING = "Progressing"
-    FAILED = "Failed"
-    OBSERVED = "Observed"
-
-
-class StackComponentStatus(BaseModel):
-    message: Annotated[
-        StrictStr | None,
-        Field(description="What was seen, and what to do.", max_length=512),
-    ] = None
-    mode: Annotated[
-        StackMode, Field(description="spec.stack.<name>.mode.", title="StackMode")
-    ]
-    name: Annotated[
-        StrictStr,
-        Field(description="The component: its field in spec.stack.", max_length=32),
-    ]
-    phase: Annotated[
-        StackPhase,
-        Field(
-            description="Installed: every object the stack composes for it is Ready. Observed: an External component's API is served. Progressing: not yet (objects waiting on earlier ones, or not Ready yet). Failed: an object failed, or an External component's API is missing; the message says what to do.",
-            title="StackPhase",
-        ),
-    ]
-    reason: Annotated[
-        StrictStr | None,
-        Field(description="Why, in one CamelCase word.", max_length=64),
-    ] = None
-    version: Annotated[
-        StrictStr | None,
-        Field(
-            description="The version this release installs (Managed) or was built against (External), from its pinned Go module.",
-            max_length=64,
-        ),
-    ] = None
-
-
-class StackStatus(BaseModel):
-    components: Annotated[
-        list[StackComponentStatus] | None,
-        Field(description="Per component, in install order.", max_length=8),
-    ] = None
-
-
 class Status(BaseModel):
     freeDevices: Annotated[
         StrictStr | None,
@@ -1018,6 +743,187 @@ class Status(BaseModel):
             description="The serving stack (spec.stack), per component; the StackReady condition sums it up.",
             title="StackStatus",
         ),
+    ] = None
+
+
+class Toleration(BaseModel):
+    effect: Annotated[
+        TaintEffect | None,
+        Field(
+            description="The taint effect to tolerate; empty tolerates every effect.",
+            title="TaintEffect",
+        ),
+    ] = None
+    key: Annotated[
+        StrictStr | None,
+        Field(
+            description="The taint key to tolerate; empty with operator Exists tolerates every taint.",
+            max_length=253,
+            pattern="^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        ),
+    ] = None
+    operator: TolerationOperator | None = "Equal"
+    value: Annotated[
+        StrictStr | None,
+        Field(
+            description="The taint value to match with operator Equal.", max_length=63
+        ),
+    ] = None
+
+
+class StackController(BaseModel):
+    image: Annotated[
+        StrictStr | None,
+        Field(
+            description="The controller's image, for a mirror of the registry; by default the chart's at the release's pinned version. Keep the version: the stack's CRDs are that version's.",
+            max_length=512,
+            min_length=1,
+            pattern="^[^\\s]+$",
+        ),
+    ] = None
+    nodeSelector: Annotated[
+        dict[str, NodeSelectorAdditionalProperty] | None,
+        Field(
+            description="Node labels the controller's pods require, e.g. to keep them on system nodes, off the accelerators.",
+            max_length=16,
+        ),
+    ] = None
+    replicas: Annotated[
+        StrictInt | None,
+        Field(
+            description="Replicas of the controller's Deployment (the chart's: 1). More than one elect a leader.",
+            ge=1,
+            le=5,
+        ),
+    ] = None
+    resources: Annotated[
+        Resources | None,
+        Field(
+            description="Compute resources of the controller's container, in place of the chart's."
+        ),
+    ] = None
+    tolerations: Annotated[
+        list[Toleration] | None,
+        Field(description="Tolerations of the controller's pods.", max_length=16),
+    ] = None
+
+
+class EnvoyGateway(BaseModel):
+    backendAPI: Annotated[
+        StrictBool | None,
+        Field(
+            description="Whether Envoy Gateway's Backend API is on (EnvoyGateway extensionApis.enableBackend), as a front door needs: what a Managed install configures; for External, the platform's word."
+        ),
+    ] = True
+    controller: StackController | None = None
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs its CRDs, then its controller from the module's chart (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves backends.gateway.envoyproxy.io (v1alpha1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class LeaderWorkerSet(BaseModel):
+    controller: StackController | None = None
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="Managed: the stack installs its CRDs, then its controller from the module's chart (manifests rendered when this release was built from the version hack/tools pins, through provider-kubernetes Objects, never deleted by the stack). External: the platform runs it; the stack observes that the cluster serves leaderworkersets.leaderworkerset.x-k8s.io (v1) and installs nothing.",
+            title="StackMode",
+        ),
+    ]
+
+
+class Stack(BaseModel):
+    envoyGateway: Annotated[
+        EnvoyGateway | None,
+        Field(
+            description="Envoy Gateway (github.com/envoyproxy/gateway). It needs gatewayAPI in the stack too."
+        ),
+    ] = None
+    gateway: Annotated[
+        StackGatewaySettings | None,
+        Field(
+            description="The Gateway spec.gateway names, where every replica's HTTPRoute attaches: the last to be installed. It needs spec.gateway and gatewayAPI in the stack.",
+            title="StackGatewaySettings",
+        ),
+    ] = None
+    gatewayAPI: Annotated[
+        GatewayAPI | None, Field(description="Gateway API (sigs.k8s.io/gateway-api).")
+    ] = None
+    inferenceExtension: Annotated[
+        InferenceExtension | None,
+        Field(
+            description="Gateway API Inference Extension (sigs.k8s.io/gateway-api-inference-extension). It needs gatewayAPI in the stack too."
+        ),
+    ] = None
+    keda: Annotated[
+        Keda | None, Field(description="KEDA (github.com/kedacore/keda/v2).")
+    ] = None
+    leaderWorkerSet: Annotated[
+        LeaderWorkerSet | None, Field(description="LeaderWorkerSet (sigs.k8s.io/lws).")
+    ] = None
+
+
+class Spec(BaseModel):
+    frontDoor: Annotated[
+        FrontDoor | None,
+        Field(
+            description="Whether this cluster's gateway is a front door for ModelServices, for whom, and where its Envoy may send requests."
+        ),
+    ] = None
+    gateway: Annotated[
+        Gateway | None,
+        Field(description="The cluster-edge Gateway that HTTPRoutes attach to."),
+    ] = None
+    inventory: Annotated[
+        Inventory | None,
+        Field(
+            description="Where the nodes the scheduler counts come from. The control-plane cluster is read directly; a remote cluster runs the inventory reporter (composed onto it through the providerConfigRef), whose report is read back."
+        ),
+    ] = None
+    monitoring: Annotated[
+        Monitoring | None, Field(description="Engine metrics on this cluster.")
+    ] = None
+    namespaceSelector: Annotated[
+        NamespaceSelector | None,
+        Field(
+            description="Which namespaces may place replicas and stage ModelCaches on this cluster: those whose Namespace's labels this selector matches (matchLabels and matchExpressions, as a Kubernetes label selector; every Namespace carries kubernetes.io/metadata.name). Unset, or empty, admits every namespace. The scheduler places no new replica of another namespace here, whatever its tolerations, and the composer composes nothing new for one; replicas already here when the selector narrows stay as they are (like a NoSchedule taint), and so does a cache volume one of them uses: taint the cluster NoExecute to move them."
+        ),
+    ] = None
+    nodePools: Annotated[
+        list[NodePool] | None,
+        Field(description="Node pools, keyed by name.", max_length=32),
+    ] = None
+    podSecurity: Annotated[
+        PodSecurity | None,
+        Field(
+            description="Pod security on this cluster: owned by the platform team that writes the InferenceCluster."
+        ),
+    ] = None
+    providerConfigRef: Annotated[
+        ProviderConfigRef | None,
+        Field(
+            description="How workloads reach the cluster; absent means the control-plane cluster itself."
+        ),
+    ] = None
+    stack: Annotated[
+        Stack | None,
+        Field(
+            description="The serving stack this cluster's workloads need, per component: installed by the stack (Managed) or run by the platform and observed (External). A component left out is neither installed nor checked. Versions are the release's own (status.stack.components[].version); the scheduler places no new replica on a cluster whose stack is not ready (condition StackReady). Left out, the cluster composes nothing for a stack.",
+            title="Stack",
+        ),
+    ] = None
+    storage: Annotated[
+        Storage | None,
+        Field(
+            description="Where ModelCaches live on this cluster. A cluster without it cannot host a ModelCache, so replicas that use one are not placed here."
+        ),
+    ] = None
+    taints: Annotated[
+        list[Taint1] | None, Field(description="Cluster taints.", max_length=16)
     ] = None
 
 

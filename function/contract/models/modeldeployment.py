@@ -10,52 +10,6 @@ from pydantic import BaseModel, Field, RootModel, StrictBool, StrictInt, StrictS
 from typing_extensions import TypeAliasType
 
 
-class SelectPolicy(StrEnum):
-    OR = "Or"
-    AND = "And"
-
-
-class ScaleDownStable(BaseModel):
-    instances: Annotated[
-        StrictInt | None,
-        Field(
-            description="At most this many replicas added or removed per 15 s period (Kthena's instances; at least 1, as HPA requires).",
-            ge=1,
-            le=1000,
-        ),
-    ] = 1
-    percent: Annotated[
-        StrictInt | None,
-        Field(
-            description="At most this percentage of the current replicas per 15 s period (Kthena's percent; at least 1, as HPA requires).",
-            ge=1,
-            le=1000,
-        ),
-    ] = 100
-    selectPolicy: Annotated[
-        SelectPolicy | None,
-        Field(
-            description="Or: either limit allows the step (the larger one applies); And: both must allow it (the smaller one applies).",
-            title="SelectPolicy",
-        ),
-    ] = "Or"
-    windowSeconds: Annotated[
-        StrictInt | None,
-        Field(
-            description="How long a scale-down recommendation must hold before it is acted on (Kthena's stabilizationWindow; HPA's stabilizationWindowSeconds).",
-            ge=0,
-            le=3600,
-        ),
-    ] = 300
-
-
-class ScaleDown(BaseModel):
-    stable: Annotated[
-        ScaleDownStable | None,
-        Field(description="The stable scale-down policy.", title="ScaleDownStable"),
-    ] = None
-
-
 class Panic(BaseModel):
     thresholdPercent: Annotated[
         StrictInt | None,
@@ -73,62 +27,6 @@ class Panic(BaseModel):
             le=1800,
         ),
     ]
-
-
-class ScaleUpStable(BaseModel):
-    instances: Annotated[
-        StrictInt | None,
-        Field(
-            description="At most this many replicas added or removed per 15 s period (Kthena's instances; at least 1, as HPA requires).",
-            ge=1,
-            le=1000,
-        ),
-    ] = 1
-    percent: Annotated[
-        StrictInt | None,
-        Field(
-            description="At most this percentage of the current replicas per 15 s period (Kthena's percent; at least 1, as HPA requires).",
-            ge=1,
-            le=1000,
-        ),
-    ] = 100
-    selectPolicy: Annotated[
-        SelectPolicy | None,
-        Field(
-            description="Or: either limit allows the step (the larger one applies); And: both must allow it (the smaller one applies).",
-            title="SelectPolicy",
-        ),
-    ] = "Or"
-    windowSeconds: Annotated[
-        StrictInt | None,
-        Field(
-            description="How long a scale-up recommendation must hold before it is acted on (Kthena's stabilizationWindow; HPA's stabilizationWindowSeconds).",
-            ge=0,
-            le=3600,
-        ),
-    ] = 0
-
-
-class ScaleUp(BaseModel):
-    panic: Annotated[
-        Panic | None,
-        Field(
-            description="Scale up fast on a sudden surge. HPA has no panic mode: this becomes one more scale-up policy with a short window (docs/autoscaling.md)."
-        ),
-    ] = None
-    stable: Annotated[
-        ScaleUpStable | None,
-        Field(description="The stable scale-up policy.", title="ScaleUpStable"),
-    ] = None
-
-
-class Behavior(BaseModel):
-    scaleDown: Annotated[
-        ScaleDown | None, Field(description="How replicas are removed.")
-    ] = None
-    scaleUp: Annotated[ScaleUp | None, Field(description="How replicas are added.")] = (
-        None
-    )
 
 
 class EngineMetric(StrEnum):
@@ -207,43 +105,6 @@ class Prometheus(BaseModel):
             pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
         ),
     ] = None
-
-
-class Autoscaling(BaseModel):
-    behavior: Annotated[
-        Behavior | None,
-        Field(description="How fast the autoscaler moves (Kthena's behavior)."),
-    ] = None
-    maxReplicas: Annotated[
-        StrictInt,
-        Field(description="The most replicas the autoscaler asks for.", ge=1, le=1000),
-    ]
-    metrics: Annotated[
-        list[AutoscalingMetric],
-        Field(
-            description="The metrics to scale on; the one asking for the most replicas wins.",
-            max_length=8,
-            min_length=1,
-        ),
-    ]
-    minReplicas: Annotated[
-        StrictInt | None,
-        Field(description="The fewest replicas the autoscaler keeps.", ge=1, le=1000),
-    ] = 1
-    prometheus: Annotated[
-        Prometheus | None,
-        Field(
-            description="Which of the platform's Prometheus servers the engine metrics are queried from."
-        ),
-    ] = None
-    tolerancePercent: Annotated[
-        StrictInt | None,
-        Field(
-            description="No scaling while the replicas the metrics ask for are within this percentage of the current count (Kthena's tolerancePercent; HPA's tolerance).",
-            ge=0,
-            le=100,
-        ),
-    ] = 10
 
 
 AnnotationsAdditionalProperty = TypeAliasType(
@@ -878,24 +739,6 @@ class Template(BaseModel):
     spec: Annotated[Spec1, Field(description="What every replica runs.")]
 
 
-class Spec(BaseModel):
-    autoscaling: Annotated[
-        Autoscaling | None,
-        Field(
-            description="Scale spec.replicas on engine metrics through a KEDA ScaledObject. While set, the autoscaler writes spec.replicas through the scale subresource, between minReplicas and maxReplicas; removing it removes the ScaledObject and leaves spec.replicas as it stands."
-        ),
-    ] = None
-    replicas: Annotated[
-        StrictInt | None,
-        Field(
-            description="Replicas to place across the fleet (the scale subresource).",
-            ge=0,
-            le=1000,
-        ),
-    ] = 1
-    template: Annotated[Template, Field(description="The replica template.")]
-
-
 AlternativesAdditionalProperty = TypeAliasType("AlternativesAdditionalProperty", LabelsAdditionalProperty)
 
 
@@ -993,6 +836,151 @@ class Status(BaseModel):
         list[UnscheduledItem] | None,
         Field(description="Replicas without a cluster, with reasons.", max_length=1000),
     ] = None
+
+
+class SelectPolicy(StrEnum):
+    OR = "Or"
+    AND = "And"
+
+
+class ScaleDownStable(BaseModel):
+    instances: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this many replicas added or removed per 15 s period (Kthena's instances; at least 1, as HPA requires).",
+            ge=1,
+            le=1000,
+        ),
+    ] = 1
+    percent: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this percentage of the current replicas per 15 s period (Kthena's percent; at least 1, as HPA requires).",
+            ge=1,
+            le=1000,
+        ),
+    ] = 100
+    selectPolicy: SelectPolicy | None = "Or"
+    windowSeconds: Annotated[
+        StrictInt | None,
+        Field(
+            description="How long a scale-down recommendation must hold before it is acted on (Kthena's stabilizationWindow; HPA's stabilizationWindowSeconds).",
+            ge=0,
+            le=3600,
+        ),
+    ] = 300
+
+
+class ScaleDown(BaseModel):
+    stable: Annotated[
+        ScaleDownStable | None,
+        Field(description="The stable scale-down policy.", title="ScaleDownStable"),
+    ] = None
+
+
+class ScaleUpStable(BaseModel):
+    instances: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this many replicas added or removed per 15 s period (Kthena's instances; at least 1, as HPA requires).",
+            ge=1,
+            le=1000,
+        ),
+    ] = 1
+    percent: Annotated[
+        StrictInt | None,
+        Field(
+            description="At most this percentage of the current replicas per 15 s period (Kthena's percent; at least 1, as HPA requires).",
+            ge=1,
+            le=1000,
+        ),
+    ] = 100
+    selectPolicy: SelectPolicy | None = "Or"
+    windowSeconds: Annotated[
+        StrictInt | None,
+        Field(
+            description="How long a scale-up recommendation must hold before it is acted on (Kthena's stabilizationWindow; HPA's stabilizationWindowSeconds).",
+            ge=0,
+            le=3600,
+        ),
+    ] = 0
+
+
+class ScaleUp(BaseModel):
+    panic: Annotated[
+        Panic | None,
+        Field(
+            description="Scale up fast on a sudden surge. HPA has no panic mode: this becomes one more scale-up policy with a short window (docs/autoscaling.md)."
+        ),
+    ] = None
+    stable: Annotated[
+        ScaleUpStable | None,
+        Field(description="The stable scale-up policy.", title="ScaleUpStable"),
+    ] = None
+
+
+class Behavior(BaseModel):
+    scaleDown: Annotated[
+        ScaleDown | None, Field(description="How replicas are removed.")
+    ] = None
+    scaleUp: Annotated[ScaleUp | None, Field(description="How replicas are added.")] = (
+        None
+    )
+
+
+class Autoscaling(BaseModel):
+    behavior: Annotated[
+        Behavior | None,
+        Field(description="How fast the autoscaler moves (Kthena's behavior)."),
+    ] = None
+    maxReplicas: Annotated[
+        StrictInt,
+        Field(description="The most replicas the autoscaler asks for.", ge=1, le=1000),
+    ]
+    metrics: Annotated[
+        list[AutoscalingMetric],
+        Field(
+            description="The metrics to scale on; the one asking for the most replicas wins.",
+            max_length=8,
+            min_length=1,
+        ),
+    ]
+    minReplicas: Annotated[
+        StrictInt | None,
+        Field(description="The fewest replicas the autoscaler keeps.", ge=1, le=1000),
+    ] = 1
+    prometheus: Annotated[
+        Prometheus | None,
+        Field(
+            description="Which of the platform's Prometheus servers the engine metrics are queried from."
+        ),
+    ] = None
+    tolerancePercent: Annotated[
+        StrictInt | None,
+        Field(
+            description="No scaling while the replicas the metrics ask for are within this percentage of the current count (Kthena's tolerancePercent; HPA's tolerance).",
+            ge=0,
+            le=100,
+        ),
+    ] = 10
+
+
+class Spec(BaseModel):
+    autoscaling: Annotated[
+        Autoscaling | None,
+        Field(
+            description="Scale spec.replicas on engine metrics through a KEDA ScaledObject. While set, the autoscaler writes spec.replicas through the scale subresource, between minReplicas and maxReplicas; removing it removes the ScaledObject and leaves spec.replicas as it stands."
+        ),
+    ] = None
+    replicas: Annotated[
+        StrictInt | None,
+        Field(
+            description="Replicas to place across the fleet (the scale subresource).",
+            ge=0,
+            le=1000,
+        ),
+    ] = 1
+    template: Annotated[Template, Field(description="The replica template.")]
 
 
 class ModelDeployment(BaseModel):

@@ -134,60 +134,6 @@ class Authentication(BaseModel):
     ] = None
 
 
-MatchLabelsAdditionalProperty = TypeAliasType(
-    "MatchLabelsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
-)
-
-
-class Selector(BaseModel):
-    matchLabels: Annotated[
-        dict[str, MatchLabelsAdditionalProperty],
-        Field(
-            description="ModelEndpoint labels that must all match.",
-            max_length=8,
-            min_length=1,
-        ),
-    ]
-
-
-class ServiceEntry(BaseModel):
-    selector: Annotated[
-        Selector,
-        Field(
-            description="Which ModelEndpoints of the ModelService's namespace this entry spreads over."
-        ),
-    ]
-    weight: Annotated[
-        StrictInt | None,
-        Field(
-            description="The entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
-            ge=0,
-            le=1000,
-        ),
-    ] = 1
-
-
-class Selector1(Selector):
-    pass
-
-
-class ServiceEntry1(BaseModel):
-    selector: Annotated[
-        Selector1,
-        Field(
-            description="Which ModelEndpoints of the ModelService's namespace this entry spreads over."
-        ),
-    ]
-    weight: Annotated[
-        StrictInt | None,
-        Field(
-            description="The entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
-            ge=0,
-            le=1000,
-        ),
-    ] = 1
-
-
 class Gateway(BaseModel):
     clusterName: Annotated[
         StrictStr | None,
@@ -219,48 +165,6 @@ class Retry(BaseModel):
             pattern="^([0-9]{1,5}(h|m|s|ms)){1,4}$",
         ),
     ] = None
-
-
-class Selector2(Selector):
-    pass
-
-
-class ServiceEntry2(BaseModel):
-    selector: Annotated[
-        Selector2,
-        Field(
-            description="Which ModelEndpoints of the ModelService's namespace this entry spreads over."
-        ),
-    ]
-    weight: Annotated[
-        StrictInt | None,
-        Field(
-            description="The entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
-            ge=0,
-            le=1000,
-        ),
-    ] = 1
-
-
-class Selector3(Selector):
-    pass
-
-
-class ServiceEntry3(BaseModel):
-    selector: Annotated[
-        Selector3,
-        Field(
-            description="Which ModelEndpoints of the ModelService's namespace this entry spreads over."
-        ),
-    ]
-    weight: Annotated[
-        StrictInt | None,
-        Field(
-            description="The entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
-            ge=0,
-            le=1000,
-        ),
-    ] = 1
 
 
 class RuleHeaderType(StrEnum):
@@ -333,13 +237,61 @@ class Match(BaseModel):
     ] = None
 
 
+class ServiceActive(StrEnum):
+    PRIMARY = "Primary"
+    FALLBACK = "Fallback"
+    NONE = "None"
+
+
+class Endpoint(RootModel[StrictStr]):
+    root: Annotated[StrictStr, Field(max_length=253)]
+
+
+MatchLabelsAdditionalProperty = TypeAliasType(
+    "MatchLabelsAdditionalProperty", Annotated[StrictStr, Field(max_length=63)]
+)
+
+
+class Selector(BaseModel):
+    matchLabels: Annotated[
+        dict[str, MatchLabelsAdditionalProperty],
+        Field(
+            description="ModelEndpoint labels that must all match.",
+            max_length=8,
+            min_length=1,
+        ),
+    ]
+
+
+class ServiceEntry(BaseModel):
+    selector: Annotated[
+        Selector,
+        Field(
+            description="Which ModelEndpoints of the ModelService's namespace this entry spreads over."
+        ),
+    ]
+    weight: Annotated[
+        StrictInt | None,
+        Field(
+            description="The entry's share of traffic, spread evenly over the ModelEndpoints it selects, however many they are.",
+            ge=0,
+            le=1000,
+        ),
+    ] = 1
+
+
+class ServiceRole(StrEnum):
+    PRIMARY = "Primary"
+    FALLBACK = "Fallback"
+
+
 class Rule(BaseModel):
     endpoints: Annotated[
-        list[ServiceEntry2],
+        list[ServiceEntry],
         Field(description="The rule's primary entries.", max_length=4, min_length=1),
     ]
     fallback: Annotated[
-        list[ServiceEntry3] | None,
+        list[ServiceEntry] | None,
         Field(
             description="The rule's entries used only while none of its primary entries has a valid ModelEndpoint. Without a serving entry the rule's requests answer 500: they never fall through to a later rule or the service's own entries (list those here to fail over to them).",
             max_length=4,
@@ -380,7 +332,7 @@ class Spec(BaseModel):
         ),
     ]
     fallback: Annotated[
-        list[ServiceEntry1] | None,
+        list[ServiceEntry] | None,
         Field(
             description="Entries used only while no primary entry has a valid ModelEndpoint.",
             max_length=16,
@@ -431,21 +383,6 @@ class Spec(BaseModel):
     ] = None
 
 
-class ServiceActive(StrEnum):
-    PRIMARY = "Primary"
-    FALLBACK = "Fallback"
-    NONE = "None"
-
-
-class Endpoint(RootModel[StrictStr]):
-    root: Annotated[StrictStr, Field(max_length=253)]
-
-
-class ServiceRole(StrEnum):
-    PRIMARY = "Primary"
-    FALLBACK = "Fallback"
-
-
 class Entry(BaseModel):
     endpoints: Annotated[
         list[Endpoint] | None,
@@ -459,10 +396,7 @@ class Entry(BaseModel):
             le=15,
         ),
     ] = None
-    role: Annotated[
-        ServiceRole | None,
-        Field(description="Primary or Fallback.", title="ServiceRole"),
-    ] = None
+    role: ServiceRole | None = None
     weight: Annotated[
         StrictInt | None, Field(description="The entry's weight.", ge=0, le=1000)
     ] = None
