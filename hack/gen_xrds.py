@@ -649,7 +649,10 @@ def stack_gateway() -> dict:
             enum=STACK_MODE),
         "gatewayClassName": string(253, "The GatewayClass of the Gateway the stack composes: the "
                                    "one the cluster's gateway implementation serves (Envoy "
-                                   "Gateway's quickstart names it eg). Required with mode Managed.",
+                                   "Gateway's quickstart names it eg). Where the stack installs "
+                                   "Envoy Gateway (envoyGateway Managed) it composes this class "
+                                   "too, of Envoy Gateway's controller; otherwise it is the "
+                                   "platform's. Required with mode Managed.",
                                    pattern=DNS_SUBDOMAIN, min_length=1),
         "port": integer(1, 65535, "Its HTTP listener's port; default the port of "
                         f"spec.gateway.address, else {GATEWAY.default_port}. Only with mode Managed."),

@@ -30,8 +30,10 @@ def test_the_preview_lists_each_stack_component_its_version_and_what_it_composes
          "2 × ClusterRole, 2 × ClusterRoleBinding, 1 × ConfigMap, 8 × CustomResourceDefinition, "
          "1 × Deployment, 1 × Job, 1 × MutatingWebhookConfiguration, 1 × Namespace, 3 × Role, "
          "3 × RoleBinding, 1 × Service, 2 × ServiceAccount"],
-        # The last tier: the Gateway spec.gateway names, and its namespace.
-        ["eu-west-2", "gateway", "Managed", "v1.6.1", "1 × Gateway, 1 × Namespace"]]
+        # The last tier: the Gateway spec.gateway names, its namespace, and its class
+        # (the stack installs Envoy Gateway, so the class of its controller too).
+        ["eu-west-2", "gateway", "Managed", "v1.6.1",
+         "1 × Gateway, 1 × GatewayClass, 1 × Namespace"]]
     # Offline nothing is observed: the stack is not ready, so nothing is placed there.
     assert "eu-west-2: is not serving-ready (stack: not reported yet)" in out.stdout
 
@@ -44,8 +46,8 @@ def test_the_yaml_output_carries_the_stacks_objects(tools):
                if d["kind"] == "Object" and d["metadata"]["labels"].get(
                    "modelplane.ai/purpose") == "stack"]
     # 22 CRDs, LWS's namespace and 16 chart objects, Envoy Gateway's namespace and 17
-    # chart objects, the Gateway and its namespace.
-    assert len(objects) == 59
+    # chart objects, the Gateway, its namespace and its class.
+    assert len(objects) == 60
 
 
 def test_a_fleet_without_stacks_prints_no_stack_table(tools):

@@ -70,6 +70,7 @@ RESOURCES: dict[tuple[str, str], str] = {
     ("resource.k8s.io", "ResourceClaimTemplate"): "resourceclaimtemplates",
     ("gateway.networking.k8s.io", "HTTPRoute"): "httproutes",
     ("gateway.networking.k8s.io", "Gateway"): "gateways",
+    ("gateway.networking.k8s.io", "GatewayClass"): "gatewayclasses",
     ("inference.networking.k8s.io", "InferencePool"): "inferencepools",
     ("rbac.authorization.k8s.io", "Role"): "roles",
     ("rbac.authorization.k8s.io", "RoleBinding"): "rolebindings",

@@ -18,7 +18,7 @@ from schemas import Schemas
 from test_cluster_inventory import run_cluster
 from test_cluster_stack import MANAGED, ROOT, install, ready, remote, stack_status
 
-from function.cluster import stack, stackenvoy
+from function.cluster import stack, stackenvoy, stackgateway
 from function.contract.stack import BY_FIELD, Tier
 
 sys.path.insert(0, str(ROOT / "hack"))
@@ -26,6 +26,7 @@ import gen_stack  # noqa: E402
 import vendor_charts  # noqa: E402
 
 WITH_EG = {**MANAGED, "envoyGateway": {"mode": "Managed"}}
+GATEWAY = {"gateway": {"mode": "Managed", "gatewayClassName": "inference"}}
 CONFIG = stack.object_key("envoyGateway", "configmap-envoy-gateway-config")
 DEPLOYMENT = stack.object_key("envoyGateway", "deployment-envoy-gateway")
 JOB = stack.object_key("envoyGateway", "job-eg-gateway-helm-certgen-v1-9-1")
@@ -142,3 +143,43 @@ def test_the_chart_is_rendered_from_its_values_template_with_every_placeholder_f
     rendered = json.loads((ROOT / "function/cluster/stackdata/envoyGateway.json").read_text())
     assert not [o for o in rendered["objects"] if o["tier"] == Tier.CONTROLLERS
                 and o["manifest"]["kind"] == "CustomResourceDefinition"]
+
+
+# --- the GatewayClass of the stack's Gateway -----------------------------------------
+
+def test_with_envoy_gateway_installed_the_gateways_class_comes_with_the_gateway():
+    first = desired(run_cluster(remote(**WITH_EG, **GATEWAY)))
+    assert stackgateway.CLASS_KEY not in first  # the Gateways' tier, once the rest is Ready
+    objs, _ = install(remote(**WITH_EG, **GATEWAY))
+    obj = objs[stackgateway.CLASS_KEY]
+    cls = obj["spec"]["forProvider"]["manifest"]
+    assert (cls["kind"], cls["metadata"]["name"]) == ("GatewayClass", "inference")
+    # The controller Envoy Gateway's configuration (the chart's, as rendered) names.
+    config = config_of(objs)
+    assert cls["spec"] == {"controllerName": config["gateway"]["controllerName"]}
+    assert cls["spec"]["controllerName"] == "gateway.envoyproxy.io/gatewayclass-controller"
+    assert cls["metadata"]["labels"]["modelplane.ai/stack-component"] == "envoyGateway"
+    assert obj["spec"]["managementPolicies"] == stack.KEEP
+    assert obj["spec"]["readiness"] == {"policy": "SuccessfulCreate"}
+    assert Schemas().errors(to_plain(obj)) == []
+    gateway = objs[stackgateway.GATEWAY_KEY]["spec"]["forProvider"]["manifest"]
+    assert gateway["spec"]["gatewayClassName"] == "inference"
+
+
+def test_without_envoy_gateway_installed_the_class_is_the_platforms():
+    for envoy in ({}, {"envoyGateway": {"mode": "External"}}):
+        objs, _ = install(remote(**MANAGED, **envoy, **GATEWAY))
+        assert stackgateway.GATEWAY_KEY in objs and stackgateway.CLASS_KEY not in objs
+
+
+def test_a_class_the_provider_cannot_apply_fails_the_gateway_with_its_message():
+    ic = remote(**WITH_EG, **GATEWAY)
+    objs, observed = install(ic)
+    observed[stackgateway.CLASS_KEY] = {**objs[stackgateway.CLASS_KEY], "status": {
+        "conditions": [{"type": "Ready", "status": "False"},
+                       {"type": "Synced", "status": "False", "reason": "ReconcileError",
+                        "message": "spec.controllerName: Invalid value: field is immutable"}]}}
+    (got,) = [c for c in stack_status(run_cluster(ic, observed=observed))
+              if c["name"] == "gateway"]
+    assert (got["phase"], got["reason"]) == ("Failed", "ReconcileError")
+    assert "immutable" in got["message"]

@@ -16,7 +16,9 @@ Managed, of the class `eg`), after the components. What needs those CRDs waits
 until they are Established:
 
 * the fleet plan's manifests of the API groups those CRDs serve (the GatewayClass
-  of `spec.gateway`, which is the gateway implementation's: the harness's here);
+  of `spec.gateway` with its `parametersRef` to the EnvoyProxy that runs Envoy under
+  Host infrastructure, and that EnvoyProxy: the stack's own apply of the class, with
+  its Gateway, owns its controller name and labels, this one the parametersRef);
 * the controllers that watch them. Where the stack installs a component's CRDs
   only, the harness runs its controller as a local process in place of the
   Deployment a real cluster runs, and starts it once the stack has installed what it

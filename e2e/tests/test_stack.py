@@ -15,7 +15,7 @@ from live import IC, OBJECT, SETTLE, delete_and_wait, get, is_true, items, wait,
 
 from e2e.controlplane import stack as harness_stack
 from e2e.controlplane.core import ControlPlane
-from function.cluster import stack, stackenvoy
+from function.cluster import stack, stackenvoy, stackgateway
 from function.contract.stack import (
     BY_FIELD,
     GATEWAY,
@@ -147,6 +147,16 @@ def test_the_remote_clusters_gateway_is_the_stacks_and_envoy_gateway_serves_it(
     assert gw["metadata"]["labels"].get(LABEL_COMPONENT) == GATEWAY.field
     assert gw["spec"]["gatewayClassName"] == ic["spec"]["stack"]["gateway"]["gatewayClassName"]
     assert is_true(gw, "Accepted"), gw.get("status")
+    # Its class comes with the Envoy Gateway the stack installs; the harness's
+    # EnvoyProxy (Host infrastructure) is named on it beside, each apply owning its fields.
+    cls = get(cp, "gatewayclasses.gateway.networking.k8s.io", gw["spec"]["gatewayClassName"],
+              cluster=cp.cluster(cluster))
+    assert cls is not None and cls["metadata"]["labels"].get(LABEL_COMPONENT) == "envoyGateway"
+    assert cls["spec"]["controllerName"] == stackgateway.controller_name()
+    assert cls["spec"].get("parametersRef"), cls["spec"]
+    obj = get(cp, OBJECT, object_name(cluster, f"gatewayclass-{cls['metadata']['name']}",
+                                      GATEWAY.field), objects_namespace())
+    assert obj is not None and is_true(obj, "Ready"), (cluster, obj)
     obj = get(cp, OBJECT, object_name(cluster, f"gateway-{named['name']}", GATEWAY.field),
               objects_namespace())
     assert obj is not None and is_true(obj, "Ready"), (cluster, obj)

@@ -4,7 +4,9 @@ Its chart renders the EnvoyGateway configuration (ConfigMap `envoy-gateway-confi
 the file its controller reads at start) once, at build time, with the Backend API
 off, as upstream ships it. A front door routes ModelServices to Envoy Gateway
 Backends, so the stack turns the API on per cluster (`backendAPI`, default true):
-`extensionApis.enableBackend` in that file. Nothing else of the file changes.
+`extensionApis.enableBackend` in that file. Nothing else of the file changes. The
+GatewayClass the stack composes for it names the controller the file gives
+(cluster/stackgateway.py).
 """
 
 from __future__ import annotations
@@ -37,3 +39,4 @@ def configured(manifest: Mapping[str, Any], backend_api: bool) -> Mapping[str, A
 def backend_api(entry: Mapping[str, Any]) -> bool:
     """spec.stack.envoyGateway.backendAPI, true unless set false (the XRD's default)."""
     return entry.get("backendAPI") is not False
+

@@ -9,7 +9,11 @@ what makes a route count (contract/stack.py's StackGateway).
   `gatewayClassName`, with one HTTP listener on `port` (default the port of
   spec.gateway.address, else 80) admitting routes from every namespace: the
   replicas' HTTPRoutes live in their own namespaces. Its Object is Ready when the
-  class's controller has Accepted its current generation.
+  class's controller has Accepted its current generation. Where the stack installs
+  Envoy Gateway too (envoyGateway Managed), the same tier composes the GatewayClass
+  `gatewayClassName` of Envoy Gateway's controller (labelled Envoy Gateway's: it
+  comes with the controller, and installing it is the stack role's); else the class
+  is the platform's.
 * External: an observe-only Object of it on a remote cluster, a required resource on
   the control-plane cluster; Observed when it is Accepted.
 
@@ -19,20 +23,25 @@ taken it yet) is Progressing; Accepted=False for any other reason is Failed.
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from function.cluster import reporter
+import yaml
+
+from function.cluster import reporter, stackenvoy
 from function.cluster.stack import KEEP, is_ready, rendered, stack_object
 from function.contract.enums import StackMode, StackPhase
 from function.contract.records import Cluster, Gateway
-from function.contract.stack import GATEWAY, LABEL_COMPONENT
+from function.contract.stack import ENVOY_GATEWAY, GATEWAY, LABEL_COMPONENT
 from function.contract.validation import condition_of
 
 NAMESPACE_KEY = f"stack-{GATEWAY.field}-namespace"
 GATEWAY_KEY = f"stack-{GATEWAY.field}-gateway"
+CLASS_KEY = f"stack-{GATEWAY.field}-class"
+CLASS_KIND = "GatewayClass"
 PROBE_KEY = f"stack-{GATEWAY.field}-probe"
 READ_BACK = frozenset({GATEWAY_KEY, PROBE_KEY})  # whose observed Gateway the entry reads
 REQUIRE = f"stack-{GATEWAY.field}"  # the control-plane cluster's, as a required resource
@@ -51,6 +60,9 @@ class Settings:
     gateway: Gateway
     class_name: str = ""
     port: int = GATEWAY.default_port
+    # The controller of the GatewayClass the stack composes (Envoy Gateway's, where it
+    # installs Envoy Gateway); "": the class is the platform's.
+    class_controller: str = ""
 
     @property
     def managed(self) -> bool:
@@ -76,8 +88,23 @@ def declared(spec: Mapping[str, Any], cluster: Cluster) -> Settings | None:
     if not isinstance(entry, Mapping) or cluster.gateway is None:
         return None
     port = entry.get("port") or address_port(cluster.gateway) or GATEWAY.default_port
-    return Settings(StackMode(entry["mode"]), cluster.gateway,
-                    str(entry.get("gatewayClassName") or ""), int(port))
+    mode = StackMode(entry["mode"])
+    envoy = (spec.get("stack") or {}).get(ENVOY_GATEWAY.field)
+    installs_envoy = isinstance(envoy, Mapping) and envoy.get("mode") == StackMode.MANAGED
+    return Settings(mode, cluster.gateway, str(entry.get("gatewayClassName") or ""), int(port),
+                    controller_name() if installs_envoy and mode == StackMode.MANAGED else "")
+
+
+@functools.cache
+def controller_name() -> str:
+    """The controller this release's Envoy Gateway serves GatewayClasses of: the one its
+    chart's configuration names (gateway.controllerName)."""
+    for m in rendered(ENVOY_GATEWAY.field).objects:
+        if m.manifest.get("kind") == "ConfigMap" \
+                and m.manifest["metadata"]["name"] == stackenvoy.CONFIG_MAP:
+            config = yaml.safe_load(m.manifest["data"][stackenvoy.CONFIG_KEY])
+            return str(config["gateway"]["controllerName"])
+    raise LookupError(f"{ENVOY_GATEWAY.field}'s rendering has no {stackenvoy.CONFIG_MAP}")
 
 
 def manifests(s: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -94,6 +121,14 @@ def manifests(s: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
             "allowedRoutes": {"namespaces": {"from": "All"}}}]},
     }
     return namespace, gateway
+
+
+def gateway_class(s: Settings) -> dict[str, Any]:
+    """The GatewayClass the Gateway names, of `class_controller`."""
+    labels = {**reporter.PART_OF, LABEL_COMPONENT: ENVOY_GATEWAY.field}
+    return {"apiVersion": GATEWAY.api_version, "kind": CLASS_KIND,
+            "metadata": {"name": s.class_name, "labels": labels},
+            "spec": {"controllerName": s.class_controller}}
 
 
 def _object(cluster: Cluster, manifest: dict[str, Any], policies: list[str],
@@ -118,6 +153,10 @@ def objects(cluster: Cluster, s: Settings, components_ready: bool,
     out = {NAMESPACE_KEY: _object(cluster, namespace, KEEP, False)}
     if components_ready or GATEWAY_KEY in observed:
         out[GATEWAY_KEY] = _object(cluster, gateway, KEEP, True)
+    if s.class_controller and (components_ready or CLASS_KEY in observed):
+        # Ready once it exists: the Gateway's Accepted is what says its controller took
+        # it (Envoy Gateway v1.9 may rewrite a class's Accepted to Pending at start-up).
+        out[CLASS_KEY] = _object(cluster, gateway_class(s), KEEP, False)
     return out
 
 
@@ -169,7 +208,7 @@ def remote_entry(s: Settings, composed: Mapping[str, Any],
                  observed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Its status.stack.components entry on a remote cluster, from its Objects."""
     key = GATEWAY_KEY if s.managed else PROBE_KEY
-    for k in (NAMESPACE_KEY, key) if s.managed else (key,):
+    for k in (NAMESPACE_KEY, CLASS_KEY, key) if s.managed else (key,):
         synced = condition_of(observed.get(k), "Synced")
         if is_ready(observed.get(k)) or synced is None or synced.get("status") != "False":
             continue

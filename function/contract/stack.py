@@ -161,6 +161,9 @@ COMPONENTS: tuple[Component, ...] = (
 )
 
 BY_FIELD = {c.field: c for c in COMPONENTS}
+# The gateway implementation the stack installs: its Backend API (cluster/stackenvoy.py)
+# and the GatewayClass of a Managed stack.gateway (cluster/stackgateway.py).
+ENVOY_GATEWAY = BY_FIELD["envoyGateway"]
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,7 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
                       "ProviderConfig")
     front_door = spec.get("frontDoor")
     if isinstance(front_door, Mapping) and front_door.get("enabled") \
-            and (declared.get("envoyGateway") or {}).get("backendAPI") is False:
+            and (declared.get(ENVOY_GATEWAY.field) or {}).get("backendAPI") is False:
         errors.append("a front door needs Envoy Gateway's Backend API: set "
                       "stack.envoyGateway.backendAPI")
     return errors

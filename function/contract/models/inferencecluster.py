@@ -302,7 +302,7 @@ class StackGatewaySettings(BaseModel):
     gatewayClassName: Annotated[
         StrictStr | None,
         Field(
-            description="The GatewayClass of the Gateway the stack composes: the one the cluster's gateway implementation serves (Envoy Gateway's quickstart names it eg). Required with mode Managed.",
+            description="The GatewayClass of the Gateway the stack composes: the one the cluster's gateway implementation serves (Envoy Gateway's quickstart names it eg). Where the stack installs Envoy Gateway (envoyGateway Managed) it composes this class too, of Envoy Gateway's controller; otherwise it is the platform's. Required with mode Managed.",
             max_length=253,
             min_length=1,
             pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
