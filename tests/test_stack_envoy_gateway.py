@@ -8,9 +8,11 @@ stack turns on per cluster (as a front door needs), and nothing of Helm's left.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
+import pytest
 import yaml
 from builders import desired
 from fleetgen import to_plain
@@ -131,13 +133,18 @@ def test_installed_once_every_object_is_ready_and_progressing_while_its_job_runs
 
 
 def test_the_chart_is_rendered_from_its_values_template_with_every_placeholder_filled():
-    chart = BY_FIELD["envoyGateway"].chart
+    component = BY_FIELD["envoyGateway"]
+    chart = component.chart
     assert chart is not None
-    src = vendor_charts.module_dir("envoy-gateway", "github.com/envoyproxy/gateway", "v1.9.1")
-    filled = vendor_charts.filled_values(chart, src, "v1.9.1")
-    assert "${" not in filled and "docker.io/envoyproxy/gateway:v1.9.1" in filled
+    version = vendor_charts.pinned(component.tool, component.module)
+    src = vendor_charts.module_dir(component.tool, component.module, version)
+    filled = vendor_charts.filled_values(chart, src, version)
+    assert "${" not in filled and f"docker.io/envoyproxy/gateway:{version}" in filled
+    # A placeholder the table does not fill fails the build, not the rendering.
+    with pytest.raises(SystemExit, match="GatewayImage"):
+        vendor_charts.filled_values(dataclasses.replace(chart, template_values=()), src, version)
     # The Gateway API CRDs are the gatewayAPI component's: the chart's copies stay off.
-    flags = vendor_charts.flags(chart, "v1.9.1", "values.yaml")
+    flags = vendor_charts.flags(chart, version, "values.yaml")
     assert flags[flags.index("--values") + 1] == "values.yaml"
     assert "crds.enabled=false" in flags
     rendered = json.loads((ROOT / "function/cluster/stackdata/envoyGateway.json").read_text())
