@@ -986,7 +986,7 @@ class _Builder:
         got = self.cp.kubectl("get", "configmaps", stackenvoy.CONFIG_MAP, "-n",
                               envoy_gateway.NAMESPACE, "-o", "json", "--ignore-not-found",
                               cluster=name).stdout
-        composed = envoy_gateway.composed_config(json.loads(got) if got.strip() else None)
+        composed = stackenvoy.config_of(json.loads(got) if got.strip() else None)
         if composed is None:
             raise ControlPlaneError(f"{name}: the stack installs Envoy Gateway but ConfigMap "
                                     f"{envoy_gateway.NAMESPACE}/{stackenvoy.CONFIG_MAP} holds no "

@@ -31,10 +31,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from e2e.controlplane import fleet
-from function.cluster import stackenvoy
 
 CONTROLLER = fleet.GATEWAY_CONTROLLER
 GATEWAY_CLASS = fleet.GATEWAY_CLASS
@@ -50,7 +47,7 @@ def config(admin_port: int, infrastructure: Mapping[str, Any] | None = None,
     Envoy Gateway starts each Gateway's Envoy); without it no Envoy is created.
     `extension_port`: the InferencePool extension server on 127.0.0.1 (extension_manager).
     `composed`: the configuration a cluster's stack installed (its ConfigMap's file,
-    `composed_config`), whose extension APIs (the Backend API as the InferenceCluster
+    stackenvoy.config_of), whose extension APIs (the Backend API as the InferenceCluster
     declares it) and controller name this one keeps; the harness's own settings
     (provider, admin, telemetry, extension manager) replace the rest."""
     custom: dict[str, Any] = {"resource": {
@@ -75,16 +72,6 @@ def config(admin_port: int, infrastructure: Mapping[str, Any] | None = None,
     if extension_port is not None:
         doc["extensionManager"] = extension_manager(extension_port)
     return doc
-
-
-def composed_config(configmap: Mapping[str, Any] | None) -> dict | None:
-    """The EnvoyGateway configuration in the ConfigMap a stack installed (None: there is
-    none, or it holds no file)."""
-    text = ((configmap or {}).get("data") or {}).get(stackenvoy.CONFIG_KEY)
-    if not text:
-        return None
-    doc = yaml.safe_load(text)
-    return doc if isinstance(doc, dict) else None
 
 
 def extension_manager(port: int) -> dict:
@@ -189,6 +176,6 @@ def not_accepted(gatewayclass: Mapping[str, Any] | None,
     return out
 
 
-__all__ = ["CONTROLLER", "GATEWAY_CLASS", "NAMESPACE", "config", "composed_config", "environment",
+__all__ = ["CONTROLLER", "GATEWAY_CLASS", "NAMESPACE", "config", "environment",
            "extension_manager", "extension_argv",
            "clusters_with_gateways", "not_accepted"]

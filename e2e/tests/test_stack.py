@@ -9,7 +9,6 @@ scenario then runs on what the stacks installed."""
 from __future__ import annotations
 
 import pytest
-import yaml
 from day2 import NAME, NS, clusters_of, deploy
 from live import IC, OBJECT, SETTLE, delete_and_wait, get, is_true, items, wait, wait_condition
 
@@ -121,8 +120,7 @@ def test_the_remote_clusters_envoy_gateway_is_the_stacks_with_the_backend_api_on
     assert is_true(job, "Complete"), job.get("status")
     config = get(cp, "configmaps", stackenvoy.CONFIG_MAP, chart.namespace, cluster=at)
     assert config is not None
-    assert yaml.safe_load(config["data"][stackenvoy.CONFIG_KEY])["extensionApis"] == {
-        "enableBackend": True}
+    assert (stackenvoy.config_of(config) or {}).get("extensionApis") == {"enableBackend": True}
     for name in ("deployment-envoy-gateway", f"job-{job['metadata']['name']}",
                  f"configmap-{stackenvoy.CONFIG_MAP}"):
         obj = get(cp, OBJECT, object_name(cluster, name), objects_namespace())

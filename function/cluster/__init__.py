@@ -136,7 +136,7 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
     # The serving stack, only when declared (a cluster without one composes, requires
     # and reports nothing more than before).
     components = stack.declared(spec)
-    gateway = stackgateway.declared(spec, cluster)
+    gateway = stackgateway.declared(spec, cluster, components)
     seen = stack.observed_states(req, stackgateway.READ_BACK) if components is not None else {}
     if components is not None:
         if cluster.remote:

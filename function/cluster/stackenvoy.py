@@ -20,6 +20,14 @@ CONFIG_MAP = "envoy-gateway-config"  # the chart's (templates/envoy-gateway-conf
 CONFIG_KEY = "envoy-gateway.yaml"
 
 
+def config_of(configmap: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The EnvoyGateway configuration a ConfigMap of the chart holds (None: no file, or
+    not a mapping): the rendered one, or one observed on a cluster."""
+    text = ((configmap or {}).get("data") or {}).get(CONFIG_KEY)
+    doc = yaml.safe_load(text) if text else None
+    return doc if isinstance(doc, dict) else None
+
+
 def configured(manifest: Mapping[str, Any], backend_api: bool) -> Mapping[str, Any]:
     """The chart's ConfigMap with the Backend API set as declared; any other manifest
     as it is."""
@@ -27,7 +35,7 @@ def configured(manifest: Mapping[str, Any], backend_api: bool) -> Mapping[str, A
             or (manifest.get("metadata") or {}).get("name") != CONFIG_MAP:
         return manifest
     data = dict(manifest.get("data") or {})
-    config = yaml.safe_load(data.get(CONFIG_KEY) or "") or {}
+    config = config_of(manifest) or {}
     apis = {k: v for k, v in (config.get("extensionApis") or {}).items() if k != "enableBackend"}
     if backend_api:
         apis["enableBackend"] = True

@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import functools
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from function.cluster import reporter, stackenvoy
-from function.cluster.stack import KEEP, is_ready, rendered, stack_object
+from function.cluster.stack import KEEP, Declared, is_ready, rendered, stack_object
 from function.contract.enums import StackMode, StackPhase
 from function.contract.records import Cluster, Gateway
 from function.contract.stack import ENVOY_GATEWAY, GATEWAY, LABEL_COMPONENT
@@ -81,16 +79,17 @@ def address_port(gateway: Gateway) -> int | None:
         return None
 
 
-def declared(spec: Mapping[str, Any], cluster: Cluster) -> Settings | None:
+def declared(spec: Mapping[str, Any], cluster: Cluster,
+             components: Sequence[Declared] | None) -> Settings | None:
     """spec.stack.gateway, or None (none declared, or spec.gateway names no Gateway:
-    contract.stack.spec_errors refuses that before anything is composed)."""
+    contract.stack.spec_errors refuses that before anything is composed). `components`:
+    the stack's (stack.declared), which say whether it installs Envoy Gateway."""
     entry = (spec.get("stack") or {}).get(GATEWAY.field)
     if not isinstance(entry, Mapping) or cluster.gateway is None:
         return None
     port = entry.get("port") or address_port(cluster.gateway) or GATEWAY.default_port
     mode = StackMode(entry["mode"])
-    envoy = (spec.get("stack") or {}).get(ENVOY_GATEWAY.field)
-    installs_envoy = isinstance(envoy, Mapping) and envoy.get("mode") == StackMode.MANAGED
+    installs_envoy = any(d.component == ENVOY_GATEWAY and d.managed for d in components or ())
     return Settings(mode, cluster.gateway, str(entry.get("gatewayClassName") or ""), int(port),
                     controller_name() if installs_envoy and mode == StackMode.MANAGED else "")
 
@@ -102,7 +101,7 @@ def controller_name() -> str:
     for m in rendered(ENVOY_GATEWAY.field).objects:
         if m.manifest.get("kind") == "ConfigMap" \
                 and m.manifest["metadata"]["name"] == stackenvoy.CONFIG_MAP:
-            config = yaml.safe_load(m.manifest["data"][stackenvoy.CONFIG_KEY])
+            config = stackenvoy.config_of(m.manifest) or {}
             return str(config["gateway"]["controllerName"])
     raise LookupError(f"{ENVOY_GATEWAY.field}'s rendering has no {stackenvoy.CONFIG_MAP}")
 

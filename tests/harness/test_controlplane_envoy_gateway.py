@@ -44,15 +44,15 @@ def test_the_stacks_configuration_keeps_its_apis_under_the_harness_provider():
     (chart,) = [m.manifest for m in fn_stack.rendered("envoyGateway").objects
                 if m.manifest["kind"] == "ConfigMap"]
     for backend in (True, False):
-        composed = eg.composed_config(stackenvoy.configured(chart, backend))
+        composed = stackenvoy.config_of(stackenvoy.configured(chart, backend))
         assert composed is not None and composed["provider"]["type"] == "Kubernetes"
         cfg = eg.config(admin_port=1, extension_port=2, composed=composed)
         assert cfg["extensionApis"] == ({"enableBackend": True} if backend else {})
         assert cfg["gateway"] == {"controllerName": fleet.GATEWAY_CONTROLLER}
         assert cfg["provider"]["type"] == "Custom"     # the harness's, not the chart's
         assert cfg["admin"]["address"]["host"] == "127.0.0.1"
-    assert eg.composed_config(None) is None
-    assert eg.composed_config({"data": {}}) is None
+    assert stackenvoy.config_of(None) is None
+    assert stackenvoy.config_of({"data": {}}) is None
     # Without a stack's, the harness's own: the Backend API on for the front door.
     assert eg.config(admin_port=1)["extensionApis"] == {"enableBackend": True}
 

@@ -25,6 +25,7 @@ from kubernetes import client, config, watch
 from e2e.controlplane.pods import apiaccess, netns, podspec, supervisor
 from e2e.controlplane.pods.runner import Binaries, PodRunner
 from e2e.controlplane.pods.translate import Settings
+from function.contract.validation import condition_of
 
 TICK = 0.5          # seconds between supervisor ticks
 WATCH_TIMEOUT = 300  # seconds a watch stays open before it is re-opened
@@ -50,8 +51,7 @@ class KubeApi:
 
     def node_ready(self, name: str) -> bool:
         node = self.plain(self.core.read_node_status(name))
-        return any(c.get("type") == "Ready" and c.get("status") == "True"
-                   for c in (node.get("status") or {}).get("conditions") or [])
+        return (condition_of(node, "Ready") or {}).get("status") == "True"
 
     def lookup(self, kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
         try:

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from e2e.controlplane.pods import images, netns, probes
 from e2e.controlplane.pods.runner import PodRunner, RunningPod
+from function.contract.validation import condition_of
 
 log = logging.getLogger("pods")
 
@@ -105,11 +106,6 @@ def wanted(pod: Mapping[str, Any]) -> bool:
             and status.get("phase") == "Running" and bool(status.get("podIP")))
 
 
-def _condition(pod: Mapping[str, Any], kind: str) -> str | None:
-    return next((c.get("status") for c in (pod.get("status") or {}).get("conditions") or []
-                 if c.get("type") == kind), None)
-
-
 def unready_by_its_node(pod: Mapping[str, Any]) -> bool:
     """A pod kwok keeps (nothing runs it here), Running, whose containers kwok said
     ready, yet not Ready: what the node lifecycle controller leaves when it marks the
@@ -117,8 +113,8 @@ def unready_by_its_node(pod: Mapping[str, Any]) -> bool:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     return (not images.runnable(pod) and not meta.get("deletionTimestamp")
             and status.get("phase") == "Running" and bool((pod.get("spec") or {}).get("nodeName"))
-            and _condition(pod, "ContainersReady") == "True"
-            and _condition(pod, "Ready") == "False")
+            and (condition_of(pod, "ContainersReady") or {}).get("status") == "True"
+            and (condition_of(pod, "Ready") or {}).get("status") == "False")
 
 
 def probe_period(pod: Mapping[str, Any]) -> float:
@@ -201,8 +197,7 @@ class Supervisor:
             # Someone else wrote Ready (the node lifecycle controller marks pods of a
             # NotReady node unready): probe now and write what the probes say, as a
             # kubelet's status manager does, instead of only on a change of our own.
-            said = next((c.get("status") for c in (pod.get("status") or {}).get("conditions")
-                         or [] if c.get("type") == "Ready"), None)
+            said = (condition_of(pod, "Ready") or {}).get("status")
             if t.ready is not None and said != ("True" if t.ready else "False"):
                 t.ready, t.next_probe = None, 0.0
             return
