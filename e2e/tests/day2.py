@@ -8,8 +8,8 @@ import copy
 
 from builders import load_one
 from conftest import FLEET, REPO
-from live import (IC, MD, SERVING, SETTLE, apply_docs, claims_on_their_pool, ensure_namespace, items,
-                  replicas_of, wait, wait_condition)
+from live import (IC, MD, SERVING, SETTLE, apply_docs, claims_on_their_pool, ensure_namespace,
+                  fleet_ready, replicas_of, wait, wait_condition)
 
 from e2e.controlplane import stack
 from e2e.controlplane.core import ControlPlane
@@ -39,12 +39,7 @@ def restore(cp: ControlPlane, name: str) -> None:
 
 
 def deploy(cp: ControlPlane, replicas: int) -> dict:
-    # Every cluster able to take replicas first: a scenario before may have restarted
-    # a remote API server, after which the stack's LWS manager (a pod there) loses its
-    # leader lease and restarts, so the cluster's StackReady is False for a while.
-    for name in sorted(ic["metadata"]["name"] for ic in items(cp, IC)):
-        for condition in ("Ready", "StackReady"):
-            wait_condition(cp, IC, name, None, condition, SETTLE)
+    fleet_ready(cp)  # every cluster able to take replicas first
     md = copy.deepcopy(DEPLOYMENT)
     md["spec"]["replicas"] = replicas
     ensure_namespace(cp, NS)

@@ -155,6 +155,32 @@ def wait_condition(cp: ControlPlane, kind: str, name: str, ns: str | None, typ: 
     return wait(f"{kind} {ns + '/' if ns else ''}{name} {typ}={status}", check, timeout)
 
 
+def fleet_ready(cp: ControlPlane) -> None:
+    """Wait until every InferenceCluster takes new replicas: Ready, and its serving
+    stack ready (the scheduler places nothing on a cluster whose StackReady is not
+    True, so a scenario would place elsewhere than on the whole fleet). A scenario
+    before may have restarted a remote API server, after which the stack's
+    controllers there lose their leader leases and restart for a while."""
+    for name in sorted(ic["metadata"]["name"] for ic in items(cp, IC)):
+        for typ in ("Ready", "StackReady"):
+            wait_condition(cp, IC, name, None, typ, SETTLE)
+
+
+def fleet_conditions(cp: ControlPlane) -> str:
+    """Each InferenceCluster's Ready and StackReady and its pools' observed nodes and
+    free devices, as they are now: what a placement other than the whole fleet's is
+    explained by."""
+    out = []
+    for ic in sorted(items(cp, IC), key=lambda o: o["metadata"]["name"]):
+        said = [f"{typ}={condition(ic, typ).get('status')} {condition(ic, typ).get('message', '')}"
+                for typ in ("Ready", "StackReady")]
+        pools = [f"{p.get('name')} {p.get('nodes')} nodes " + ",".join(
+                     f"{d.get('name')} {d.get('free')} free" for d in p.get("devices") or [])
+                 for p in (ic.get("status") or {}).get("nodePools") or []]
+        out.append(f"{ic['metadata']['name']}: " + "; ".join(s[:200] for s in said + pools))
+    return "\n".join(out)
+
+
 def uids(cp: ControlPlane, ns: str, kinds: Iterable[str]) -> dict[tuple[str, str, str], str]:
     """(cluster, kind, name) -> uid of every object of `kinds` in `ns` on every cluster."""
     out = {}

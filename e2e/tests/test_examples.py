@@ -18,7 +18,7 @@ from conftest import FLEET, REPO, measure_memory
 from modes_traffic import BY_EXAMPLE, answers
 from traffic import host_header
 from live import (MD, SERVING, Stopwatch, apply_docs, claims_on_their_pool, delete_and_wait,
-                  ensure_namespace, get, is_true, placement, replicas_of,
+                  ensure_namespace, fleet_conditions, fleet_ready, get, is_true, placement, replicas_of,
                   routes_accepted_by_envoy_gateway, wait, wait_condition)
 
 from e2e.controlplane.core import ControlPlane
@@ -50,6 +50,7 @@ def test_an_example_serves_where_preview_places_it(cp: ControlPlane, predict, ti
     assert predicted, f"preview places no replica of {path.name}; the example fleet must fit it"
 
     ensure_namespace(cp, ns)
+    fleet_ready(cp)  # preview places on the whole fleet: so must the live scheduler
     clock = Stopwatch()
     apply_docs(cp, [md])
     try:
@@ -90,7 +91,8 @@ def test_an_example_serves_where_preview_places_it(cp: ControlPlane, predict, ti
 def _placed(cp, ns, name, predicted):
     live = replicas_of(cp, ns, name)
     if sorted(placement(mr) for mr in live) != predicted:
-        raise AssertionError(f"live placements {sorted(placement(mr) for mr in live)}")
+        raise AssertionError(f"live placements {sorted(placement(mr) for mr in live)}, "
+                             f"preview's {predicted}; the fleet now:\n{fleet_conditions(cp)}")
     return live
 
 
