@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 from function.contract.stack import COMPONENTS, Chart  # noqa: E402
 
 HEADER = ("# Rendered by hack/vendor_charts.py from {module}@{version} {chart}:\n"
-          "#   helm template {args}\n# Do not edit.\n")
+          "#   helm template {args}\n{stamp}# Do not edit.\n")
+STAMP = "# with its Chart.yaml's version and appVersion set to {version}\n"
 
 
 def helm() -> str:
@@ -71,6 +73,23 @@ def filled_values(chart: Chart, src: pathlib.Path, version: str) -> str:
     return text
 
 
+def stamped(chart: Chart, src: pathlib.Path, version: str, tmp: pathlib.Path) -> pathlib.Path:
+    """The chart's folder to render: the module's own, or, for a chart whose release
+    stamps its version, a copy whose Chart.yaml says `version` as both its version
+    and its appVersion (what `helm package --version --app-version` writes)."""
+    if not chart.stamp_version:
+        return src / chart.path
+    out = tmp / "chart"
+    shutil.copytree(src / chart.path, out, copy_function=shutil.copyfile)  # the cache is read-only
+    meta = out / "Chart.yaml"
+    text, n = re.subn(r"(?m)^(version|appVersion):.*$", lambda m: f"{m[1]}: {version}",
+                      meta.read_text())
+    if n != 2:
+        raise SystemExit(f"{chart.path}/Chart.yaml: no version and appVersion to stamp")
+    meta.write_text(text)
+    return out
+
+
 def render(binary: str) -> dict[pathlib.Path, str]:
     files = {}
     for component in COMPONENTS:
@@ -84,8 +103,9 @@ def render(binary: str) -> dict[pathlib.Path, str]:
             if chart.values_template:
                 values_file = str(pathlib.Path(tmp) / chart.values_template)
                 pathlib.Path(values_file).write_text(filled_values(chart, src, version))
+            folder = stamped(chart, src, version, pathlib.Path(tmp))
             proc = subprocess.run(
-                [binary, "template", chart.release, str(src / chart.path),
+                [binary, "template", chart.release, str(folder),
                  *flags(chart, version, values_file)],
                 capture_output=True, text=True, check=False,
                 env={**os.environ, "HELM_CACHE_HOME": "/nonexistent",
@@ -96,7 +116,8 @@ def render(binary: str) -> dict[pathlib.Path, str]:
         if proc.returncode != 0:
             raise SystemExit(f"helm template {chart.path} failed:\n{proc.stderr}")
         head = HEADER.format(module=component.module, version=version, chart=chart.path,
-                             args=" ".join([chart.release, chart.path, *rest]))
+                             args=" ".join([chart.release, chart.path, *rest]),
+                             stamp=STAMP.format(version=version) if chart.stamp_version else "")
         files[OUT / f"{component.field}.yaml"] = head + proc.stdout
     return files
 

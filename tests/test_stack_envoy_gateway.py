@@ -152,6 +152,30 @@ def test_the_chart_is_rendered_from_its_values_template_with_every_placeholder_f
                 and o["manifest"]["kind"] == "CustomResourceDefinition"]
 
 
+
+def test_its_labels_say_the_pinned_version_not_the_modules_placeholder(tmp_path):
+    # The module's Chart.yaml says v0.0.0-latest until Envoy Gateway's release stamps it.
+    component = BY_FIELD["envoyGateway"]
+    chart = component.chart
+    assert chart is not None and chart.stamp_version
+    version = vendor_charts.pinned(component.tool, component.module)
+    src = vendor_charts.module_dir(component.tool, component.module, version)
+    folder = vendor_charts.stamped(chart, src, version, tmp_path)
+    meta = yaml.safe_load((folder / "Chart.yaml").read_text())
+    assert (meta["version"], meta["appVersion"]) == (version, version)
+    assert "latest" in (src / chart.path / "Chart.yaml").read_text()  # the module's untouched
+    rendered = json.loads((ROOT / "function/cluster/stackdata/envoyGateway.json").read_text())
+    labels = [o["manifest"]["metadata"]["labels"] for o in rendered["objects"]
+              if "app.kubernetes.io/version" in o["manifest"]["metadata"].get("labels", {})]
+    assert labels and {(x["app.kubernetes.io/version"], x["helm.sh/chart"]) for x in labels} \
+        == {(version, f"gateway-helm-{version}")}
+    # A chart without a version to stamp fails the build.
+    bare = tmp_path / "bare"
+    (bare / chart.path).mkdir(parents=True)
+    (bare / chart.path / "Chart.yaml").write_text("apiVersion: v2\nname: x\n")
+    with pytest.raises(SystemExit, match="no version and appVersion"):
+        vendor_charts.stamped(chart, bare, version, tmp_path / "out")
+
 # --- the GatewayClass of the stack's Gateway -----------------------------------------
 
 def test_with_envoy_gateway_installed_the_gateways_class_comes_with_the_gateway():

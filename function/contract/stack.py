@@ -84,6 +84,10 @@ class Chart:
     # `${placeholder}`s take, `{version}` standing for the module's version.
     values_template: str = ""
     template_values: tuple[tuple[str, str], ...] = ()
+    # A chart whose Chart.yaml holds a placeholder version its release process
+    # replaces (`helm package --version --app-version`): the rendering sets both to
+    # the module's version, so its labels say the version that runs.
+    stamp_version: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,7 @@ COMPONENTS: tuple[Component, ...] = (
                           container="envoy-gateway",
                           values=(("crds.enabled", "false"),
                                   ("certgen.job.ttlSecondsAfterFinished", "null")),
-                          values_template="values.tmpl.yaml",
+                          values_template="values.tmpl.yaml", stamp_version=True,
                           template_values=(
                               ("GatewayImage", "docker.io/envoyproxy/gateway:{version}"),
                               ("GatewayImagePullPolicy", "IfNotPresent")))),
