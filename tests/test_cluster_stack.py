@@ -27,7 +27,7 @@ from test_composer_pd import gang_engine, pd
 from function.cluster import stack, stackstatus
 from function.contract.enums import StackMode
 from function.contract.records import parse_cluster
-from function.contract.stack import BY_FIELD, COMPONENTS, Tier, spec_errors
+from function.contract.stack import BY_FIELD, COMPONENTS, Tier, managed_fields, spec_errors
 from function.contract.stack import object_name as stack_object_name
 from function.runtime import fn
 
@@ -536,3 +536,10 @@ def test_the_objects_sent_are_exactly_the_objects_built():
     built = {**stack.managed_objects(parse_cluster(ic), components, {}),
              **stack.probe_objects(parse_cluster(ic), components)}
     assert {k: to_plain(v) for k, v in sent.items() if k in built} == to_plain(built)
+
+
+def test_managed_fields_are_the_components_and_gateway_the_stack_installs():
+    spec = {"stack": {"gatewayAPI": {"mode": "Managed"}, "keda": {"mode": "External"},
+                      "gateway": {"mode": "Managed", "gatewayClassName": "eg"}}}
+    assert managed_fields(spec) == {"gatewayAPI", "gateway"}
+    assert managed_fields({}) == managed_fields({"stack": "nonsense"}) == frozenset()

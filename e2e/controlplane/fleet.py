@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from function.contract.stack import GATEWAY, managed_fields
+
 CONTROL_PLANE = "control-plane"
 API_VERSION = "modelplane.ai/v1alpha1"
 POOL_LABEL = "modelplane.ai/pool"
@@ -246,8 +248,7 @@ def node_name(ic_name: str, pool: str, index: int) -> str:
 def stack_gateway_managed(ic: Mapping[str, Any]) -> bool:
     """Whether the InferenceCluster's stack composes its Gateway (spec.stack.gateway
     Managed): then the cluster's manifests leave it and its namespace out."""
-    stack = (ic.get("spec") or {}).get("stack") or {}
-    return isinstance(stack, Mapping) and (stack.get("gateway") or {}).get("mode") == "Managed"
+    return GATEWAY.field in managed_fields(ic.get("spec") or {})
 
 
 def cluster_manifests(inference_clusters: Sequence[Mapping[str, Any]]) -> list[dict]:

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.controlplane import addons, fleet
-from function.contract.stack import BY_FIELD, GATEWAY
+from function.contract.stack import BY_FIELD, GATEWAY, managed_fields
 
 # What `declare` gives an InferenceCluster without a stack.
 REMOTE_STACK: Mapping[str, Mapping[str, str]] = {
@@ -158,9 +158,7 @@ def managed(plan: fleet.FleetPlan, cluster: str) -> frozenset[str]:
     for ic in plan.inference_clusters:
         if ic["metadata"]["name"] not in cplan.inference_clusters:
             continue
-        stack = (ic.get("spec") or {}).get("stack") or {}
-        out |= {f for f, entry in stack.items()
-                if f in BY_FIELD and isinstance(entry, Mapping) and entry.get("mode") == "Managed"}
+        out |= managed_fields(ic.get("spec") or {}) & BY_FIELD.keys()
     return frozenset(out)
 
 

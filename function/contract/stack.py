@@ -25,6 +25,7 @@ from typing import Any
 
 from function.contract import rules
 from function.contract.api import GROUP
+from function.contract.enums import StackMode
 from function.contract.names import tagged_label
 
 # On every object the stack composes, and on the manifests it installs: the component.
@@ -278,3 +279,12 @@ def installed(obj: Mapping[str, Any]) -> tuple[str, ...]:
     done = {e.get("name") for e in entries if isinstance(e, Mapping)
             and e.get("mode") == "Managed" and e.get("phase") == "Installed"}
     return tuple(c.field for c in COMPONENTS if c.field in done)
+
+
+def managed_fields(spec: Mapping[str, Any]) -> frozenset[str]:
+    """The fields of spec.stack (components and the gateway) declared Managed."""
+    stack = spec.get("stack")
+    if not isinstance(stack, Mapping):
+        return frozenset()
+    return frozenset(f for f, entry in stack.items()
+                     if isinstance(entry, Mapping) and entry.get("mode") == StackMode.MANAGED)
