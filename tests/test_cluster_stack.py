@@ -540,6 +540,7 @@ def test_the_objects_sent_are_exactly_the_objects_built():
 
 def test_managed_fields_are_the_components_and_gateway_the_stack_installs():
     spec = {"stack": {"gatewayAPI": {"mode": "Managed"}, "keda": {"mode": "External"},
-                      "gateway": {"mode": "Managed", "gatewayClassName": "eg"}}}
+                      "gateway": {"mode": "Managed", "gatewayClassName": "eg"},
+                      "notAComponent": {"mode": "Managed"}}}
     assert managed_fields(spec) == {"gatewayAPI", "gateway"}
     assert managed_fields({}) == managed_fields({"stack": "nonsense"}) == frozenset()

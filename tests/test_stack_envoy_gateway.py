@@ -152,7 +152,6 @@ def test_the_chart_is_rendered_from_its_values_template_with_every_placeholder_f
                 and o["manifest"]["kind"] == "CustomResourceDefinition"]
 
 
-
 def test_its_labels_say_the_pinned_version_not_the_modules_placeholder(tmp_path):
     # The module's Chart.yaml says v0.0.0-latest until Envoy Gateway's release stamps it.
     component = BY_FIELD["envoyGateway"]

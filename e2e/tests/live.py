@@ -172,8 +172,10 @@ def fleet_conditions(cp: ControlPlane) -> str:
     explained by."""
     out = []
     for ic in sorted(items(cp, IC), key=lambda o: o["metadata"]["name"]):
-        said = [f"{typ}={condition(ic, typ).get('status')} {condition(ic, typ).get('message', '')}"
-                for typ in ("Ready", "StackReady")]
+        said = []
+        for typ in ("Ready", "StackReady"):
+            c = condition(ic, typ)
+            said.append(f"{typ}={c.get('status')} {c.get('message', '')}")
         pools = [f"{p.get('name')} {p.get('nodes')} nodes " + ",".join(
                      f"{d.get('name')} {d.get('free')} free" for d in p.get("devices") or [])
                  for p in (ic.get("status") or {}).get("nodePools") or []]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from day2 import NAME, NS, clusters_of, deploy
-from live import (IC, OBJECT, delete_and_wait, fleet_ready, get, is_true, items, wait)
+from live import IC, OBJECT, delete_and_wait, fleet_ready, get, is_true, items, wait
 
 from e2e.controlplane import stack as harness_stack
 from e2e.controlplane.core import ControlPlane

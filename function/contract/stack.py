@@ -25,7 +25,7 @@ from typing import Any
 
 from function.contract import rules
 from function.contract.api import GROUP
-from function.contract.enums import StackMode
+from function.contract.enums import StackMode, StackPhase
 from function.contract.names import tagged_label
 
 # On every object the stack composes, and on the manifests it installs: the component.
@@ -200,28 +200,26 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
     errors: list[str] = []
     declared = {f: c for f, c in stack.items() if f in BY_FIELD and isinstance(c, Mapping)}
     gateway = stack.get(GATEWAY.field)
-    entries = list(declared.values())
     if isinstance(gateway, Mapping):
         errors += gateway_errors(spec, gateway, declared)
-        entries.append(gateway)
     for field, entry in declared.items():
         component = BY_FIELD[field]
         controller = entry.get("controller")
         if isinstance(controller, Mapping):
-            if entry.get("mode") != "Managed":
+            if entry.get("mode") != StackMode.MANAGED:
                 errors.append("controller overrides apply to the controller the stack "
                               "installs: mode Managed")
             errors += rules.placement_errors(
                 controller.get("nodeSelector"), controller.get("tolerations"),
                 controller.get("resources"), f"stack.{field}.controller")
-        if entry.get("mode") == "Managed" and not component.installable:
+        if entry.get("mode") == StackMode.MANAGED and not component.installable:
             errors.append(f"this release does not install {component.title} (mode Managed): run "
                           "it on the cluster and mark it External")
         errors += [f"stack.{field} needs stack.{r}: {component.title} works on its API"
                    for r in component.requires if r not in declared]
     ref = spec.get("providerConfigRef")
     if not isinstance(ref, Mapping):
-        if any(e.get("mode") == "Managed" for e in entries):
+        if managed_fields(spec):
             errors.append("the control-plane cluster's stack (no providerConfigRef) only "
                           "observes: mark every component External")
     elif ref.get("kind", "ClusterProviderConfig") != "ClusterProviderConfig":
@@ -245,10 +243,10 @@ def gateway_errors(spec: Mapping[str, Any], gateway: Mapping[str, Any],
     if not (isinstance(named, Mapping) and named.get("name") and named.get("namespace")):
         errors.append("stack.gateway composes or observes the Gateway spec.gateway names: "
                       "set spec.gateway's name and namespace")
-    if gateway.get("mode") == "Managed" and not gateway.get("gatewayClassName"):
+    if gateway.get("mode") == StackMode.MANAGED and not gateway.get("gatewayClassName"):
         errors.append("a Managed stack.gateway needs gatewayClassName: the GatewayClass of "
                       "the cluster's gateway implementation")
-    if gateway.get("mode") == "External" and ("gatewayClassName" in gateway or "port" in gateway):
+    if gateway.get("mode") == StackMode.EXTERNAL and ("gatewayClassName" in gateway or "port" in gateway):
         errors.append("stack.gateway's gatewayClassName and port shape the Gateway the stack "
                       "composes: mode Managed")
     return errors
@@ -277,7 +275,7 @@ def installed(obj: Mapping[str, Any]) -> tuple[str, ...]:
     output), in table order: what a replica there may hold a Usage of."""
     entries = ((obj.get("status") or {}).get("stack") or {}).get("components") or []
     done = {e.get("name") for e in entries if isinstance(e, Mapping)
-            and e.get("mode") == "Managed" and e.get("phase") == "Installed"}
+            and e.get("mode") == StackMode.MANAGED and e.get("phase") == StackPhase.INSTALLED}
     return tuple(c.field for c in COMPONENTS if c.field in done)
 
 
@@ -287,4 +285,5 @@ def managed_fields(spec: Mapping[str, Any]) -> frozenset[str]:
     if not isinstance(stack, Mapping):
         return frozenset()
     return frozenset(f for f, entry in stack.items()
-                     if isinstance(entry, Mapping) and entry.get("mode") == StackMode.MANAGED)
+                     if (f in BY_FIELD or f == GATEWAY.field) and isinstance(entry, Mapping)
+                     and entry.get("mode") == StackMode.MANAGED)
