@@ -668,6 +668,26 @@ def stack_gateway() -> dict:
     ]))
 
 
+DRA_DRIVER = stack_table.DRA_DRIVER
+
+
+def stack_dra_driver() -> dict:
+    """spec.stack.draDriver: observed only (contract/stack.py's StackDraDriver)."""
+    return titled("StackDraDriverSettings", obj({
+        "mode": string(
+            0, "External: the platform runs the DRA driver of its accelerators (for NVIDIA "
+            "GPUs, NVIDIA's DRA driver for GPUs); the stack observes, with the cluster's "
+            "nodes, that every DeviceClass a pool's DRA device names exists and that each "
+            "such device's driver publishes devices on the pool's nodes (ResourceSlices). "
+            "This release installs no DRA driver: Managed is refused.", enum=STACK_MODE),
+    }, f"The {DRA_DRIVER.title} publishing the node pools' devices, observed through the "
+       "inventory (spec.inventory.source Observed).", required=["mode"], rules=[
+        ("self.mode == 'External'",
+         "this release does not install a DRA driver (mode Managed): install your "
+         "accelerators' driver on the cluster and mark it External"),
+    ]))
+
+
 def stack_spec() -> dict:
     rules = [(f"!has(self.{c.field}) || has(self.{r})",
               f"stack.{c.field} needs stack.{r}: {c.title} works on its API")
@@ -676,7 +696,8 @@ def stack_spec() -> dict:
                f"stack.{GATEWAY.field} needs stack.{r}: a Gateway is of its API")
               for r in GATEWAY.requires]
     components = {c.field: stack_component(c) for c in stack_table.COMPONENTS}
-    return titled("Stack", obj({**components, GATEWAY.field: stack_gateway()},
+    return titled("Stack", obj({**components, DRA_DRIVER.field: stack_dra_driver(),
+                                GATEWAY.field: stack_gateway()},
                "The serving stack this cluster's workloads need, per component: installed by "
                "the stack (Managed) or run by the platform and observed (External). A "
                "component left out is neither installed nor checked. Versions are the "
@@ -700,6 +721,10 @@ def stack_spec_rules() -> list[tuple[str, str]]:
          "|| self.providerConfigRef.kind == 'ClusterProviderConfig'",
          "a stack reaches its cluster through a ClusterProviderConfig: the cluster-scoped "
          "InferenceCluster's Objects cannot use a namespaced ProviderConfig"),
+        (f"!has(self.stack) || !has(self.stack.{DRA_DRIVER.field}) || !has(self.inventory) "
+         "|| !has(self.inventory.source) || self.inventory.source == 'Observed'",
+         "stack.draDriver is observed with the cluster's nodes: spec.inventory.source "
+         "Observed"),
         ("!has(self.frontDoor) || !self.frontDoor.enabled || !has(self.stack) "
          "|| !has(self.stack.envoyGateway) || !has(self.stack.envoyGateway.backendAPI) "
          "|| self.stack.envoyGateway.backendAPI",
@@ -711,10 +736,13 @@ STACK_STATUS = titled("StackStatus", obj({
     "components": array(titled("StackComponentStatus", obj({
         "name": string(32, "The component: its field in spec.stack."),
         "version": string(64, "The version this release installs (Managed) or was built "
-                          "against (External), from its pinned Go module."),
+                          "against (External), from its pinned Go module; for draDriver, "
+                          "the DRA API it is observed through."),
         "mode": string(0, "spec.stack.<name>.mode.", enum=STACK_MODE),
         "phase": string(0, "Installed: every object the stack composes for it is Ready. "
-                        "Observed: an External component's API is served. Progressing: "
+                        "Observed: an External component's API is served (draDriver: "
+                        "the pools' DeviceClasses exist and their drivers publish). "
+                        "Progressing: "
                         "not yet (objects waiting on earlier ones, or not Ready yet). "
                         "Failed: an object failed, or an External component's API is "
                         "missing; the message says what to do.", enum=STACK_PHASE),

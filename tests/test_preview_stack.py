@@ -30,6 +30,9 @@ def test_the_preview_lists_each_stack_component_its_version_and_what_it_composes
          "2 × ClusterRole, 2 × ClusterRoleBinding, 1 × ConfigMap, 8 × CustomResourceDefinition, "
          "1 × Deployment, 1 × Job, 1 × MutatingWebhookConfiguration, 1 × Namespace, 3 × Role, "
          "3 × RoleBinding, 1 × Service, 2 × ServiceAccount"],
+        # The platform's DRA driver: observed with the nodes, offline not at all.
+        ["eu-west-2", "draDriver", "External", "resource.k8s.io/v1",
+         "nothing: observed with the cluster's nodes"],
         # The last tier: the Gateway spec.gateway names, its namespace, and its class
         # (the stack installs Envoy Gateway, so the class of its controller too).
         ["eu-west-2", "gateway", "Managed", "v1.6.1",

@@ -5,8 +5,10 @@ InferenceCluster of the fleet that declares no `spec.stack` gets the harness's
 (`declare`, said in the start-up log): Gateway API, the Inference Extension and
 LeaderWorkerSet `Managed` on a remote cluster, `External` on the control plane's
 (whose stack can only observe), Envoy Gateway `Managed` on a remote cluster and
-`External` on the control plane's (and KEDA there). A fleet's own `spec.stack` is
-left as written.
+`External` on the control plane's (and KEDA there), and the DRA driver `External`
+on every cluster whose pools declare a DRA device (the harness publishes their
+ResourceSlices and DeviceClasses as a driver would: `fleet.cluster_manifests`). A
+fleet's own `spec.stack` is left as written.
 
 A remote cluster whose InferenceCluster declares a component `Managed` in
 `spec.stack` gets that component's CRDs from the stack (provider-kubernetes
@@ -48,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.controlplane import addons, fleet
-from function.contract.stack import BY_FIELD, GATEWAY, managed_fields
+from function.contract.stack import BY_FIELD, DRA_DRIVER, GATEWAY, managed_fields
 
 # What `declare` gives an InferenceCluster without a stack.
 REMOTE_STACK: Mapping[str, Mapping[str, str]] = {
@@ -62,6 +64,8 @@ CONTROL_PLANE_STACK: Mapping[str, Mapping[str, str]] = {
 # The Gateway of spec.gateway, where an InferenceCluster names one.
 REMOTE_GATEWAY: Mapping[str, str] = {"mode": "Managed", "gatewayClassName": fleet.GATEWAY_CLASS}
 CONTROL_PLANE_GATEWAY: Mapping[str, str] = {"mode": "External"}
+# The DRA driver, where a pool declares a DRA device: the harness stands in for it.
+DRA_DRIVER_EXTERNAL: Mapping[str, str] = {"mode": "External"}
 
 # The local controller (its component prefix in the harness) -> the components whose
 # CRDs it needs before it starts.
@@ -128,9 +132,10 @@ def lws_not_serving(deployment: Mapping[str, Any] | None,
 
 def declare(inference_clusters: Sequence[Mapping[str, Any]]) -> tuple[list[dict], list[str]]:
     """Copies of the InferenceClusters, each without a spec.stack given the harness's
-    (with the Gateway spec.gateway names: Managed on a remote cluster, of the class
-    Envoy Gateway serves here; External on the control plane's, which the harness
-    makes), and a line per change saying so."""
+    (with the DRA driver External where a pool declares a DRA device, and the Gateway
+    spec.gateway names: Managed on a remote cluster, of the class Envoy Gateway serves
+    here; External on the control plane's, which the harness makes), and a line per
+    change saying so."""
     out, said = [], []
     for ic in inference_clusters:
         ic = copy.deepcopy(dict(ic))
@@ -138,6 +143,9 @@ def declare(inference_clusters: Sequence[Mapping[str, Any]]) -> tuple[list[dict]
         if "stack" not in spec:
             remote = bool(spec.get("providerConfigRef"))
             spec["stack"] = copy.deepcopy(dict(REMOTE_STACK if remote else CONTROL_PLANE_STACK))
+            if any(fleet.published(d) for p in spec.get("nodePools") or []
+                   for d in p.get("devices") or []):
+                spec["stack"][DRA_DRIVER.field] = dict(DRA_DRIVER_EXTERNAL)
             if spec.get("gateway"):
                 spec["stack"][GATEWAY.field] = copy.deepcopy(dict(
                     REMOTE_GATEWAY if remote else CONTROL_PLANE_GATEWAY))

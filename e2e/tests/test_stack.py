@@ -10,13 +10,27 @@ from __future__ import annotations
 
 import pytest
 from day2 import NAME, NS, clusters_of, deploy
-from live import IC, OBJECT, delete_and_wait, fleet_ready, get, is_true, items, wait
+from live import (
+    IC,
+    OBJECT,
+    SETTLE,
+    apply_docs,
+    condition,
+    delete_and_wait,
+    fleet_ready,
+    get,
+    is_true,
+    items,
+    wait,
+    wait_condition,
+)
 
 from e2e.controlplane import stack as harness_stack
 from e2e.controlplane.core import ControlPlane
 from function.cluster import stack, stackenvoy, stackgateway
 from function.contract.stack import (
     BY_FIELD,
+    DRA_DRIVER,
     GATEWAY,
     LABEL_COMPONENT,
     object_name,
@@ -44,8 +58,53 @@ def test_kubectl_get_ic_shows_every_clusters_stack_ready(cp: ControlPlane):
         for field, entry in entries.items():
             managed = declared[field]["mode"] == "Managed"
             assert entry["phase"] == ("Installed" if managed else "Observed"), (name, entry)
+            if field == DRA_DRIVER.field:  # observed through the DRA API, nothing rendered
+                assert entry["version"] == DRA_DRIVER.version, (name, entry)
+                continue
             written_in = GATEWAY.version_of if field == GATEWAY.field else field
             assert entry["version"] == stack.rendered(written_in).version, (name, entry)
+
+
+def dra_driver(cp: ControlPlane, cluster: str) -> dict:
+    ic = get(cp, IC, cluster) or {}
+    (entry,) = [e for e in ic["status"]["stack"]["components"] if e["name"] == DRA_DRIVER.field]
+    return entry
+
+
+def test_a_remote_clusters_missing_device_class_takes_it_out_of_placement_until_it_is_back(
+        cp: ControlPlane):
+    """The harness publishes each cluster's DeviceClasses as a DRA driver's install would;
+    the stack observes them through the inventory reporter. One gone: StackReady False,
+    saying which pool's device names it; back: ready again."""
+    fleet_ready(cp)
+    cluster = REMOTE[0]
+    ic = get(cp, IC, cluster) or {}
+    pool, device = next((p["name"], d) for p in ic["spec"]["nodePools"]
+                        for d in p.get("devices") or [] if d.get("claim", "DRA") == "DRA")
+    handle = cp.cluster(cluster)
+    original = get(cp, "deviceclasses", device["deviceClassName"], cluster=handle)
+    assert original is not None, device
+    assert dra_driver(cp, cluster)["phase"] == "Observed"
+    keep = {k: original[k] for k in ("apiVersion", "kind", "spec")}
+    keep["metadata"] = {k: original["metadata"][k] for k in ("name", "labels")
+                        if k in original["metadata"]}
+    cp.kubectl("delete", "deviceclass", device["deviceClassName"], cluster=handle)
+    try:
+        def failed() -> dict:
+            entry = dra_driver(cp, cluster)
+            if (entry["phase"], entry["reason"]) != ("Failed", "DeviceClassMissing"):
+                raise AssertionError(entry)
+            return entry
+        entry = wait(f"{cluster}'s draDriver to miss DeviceClass {device['deviceClassName']}",
+                     failed, SETTLE)
+        assert f"pool {pool}'s device {device['name']} names DeviceClass " \
+            f"{device['deviceClassName']}" in entry["message"], entry
+        ready = wait_condition(cp, IC, cluster, None, "StackReady", SETTLE, status="False")
+        assert "draDriver Failed" in condition(ready, "StackReady")["message"]
+    finally:
+        apply_docs(cp, [keep], cluster=handle)
+    wait_condition(cp, IC, cluster, None, "StackReady", SETTLE)
+    assert dra_driver(cp, cluster)["phase"] == "Observed"
 
 
 @pytest.mark.parametrize("cluster", REMOTE)

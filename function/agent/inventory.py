@@ -102,7 +102,8 @@ def report_once(core: Any, custom: Any, namespace: str,
     slices = list_dra(custom, "resourceslices")
     found = pool_devices(nodes, slices, list_dra(custom, "deviceclasses"))
     others = taken(nodes, slices, held_devices(custom))
-    write(core, namespace, render(pools, now(), found.devices, found.notes, others))
+    write(core, namespace, render(pools, now(), found.devices, found.notes, others,
+                                  found.drivers, found.classes))
     return pools
 
 

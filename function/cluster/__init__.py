@@ -34,6 +34,7 @@ from function.cluster import (
     observe,
     reporter,
     stack,
+    stackdra,
     stackgateway,
     stackstatus,
     taken,
@@ -250,8 +251,9 @@ def status(req: Request, rsp: fnv1.RunFunctionResponse, ic: dict[str, Any],
         "nodePools": status_pools,
     }
     if components is not None:
+        dra = stackdra.entry(cluster.pools, observation) if stackdra.declared(spec) else None
         status["stack"] = {"components": report_stack(req, rsp, cluster, components,
-                                                      gateway, composed, seen)}
+                                                      gateway, composed, seen, dra)}
     # One write: the SDK's update replaces a top-level key, so a second write of
     # `status` would drop the first's fields.
     resource.update(rsp.desired.composite, {"status": status})
@@ -295,10 +297,10 @@ def stack_behind(rsp: fnv1.RunFunctionResponse) -> bool:
 
 def report_stack(req: Request, rsp: fnv1.RunFunctionResponse, cluster: Cluster,
                  components: list[stack.Declared], gateway: stackgateway.Settings | None,
-                 composed: Mapping[str, Any],
-                 seen: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The StackReady condition (stack.py, stackstatus.py); returns the status per
-    component (status.stack.components)."""
+                 composed: Mapping[str, Any], seen: Mapping[str, dict[str, Any]],
+                 dra: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The StackReady condition (stack.py, stackstatus.py; `dra` the DRA driver's entry,
+    stackdra.py); returns the status per component (status.stack.components)."""
     local: dict[str, dict[str, Any]] | None = None
     if not cluster.remote:
         local = {}
@@ -309,6 +311,8 @@ def report_stack(req: Request, rsp: fnv1.RunFunctionResponse, cluster: Cluster,
                          if dig(c, "metadata").get("name") == d.component.probe]
                 local[d.component.field] = found[0] if found else {}
     entries = stackstatus.components(components, composed, seen, local)
+    if dra is not None:
+        entries.append(dra)
     if gateway is not None:
         entries.append(stackgateway.remote_entry(gateway, composed, seen) if cluster.remote
                        else stackgateway.local_entry(gateway, _required_gateway(req, gateway)))

@@ -68,7 +68,8 @@ def local(nodes: Sequence[Mapping[str, Any]], pools: Sequence[Pool],
     found = published.pool_devices(nodes, slices, classes)
     observation = Observation(inventory_report.summarize(nodes), inventory_report.rfc3339(now),
                               found.devices, found.notes,
-                              allocated.taken(nodes, slices, allocated.held(claims)))
+                              allocated.taken(nodes, slices, allocated.held(claims)),
+                              found.drivers, found.classes)
     before = _previous_pools(previous)
     since = next((p.get("observedAt") for p in before.values()), None)
     # parse_time is None for anything but a string.

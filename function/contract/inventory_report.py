@@ -14,7 +14,9 @@ taints, which its pods tolerate: `count` does that with the pool in hand. A
 report holds one group per distinct state, not one entry per node, so it stays
 small (a ConfigMap holds at most 1 MiB) on a cluster of thousands of nodes.
 Beside the node groups it carries, per pool, the devices every Ready node
-publishes in the cluster's ResourceSlices (published.py), at most 16 per pool.
+publishes in the cluster's ResourceSlices (published.py), at most 16 per pool,
+the drivers publishing on each pool's nodes and the cluster's DeviceClasses (what
+the serving stack's DRA driver entry judges, cluster/stackdra.py).
 """
 
 from __future__ import annotations
@@ -82,6 +84,10 @@ class Observation:
     # The devices other claims hold on each pool's nodes (allocated.py); None
     # when the report predates them: nothing known, nothing taken.
     taken: Taken | None = None
+    # pool -> the drivers publishing devices on its nodes, and the cluster's
+    # DeviceClasses by name (published.py); None when the report predates them.
+    drivers: Mapping[str, tuple[str, ...]] | None = None
+    classes: tuple[str, ...] | None = None
 
 
 def summarize(nodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[NodeGroup, ...]]:
@@ -132,17 +138,23 @@ def count(groups: Iterable[NodeGroup], pool_taints: Iterable[Taint]) -> tuple[in
 
 def render(pools: Mapping[str, tuple[NodeGroup, ...]], observed_at: datetime.datetime,
            devices: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-           notes: Sequence[str] = (), taken: Taken | None = None) -> str:
-    """The report as the reporter writes it: canonical JSON. `devices` and
-    `notes` are published.py's, `taken` allocated.py's (optional: a reader of
-    version 1 without them counts nodes alone)."""
-    extra = {} if taken is None else {"taken": {
+           notes: Sequence[str] = (), taken: Taken | None = None,
+           drivers: Mapping[str, Sequence[str]] | None = None,
+           classes: Sequence[str] | None = None) -> str:
+    """The report as the reporter writes it: canonical JSON. `devices`, `notes`,
+    `drivers` and `classes` are published.py's, `taken` allocated.py's (optional: a
+    reader of version 1 without them counts nodes alone)."""
+    extra: dict[str, Any] = {} if taken is None else {"taken": {
         "pools": {pool: {"kinds": list(t.kinds),
                          "nodes": [{"node": n.node, "taints": list(n.taints),
                                     "devices": [{"kind": k, "count": c} for k, c in n.devices]}
                                    for n in t.nodes]}
                   for pool, t in sorted(taken.pools.items())},
         "notes": list(taken.notes)}}
+    if drivers is not None:
+        extra["drivers"] = {pool: list(ds) for pool, ds in sorted(drivers.items())}
+    if classes is not None:
+        extra["deviceClasses"] = list(classes)
     return json.dumps({
         **extra,
         "version": VERSION,
@@ -184,8 +196,16 @@ def parse(text: Any) -> Observation:
         raise Malformed("the report's devices is not an object of lists of devices")
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         raise Malformed("the report's notes is not a list of strings")
+    drivers, classes = doc.get("drivers"), doc.get("deviceClasses")
+    if drivers is not None and not (isinstance(drivers, dict)
+                                    and all(_strings(ds) for ds in drivers.values())):
+        raise Malformed("the report's drivers is not an object of lists of names")
+    if classes is not None and not _strings(classes):
+        raise Malformed("the report's deviceClasses is not a list of names")
     return Observation(out, observed_at, {p: tuple(ds) for p, ds in devices.items()},
-                       tuple(notes), _taken(doc.get("taken")))
+                       tuple(notes), _taken(doc.get("taken")),
+                       None if drivers is None else {p: tuple(ds) for p, ds in drivers.items()},
+                       None if classes is None else tuple(classes))
 
 
 def _taken(doc: Any) -> Taken | None:

@@ -24,6 +24,10 @@ for a remote one), so a device counts the same wherever it runs. The reduction:
   everything); a kind no class selects cannot be claimed and is left out, noted.
 * Every device must pass the XRD's own schema (the generated model), since it
   lands in the InferenceCluster's status: one that does not is left out, noted.
+
+Beside the devices it says what the serving stack's DRA driver entry judges
+(cluster/stackdra.py): per pool, the drivers that publish any device on those
+nodes, and the names of the cluster's DeviceClasses.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 import pydantic
@@ -51,6 +55,7 @@ from function.contract.validation import dig
 MAX_KINDS = 16    # spec.nodePools[].devices maxItems
 MAX_COUNT = 128   # a device's count maximum
 MAX_NOTES = 8
+MAX_CLASSES = 256  # DeviceClass names reported (a name is at most 253 characters)
 _NAME_CHARS = re.compile(r"[^a-z0-9-]+")
 
 
@@ -58,6 +63,10 @@ _NAME_CHARS = re.compile(r"[^a-z0-9-]+")
 class Published:
     devices: Mapping[str, tuple[dict[str, Any], ...]]  # pool -> devices in the API shape
     notes: tuple[str, ...] = ()                         # what was left out, and why
+    # pool -> the drivers publishing any device on its nodes (its Ready ones, or
+    # all while none is Ready), by name
+    drivers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    classes: tuple[str, ...] = ()  # the cluster's DeviceClasses, by name (MAX_CLASSES)
 
 
 def pool_devices(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]],
@@ -80,15 +89,22 @@ def pool_devices(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[st
         if node in pool_of:
             by_node.setdefault(node, {}).setdefault(s["spec"]["driver"], []).extend(
                 d for d in s["spec"].get("devices") or [] if isinstance(d, Mapping))
+    classes = list(classes)
     ordered_classes = _classes(classes)
     members: dict[str, list[str]] = {}  # pool -> its nodes, by name
     for name in sorted(pool_of):
         members.setdefault(pool_of[name], []).append(name)
     out: dict[str, tuple[dict[str, Any], ...]] = {}
+    drivers: dict[str, tuple[str, ...]] = {}
     for pool in sorted(members):
         reference = [n for n in members[pool] if n in ready_nodes] or members[pool]
         out[pool] = _pool(pool, reference, by_node, ordered_classes, notes)
-    return Published(out, tuple(notes[:MAX_NOTES]))
+        drivers[pool] = tuple(sorted({d for n in reference
+                                      for d, ds in by_node.get(n, {}).items() if ds}))
+    names = sorted({n for c in classes if isinstance(n := dig(c, "metadata").get("name"), str)})
+    if len(names) > MAX_CLASSES:
+        notes.append(f"{len(names)} DeviceClasses; reporting the first {MAX_CLASSES} by name")
+    return Published(out, tuple(notes[:MAX_NOTES]), drivers, tuple(names[:MAX_CLASSES]))
 
 
 def _current(slices: Iterable[Mapping[str, Any]], notes: list[str]) -> list[Mapping[str, Any]]:

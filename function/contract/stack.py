@@ -7,7 +7,9 @@ Extension's InferencePool for EndpointPicker and PrefillDecode, LeaderWorkerSet 
 multi-node engines, Envoy Gateway (with its Backend API) for a front door, KEDA where
 ScaledObjects are composed. `spec.stack` names the ones a cluster's stack owns: each
 `Managed` (the stack installs it) or `External` (the platform runs it; the stack
-only observes that its API is served).
+only observes that its API is served). Two entries are not a module's components:
+the Gateway spec.gateway names (StackGateway) and the DRA driver (StackDraDriver,
+observed with the cluster's nodes).
 
 A component's version is not written here: it is the one the folder under
 hack/tools named by `tool` pins in its go.mod (the only place a version is
@@ -24,8 +26,8 @@ from enum import IntEnum
 from typing import Any
 
 from function.contract import rules
-from function.contract.api import GROUP
-from function.contract.enums import StackMode, StackPhase
+from function.contract.api import DRA_API_VERSION, GROUP
+from function.contract.enums import InventorySource, StackMode, StackPhase
 from function.contract.names import tagged_label
 
 # On every object the stack composes, and on the manifests it installs: the component.
@@ -191,6 +193,25 @@ class StackGateway:
 GATEWAY = StackGateway()
 
 
+@dataclass(frozen=True)
+class StackDraDriver:
+    """spec.stack.draDriver: the DRA driver that publishes the pools' devices. External
+    only: a driver is the accelerator vendor's, runs on every accelerator node, and no
+    driver's module is served to build one from (NVIDIA's answers 403 at the Go module
+    proxy). Observed through what the cluster's Nodes, ResourceSlices and
+    DeviceClasses say (the inventory report on a remote cluster, read directly on the
+    control-plane cluster): every DeviceClass a pool's DRA device names exists, and
+    every such device's driver publishes devices on the pool's nodes
+    (cluster/stackdra.py)."""
+
+    field: str = "draDriver"
+    title: str = "DRA driver"
+    version: str = DRA_API_VERSION  # the API it is read through: its status entry's version
+
+
+DRA_DRIVER = StackDraDriver()
+
+
 def spec_errors(spec: Mapping[str, Any]) -> list[str]:
     """The rules hack/gen_xrds.py gives spec.stack, checked again (admission should
     have refused these; `crossplane render` and hand-built requests do not)."""
@@ -202,6 +223,9 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
     gateway = stack.get(GATEWAY.field)
     if isinstance(gateway, Mapping):
         errors += gateway_errors(spec, gateway, declared)
+    driver = stack.get(DRA_DRIVER.field)
+    if isinstance(driver, Mapping):
+        errors += dra_driver_errors(spec, driver)
     for field, entry in declared.items():
         component = BY_FIELD[field]
         controller = entry.get("controller")
@@ -249,6 +273,19 @@ def gateway_errors(spec: Mapping[str, Any], gateway: Mapping[str, Any],
     if gateway.get("mode") == StackMode.EXTERNAL and ("gatewayClassName" in gateway or "port" in gateway):
         errors.append("stack.gateway's gatewayClassName and port shape the Gateway the stack "
                       "composes: mode Managed")
+    return errors
+
+
+def dra_driver_errors(spec: Mapping[str, Any], driver: Mapping[str, Any]) -> list[str]:
+    """spec.stack.draDriver's rules (hack/gen_xrds.py gives them too)."""
+    errors = []
+    if driver.get("mode") != StackMode.EXTERNAL:
+        errors.append("this release does not install a DRA driver (mode Managed): install "
+                      "your accelerators' driver on the cluster and mark it External")
+    if (spec.get("inventory") or {}).get("source", InventorySource.OBSERVED) \
+            != InventorySource.OBSERVED:
+        errors.append("stack.draDriver is observed with the cluster's nodes: "
+                      "spec.inventory.source Observed")
     return errors
 
 

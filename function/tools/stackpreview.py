@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from function.contract.api import KIND_INFERENCE_CLUSTER
-from function.contract.stack import COMPONENTS, GATEWAY, LABEL_COMPONENT, Tier
+from function.contract.stack import COMPONENTS, DRA_DRIVER, GATEWAY, LABEL_COMPONENT, Tier
 from function.tools import localrender
 
 IC = localrender.ROOT / "apis" / "inferencecluster"
@@ -101,12 +101,14 @@ def lines(rendered: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
         composed = _composed(docs)
         by_name = {e.get("name"): e for e in entries}
         declared = (ic.get("spec") or {}).get("stack") or {}
-        for field in (*(c.field for c in COMPONENTS), GATEWAY.field):
+        for field in (*(c.field for c in COMPONENTS), DRA_DRIVER.field, GATEWAY.field):
             if field not in declared:
                 continue
             entry = by_name.get(field) or {}
             rows.append((name, field, str(declared[field].get("mode")),
-                         str(entry.get("version", "")), _objects(composed, field)))
+                         str(entry.get("version", "")),
+                         "nothing: observed with the cluster's nodes"
+                         if field == DRA_DRIVER.field else _objects(composed, field)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     return ["", "", "Serving stack (spec.stack), as each cluster composes it:", *table]

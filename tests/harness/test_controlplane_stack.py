@@ -34,13 +34,26 @@ def test_a_fleet_without_stacks_gets_managed_remote_and_observed_control_plane_s
     assert {e["mode"] for e in stacks["us-east-1"].values()} == {"External"}
     assert len(said) == len(ics)
     assert "InferenceCluster eu-west-1: spec.stack gatewayAPI Managed, inferenceExtension " \
-        "Managed, leaderWorkerSet Managed, envoyGateway Managed, gateway Managed" in said
+        "Managed, leaderWorkerSet Managed, envoyGateway Managed, draDriver External, " \
+        "gateway Managed" in said
     # The Gateway spec.gateway names: the stack's on a remote cluster, of the class the
     # harness's Envoy Gateway serves; observed on the control plane's (the harness's).
     assert stacks["eu-west-1"]["gateway"] == {"mode": "Managed", "gatewayClassName": "eg"}
     assert stacks["us-east-1"]["gateway"] == {"mode": "External"}
+    # The DRA driver the harness stands in for (its slices and classes): observed
+    # wherever a pool declares a DRA device, as every example cluster's does.
+    assert all(s["draDriver"] == {"mode": "External"} for s in stacks.values())
     # What the harness declares passes the function's own rules.
     assert all(spec_errors(ic["spec"]) == [] for ic in ics)
+
+
+def test_a_cluster_without_dra_devices_declares_no_dra_driver():
+    ics = fleet.load_fleet(EXAMPLES)
+    for p in ics[0]["spec"]["nodePools"]:
+        p["devices"] = [{**d, "claim": "Synthetic"} for d in p.get("devices") or []]
+    out, _ = stack.declare(ics)
+    assert "draDriver" not in out[0]["spec"]["stack"]
+    assert "draDriver" in out[1]["spec"]["stack"]
 
 
 def test_a_stack_the_fleet_declares_is_left_as_written():

@@ -298,6 +298,16 @@ class StackMode(StrEnum):
     EXTERNAL = "External"
 
 
+class StackDraDriverSettings(BaseModel):
+    mode: Annotated[
+        StackMode,
+        Field(
+            description="External: the platform runs the DRA driver of its accelerators (for NVIDIA GPUs, NVIDIA's DRA driver for GPUs); the stack observes, with the cluster's nodes, that every DeviceClass a pool's DRA device names exists and that each such device's driver publishes devices on the pool's nodes (ResourceSlices). This release installs no DRA driver: Managed is refused.",
+            title="StackMode",
+        ),
+    ]
+
+
 class StackGatewaySettings(BaseModel):
     gatewayClassName: Annotated[
         StrictStr | None,
@@ -455,7 +465,7 @@ class StackComponentStatus(BaseModel):
     phase: Annotated[
         StackPhase,
         Field(
-            description="Installed: every object the stack composes for it is Ready. Observed: an External component's API is served. Progressing: not yet (objects waiting on earlier ones, or not Ready yet). Failed: an object failed, or an External component's API is missing; the message says what to do.",
+            description="Installed: every object the stack composes for it is Ready. Observed: an External component's API is served (draDriver: the pools' DeviceClasses exist and their drivers publish). Progressing: not yet (objects waiting on earlier ones, or not Ready yet). Failed: an object failed, or an External component's API is missing; the message says what to do.",
             title="StackPhase",
         ),
     ]
@@ -466,7 +476,7 @@ class StackComponentStatus(BaseModel):
     version: Annotated[
         StrictStr | None,
         Field(
-            description="The version this release installs (Managed) or was built against (External), from its pinned Go module.",
+            description="The version this release installs (Managed) or was built against (External), from its pinned Go module; for draDriver, the DRA API it is observed through.",
             max_length=64,
         ),
     ] = None
@@ -837,6 +847,13 @@ class LeaderWorkerSet(BaseModel):
 
 
 class Stack(BaseModel):
+    draDriver: Annotated[
+        StackDraDriverSettings | None,
+        Field(
+            description="The DRA driver publishing the node pools' devices, observed through the inventory (spec.inventory.source Observed).",
+            title="StackDraDriverSettings",
+        ),
+    ] = None
     envoyGateway: Annotated[
         EnvoyGateway | None,
         Field(
