@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from function.cluster import stackstatus
 from function.contract.enums import DeviceClaim, StackMode, StackPhase
 from function.contract.inventory_report import Observation, count
 from function.contract.records import Pool
 from function.contract.stack import DRA_DRIVER
 
-MAX_MESSAGE = 512  # status.stack.components[].message's maxLength
 NAMED_MAX = 3      # problems named in a Failed message
 
 
@@ -39,9 +39,8 @@ def declared(spec: Mapping[str, Any]) -> bool:
 
 
 def _entry(phase: StackPhase, reason: str, message: str) -> dict[str, Any]:
-    return {"name": DRA_DRIVER.field, "version": DRA_DRIVER.version,
-            "mode": StackMode.EXTERNAL.value, "phase": phase.value, "reason": reason,
-            "message": message[:MAX_MESSAGE]}
+    return stackstatus.entry(DRA_DRIVER.field, DRA_DRIVER.version, StackMode.EXTERNAL,
+                             phase, reason, message)
 
 
 def missing(pools: Sequence[Pool], observation: Observation) -> list[tuple[str, str]]:

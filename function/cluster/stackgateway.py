@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function.cluster import reporter, stackenvoy
+from function.cluster import reporter, stackenvoy, stackstatus
 from function.cluster.stack import KEEP, Declared, is_ready, rendered, stack_object
 from function.contract.enums import StackMode, StackPhase
 from function.contract.records import Cluster, Gateway
@@ -182,13 +182,9 @@ def judge(s: Settings, gateway: Mapping[str, Any]) -> tuple[StackPhase, str, str
             f"Gateway {s.named} is not Accepted yet ({said})")
 
 
-MAX_MESSAGE = 512  # status.stack.components[].message's maxLength
-
-
 def _said(s: Settings, phase: StackPhase, reason: str, message: str) -> dict[str, Any]:
-    return {"name": GATEWAY.field, "version": rendered(GATEWAY.version_of).version,
-            "mode": s.mode.value, "phase": phase.value, "reason": reason,
-            "message": message[:MAX_MESSAGE]}
+    return stackstatus.entry(GATEWAY.field, rendered(GATEWAY.version_of).version, s.mode,
+                             phase, reason, message)
 
 
 def local_entry(s: Settings, gateway: Mapping[str, Any] | None) -> dict[str, Any]:

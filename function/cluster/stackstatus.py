@@ -26,7 +26,7 @@ from typing import Any
 from crossplane.function import resource
 
 from function.cluster.stack import Declared, Rendered, is_ready, object_key, probe_key, rendered
-from function.contract.enums import StackPhase
+from function.contract.enums import StackMode, StackPhase
 from function.contract.stack import Component
 from function.contract.validation import condition_of
 
@@ -37,10 +37,17 @@ READY = (StackPhase.INSTALLED, StackPhase.OBSERVED)
 NAMED_MAX = 3  # objects named in an Installing component's message
 
 
+def entry(name: str, version: str, mode: StackMode, phase: StackPhase, reason: str,
+          message: str) -> dict[str, Any]:
+    """One status.stack.components entry, whatever its kind (a component, the Gateway
+    stackgateway.py reports, the DRA driver stackdra.py reports)."""
+    return {"name": name, "version": version, "mode": mode.value, "phase": phase.value,
+            "reason": reason, "message": message[:MAX_MESSAGE]}
+
+
 def _entry(d: Declared, version: str, phase: StackPhase, reason: str,
            message: str) -> dict[str, Any]:
-    return {"name": d.component.field, "version": version, "mode": d.mode.value,
-            "phase": phase.value, "reason": reason, "message": message[:MAX_MESSAGE]}
+    return entry(d.component.field, version, d.mode, phase, reason, message)
 
 
 def judge_crd(component: Component, crd: Mapping[str, Any]) -> tuple[StackPhase, str, str]:
