@@ -1183,6 +1183,13 @@ def model_deployment() -> dict:
             }, "One cluster's verdict."), 100,
                 "What each cluster said, by name (the first 100; the reason counts them all)."),
         }, "A replica that could not be placed."), 1000, "Replicas without a cluster, with reasons."),
+        "selectorsOverBudget": array(obj({
+            "selector": string(64, "The selector's SHA-256, in hex."),
+            "reason": string(512, "How its evaluation exceeded the budget."),
+        }, "A device selector whose evaluation ran past its budget."), 16,
+            "Device selectors of the spec whose evaluation ran past the function's budget "
+            "(computing time or memory): refused without being evaluated again until they "
+            "leave the spec. Written by the function."),
     }, "Placement and readiness. " + CONDITIONS_NOTE)
     return xrd("ModelDeployment", "modeldeployments", "Namespaced", spec, status, ["md"], [
         col("Desired", "integer", ".spec.replicas"),

@@ -45,6 +45,7 @@ from function.contract.devicecel import (
     device_activation,
 )
 from function.contract.devicecel import cost as celcost
+from function.contract.devicecel.selector import compile_here
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 H100 = device("gpu", "H100", count=8)
@@ -250,8 +251,8 @@ def test_every_selector_of_the_examples_and_the_corpus_evaluates_as_without_a_li
     limited = [_outcome(e, d) for e, d in cases]
     assert not [o for o in limited if o[:2] == ("error", "CelCostError")]
 
-    compile_selector.cache_clear()
+    compile_here.cache_clear()
     monkeypatch.setattr(celcost, "MAX_COST", 2**64)
     unlimited = [_outcome(e, d) for e, d in cases]
-    compile_selector.cache_clear()
+    compile_here.cache_clear()
     assert limited == unlimited

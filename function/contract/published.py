@@ -43,6 +43,7 @@ import pydantic
 
 from function.contract.api import LABEL_POOL
 from function.contract.devicecel import (
+    CelBudgetError,
     CelCompileError,
     CelEvalError,
     compile_selector,
@@ -156,7 +157,7 @@ def _class_for(device: Mapping[str, Any], classes: Sequence[tuple[str, list[Any]
         try:
             if all(s.matches(activation) for s in selectors):
                 return name
-        except CelEvalError:
+        except (CelEvalError, CelBudgetError):  # kube-scheduler cannot allocate through it
             continue
     return ""
 

@@ -141,8 +141,10 @@ def selected(expressions: Iterable[str], device: Device) -> bool:
             compiled = devicecel.compile_selector(expr)
             try:
                 verdict = compiled.matches(devicecel.device_activation(dict(device.spec)))
-            except devicecel.CelError:
+            except devicecel.CelEvalError:  # as in DRA: selects nothing
                 verdict = False
+            # Over its budget or without a verdict it raises, remembered nowhere:
+            # a limit must not count nothing because its selector could not run.
             _VERDICTS[key] = verdict
             if len(_VERDICTS) > _LIMIT:
                 _VERDICTS.popitem(last=False)

@@ -45,8 +45,8 @@ from function.contract.enums import PlacementStrategy, ReplicaPhase
 from function.contract.validation import dig, model_errors
 from function.kit import deadline, requeue, structs
 from function.kit.request import Request, desired_ready, namespace_labels, require_namespace
-from function.scheduler import (autoscaling, demand, drain, endpoints, output, parsecache,
-                                prometheus, reasons, room)
+from function.scheduler import (autoscaling, budget, demand, drain, endpoints, output,
+                                parsecache, prometheus, reasons, room)
 from function.scheduler.fleet import Fleet, read
 from function.scheduler.plan import Inputs, Plan, plan
 from function.scheduler.quotas import QuotaLedger
@@ -127,7 +127,8 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
                          others=fleet.others, reserved=fleet.reserved,
                          quota=quota_of(ns) if quota_of is not None else None,
                          waiting=_waiting(req, ns, name, quota_of)
-                         if strategy == PlacementStrategy.PACK else ()))
+                         if strategy == PlacementStrategy.PACK else (),
+                         over_budget=budget.remembered(req.composite)))
 
     # Replicas share the deployment's dicts and their members' resolved device
     # requests: each is built and converted once.
@@ -154,7 +155,8 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
         response.warning(rsp, f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
         kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
     write_status(rsp, md, result, observed, fleet, kept,
-                 drain.note(leaving, held) if held else "")
+                 drain.note(leaving, held) if held else "",
+                 over_budget=budget.record(req.composite, dep.engines))
     if autoscaled:
         _condition(rsp, autoscaling.capacity(want, len(result.placements)))
 
@@ -293,7 +295,8 @@ def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str,
 
 def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: Plan,
                  observed: Mapping[str, Mapping[str, Any]], fleet: Fleet,
-                 broken: Sequence[str] = (), draining: str = "") -> None:
+                 broken: Sequence[str] = (), draining: str = "",
+                 over_budget: Sequence[Mapping[str, str]] = ()) -> None:
     name = (md.get("metadata") or {}).get("name", "")
     want = int((md.get("spec") or {}).get("replicas", 1))
     placements, ready = [], 0
@@ -324,9 +327,13 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         "labelSelector": f"{LABEL_DEPLOYMENT}={name}",
         "placements": placements,
         "unscheduled": [_unscheduled(i, r) for i, r in sorted(result.unscheduled.items())],
+        **({"selectorsOverBudget": list(over_budget)} if over_budget else {}),
     }})
 
-    if result.errors:
+    if result.undecided:
+        cond = ("False", "SelectorNotEvaluated", "; ".join(result.errors) +
+                "; existing replicas are kept as they are")
+    elif result.errors:
         cond = ("False", "InvalidSelector", "; ".join(result.errors) +
                 "; existing replicas are kept as they are until the selector is fixed")
     elif result.unscheduled or scheduled < want:

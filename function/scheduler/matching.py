@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -74,7 +74,10 @@ _UNFITTED: Final = _Unfitted.UNFITTED  # engine_fit: not yet worked out for this
 class Matcher:
     """Matches engines to pools for one reconcile, caching every result."""
 
-    def __init__(self) -> None:
+    def __init__(self, over_budget: Mapping[str, str] | None = None) -> None:
+        # expression digest -> why: what the deployment's status remembers
+        # exceeded its evaluation budget (on this server or an earlier one).
+        self._over_budget = over_budget or {}
         self._compiled: dict[str, devicecel.CompiledSelector] = {}
         self._activations: dict[int, Any] = {}
         self._request_device: dict[tuple[str, int], bool | str] = {}
@@ -89,20 +92,18 @@ class Matcher:
     def compile_all(self, engines: Sequence[Mapping[str, Any]]) -> list[str]:
         """Compile every selector once; return user-facing errors for bad ones."""
         errors = []
-        for engine in engines:
-            for member in engine.get("members") or []:
-                for request in _requests(member):
-                    for sel in [s for option in _options(request)
-                                for s in option.get("selectors") or []]:
-                        expr = sel.get("cel", "")
-                        if expr in self._compiled:
-                            continue
-                        try:
-                            self._compiled[expr] = devicecel.compile_selector(expr)
-                        except devicecel.CelError as exc:
-                            errors.append(f"engine {engine.get('name')!r} request "
-                                          f"{request.get('name')!r}: invalid CEL selector "
-                                          f"{expr!r}: {exc}")
+        for engine, request, expr in selectors(engines):
+            if expr in self._compiled:
+                continue
+            try:
+                why = self._over_budget.get(devicecel.digest(expr))
+                if why is not None:
+                    raise devicecel.CelBudgetError(devicecel.over_budget(expr, why))
+                self._compiled[expr] = devicecel.compile_selector(expr)
+            except devicecel.CelError as exc:
+                errors.append(f"engine {engine.get('name')!r} request "
+                              f"{request.get('name')!r}: invalid CEL selector "
+                              f"{expr!r}: {exc}")
         return errors
 
     def engine_fit(self, engine: Mapping[str, Any], pool: Pool,
@@ -200,9 +201,22 @@ class Matcher:
                 dict(device.spec))
         try:
             return compiled.matches(activation)
-        except devicecel.CelError as exc:
+        except devicecel.CelEvalError as exc:
             # As in DRA, a selector that errors on a device does not select it.
+            # One over its evaluation budget, or without a verdict, decides
+            # nothing: that propagates to plan(), which keeps every replica.
             return str(exc)
+
+
+def selectors(engines: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Mapping[str, Any],
+                                                                      Mapping[str, Any], str]]:
+    """(engine, device request, CEL expression) of every selector, in spec order."""
+    for engine in engines:
+        for member in engine.get("members") or []:
+            for request in _requests(member):
+                for option in _options(request):
+                    for sel in option.get("selectors") or []:
+                        yield engine, request, sel.get("cel", "")
 
 
 def _requests(member: Mapping[str, Any]):

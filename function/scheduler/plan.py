@@ -1,7 +1,9 @@
 """The placement plan: retain, scale down, repair overcommit, re-place, fill.
 
 `plan()` is a pure function of its inputs (no I/O, no clock, no randomness):
-the same inputs give the same plan. Existing replicas are inputs, not
+the same inputs give the same plan. (Selectors are evaluated in a worker
+process with a computing budget, contract/devicecel/sandbox.py; a selector
+past that budget, or no verdict at all, keeps every replica as it is.) Existing replicas are inputs, not
 decisions: a healthy replica keeps its cluster. The order of the steps is the
 policy:
 
@@ -42,6 +44,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from function.contract import devicecel
 from function.contract.capacity import Usage
 from function.contract.enums import DeviceClaim, PlacementStrategy
 from function.contract.nodes import Bins, vectors
@@ -80,6 +83,9 @@ class Inputs:
     quota: QuotaLedger | None = None
     # Other deployments short of capacity (Pack reads them: room.py).
     waiting: Sequence[room.Waiting] = ()
+    # Selector digest -> why: the selectors the deployment's status remembers
+    # exceeded their evaluation budget (contract/devicecel/sandbox.py).
+    over_budget: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ class Plan:
     placements: list[Placement] = field(default_factory=list)
     unscheduled: dict[int, reasons.Shortfall] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # reasons nothing new was placed
+    undecided: bool = False  # the errors are no selector's fault: retried as they are
     notes: list[str] = field(default_factory=list)
 
 
@@ -115,17 +122,27 @@ class _Candidate:
 
 def plan(inp: Inputs) -> Plan:
     result = Plan()
-    matcher = Matcher()
+    matcher = Matcher(inp.over_budget)
+    result.errors = matcher.compile_all(inp.deployment.engines)
+    if not result.errors:
+        deadline.check("after compiling the device selectors")
+        try:
+            return _plan(inp, matcher)
+        except (devicecel.CelBudgetError, devicecel.CelSandboxError) as exc:
+            # Found while matching: a selector (the deployment's or a quota's) ran
+            # past its evaluation budget, or none could be evaluated.
+            result = Plan(errors=[str(exc)],
+                          undecided=isinstance(exc, devicecel.CelSandboxError))
+    # A bad selector decides nothing: keep every replica exactly as it is.
+    for index, r in _dedupe(inp.own).items():
+        result.placements.append(Placement(index, r.cluster, None, r, "selector invalid"))
+    return result
+
+
+def _plan(inp: Inputs, matcher: Matcher) -> Plan:
+    result = Plan()
     dep = inp.deployment
     clusters = {c.name: c for c in inp.clusters}
-
-    result.errors = matcher.compile_all(dep.engines)
-    if result.errors:
-        # A bad selector decides nothing: keep every replica exactly as it is.
-        for index, r in _dedupe(inp.own).items():
-            result.placements.append(Placement(index, r.cluster, None, r, "selector invalid"))
-        return result
-    deadline.check("after compiling the device selectors")
 
     refused = {name: filters.admit(dep, c, matcher) for name, c in sorted(clusters.items())}
     candidates = [_classify(index, r, clusters, inp.malformed_clusters, dep, matcher)

@@ -62,21 +62,31 @@ from __future__ import annotations
 
 from function.contract.devicecel.device import DeviceActivation, device_activation
 from function.contract.devicecel.selector import (
+    CelBudgetError,
     CelCompileError,
     CelCostError,
     CelError,
     CelEvalError,
+    CelSandboxError,
     CompiledSelector,
     compile_selector,
+    digest,
+    over_budget,
 )
+from function.contract.devicecel.sandbox import exceeded
 
 __all__ = [
     "CelError",
+    "CelBudgetError",
+    "CelSandboxError",
     "CelCompileError",
     "CelCostError",
     "CelEvalError",
     "CompiledSelector",
     "DeviceActivation",
     "compile_selector",
+    "digest",
+    "exceeded",
+    "over_budget",
     "device_activation",
 ]

@@ -38,10 +38,12 @@ class DeviceActivation:
     Kubernetes library, which fails evaluation for such a device.
     """
 
-    __slots__ = ("driver", "attributes", "capacity", "error", "_cel", "_sizes")
+    __slots__ = ("driver", "attributes", "capacity", "error", "shape", "_cel", "_sizes")
 
-    def __init__(self, driver: str, attributes: dict, capacity: dict, error: str | None = None):
+    def __init__(self, driver: str, attributes: dict, capacity: dict, error: str | None = None,
+                 shape: str = ""):
         self.driver = driver
+        self.shape = shape  # the device as JSON (device_activation's key): what the sandbox is sent
         self.attributes = attributes  # domain -> name -> int|bool|str|Semver message
         self.capacity = capacity  # domain -> name -> Quantity message
         self.error = error
@@ -130,8 +132,14 @@ def _activation_for(shape: str) -> DeviceActivation:
             domain, ident = _split_name(name, driver)
             capacity.setdefault(domain, {})[ident] = _capacity_value(name, cap)
     except ValueError as e:
-        return DeviceActivation(driver, {}, {}, error=f"invalid device: {e}")
-    return DeviceActivation(driver, attributes, capacity)
+        return DeviceActivation(driver, {}, {}, error=f"invalid device: {e}", shape=shape)
+    return DeviceActivation(driver, attributes, capacity, shape=shape)
+
+
+def activation_of_shape(shape: str) -> DeviceActivation:
+    """The activation for a device shape as `DeviceActivation.shape` holds it
+    (the sandbox's worker rebuilds the device from it)."""
+    return _activation_for(shape)
 
 
 def device_activation(device: dict) -> DeviceActivation:

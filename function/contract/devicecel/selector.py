@@ -11,6 +11,9 @@
   isn't a published domain is run again with that domain set to ``{}`` (at
   most 8 such domains). CEL has no side effects, so this gives Kubernetes'
   answer.
+* Every evaluation runs in a worker process that can be stopped (sandbox.py):
+  one that runs past its wall-clock or memory budget raises `CelBudgetError`,
+  and the expression is refused from then on, as one over the cost limit is.
 * Kubernetes' cost limits hold (cost.py): a selector longer than 10 Ki
   characters or whose estimated worst-case cost exceeds 1,000,000 is refused
   at compile time (`CelCostError`, as the API server refuses it), and a device
@@ -22,12 +25,13 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from typing import Any
 
 from cel_expr_python import cel
 
-from function.contract.devicecel import cost
+from function.contract.devicecel import cost, sandbox
 from function.contract.devicecel.device import DeviceActivation
 from function.contract.devicecel.library import ENV
 
@@ -48,6 +52,16 @@ class CelEvalError(CelError):
 
 class CelCostError(CelCompileError):
     """The expression is over Kubernetes' length or cost limit for a selector."""
+
+
+class CelBudgetError(CelCostError):
+    """An evaluation of the expression ran past its wall-clock or memory budget
+    (sandbox.py): refused from then on, as an expression over the cost limit is."""
+
+
+class CelSandboxError(CelError):
+    """No verdict, through no fault of the expression (the evaluation process
+    could not start, or the machine was too busy to run it): decide nothing, retry."""
 
 
 # A checker error CEL-C++ reports for comparisons Kubernetes allows (cel-go's
@@ -84,8 +98,31 @@ class CompiledSelector:
         self._checked = checked
 
     def matches(self, activation: DeviceActivation) -> bool:
-        """True when the device is selected. Raises CelEvalError if the
-        expression fails on this device or gives something other than a bool."""
+        """True when the device is selected, evaluated in the sandbox. Raises
+        CelEvalError if the expression fails on this device or gives something
+        other than a bool, CelBudgetError if it ran past its budget (and is
+        refused from then on), CelSandboxError if no verdict could be had."""
+        if activation.error:
+            raise CelEvalError(f"selector {self.expression!r}: {activation.error}")
+        self._check_runtime_cost(activation)
+        why = sandbox.exceeded(self.expression)
+        if why is None:
+            try:
+                verdict, error = sandbox.SANDBOX.evaluate(self.expression, activation.shape)
+            except sandbox.Unavailable as exc:
+                raise CelSandboxError(f"selector {_short(self.expression)}: no verdict: {exc}; "
+                                      "it is evaluated again on the next reconcile") from None
+            except sandbox.BudgetExceeded as exc:
+                why = str(exc)
+                sandbox.remember(self.expression, why)
+            else:
+                if verdict is None:
+                    raise CelEvalError(error)
+                return verdict
+        raise CelBudgetError(over_budget(self.expression, why))
+
+    def evaluate_here(self, activation: DeviceActivation) -> bool:
+        """`matches`, in this process, unbounded: what the sandbox's worker runs."""
         if activation.error:
             raise CelEvalError(f"selector {self.expression!r}: {activation.error}")
         self._check_runtime_cost(activation)
@@ -138,13 +175,37 @@ def _cost_text(estimate: int) -> str:
     return "an unbounded cost" if estimate >= 2**64 - 1 else f"a cost of {estimate:,}"
 
 
-@functools.lru_cache(maxsize=1024)
-def compile_selector(expression: str) -> CompiledSelector:
+def digest(expression: str) -> str:
+    """How a status names an expression without repeating it (sha256, hex)."""
+    return hashlib.sha256(expression.encode()).hexdigest()
+
+
+def over_budget(expression: str, why: str) -> str:
+    """What a user reads when the selector exceeded its evaluation budget."""
+    return (f"device selector {_short(expression)} exceeded its evaluation budget "
+            f"({sandbox.WALL_SECONDS}s, {sandbox.MEMORY_BYTES >> 20} MiB): {why}; it is not "
+            "evaluated again: simplify it")
+
+
+def compile_selector(expression: Any) -> CompiledSelector:
     """Parse and type-check a selector once; cached by expression text.
 
     Raises CelCompileError with the checker's message (position and caret
-    included) when the expression is not a valid bool-valued selector.
+    included) when the expression is not a valid bool-valued selector, and
+    CelBudgetError for one whose evaluation exceeded its budget before.
     """
+    if not isinstance(expression, str):
+        raise CelCompileError("device selector: the CEL expression is empty")
+    why = sandbox.exceeded(expression)
+    if why is not None:
+        raise CelBudgetError(over_budget(expression, why))
+    return compile_here(expression)
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_here(expression: str) -> CompiledSelector:
+    """`compile_selector` without the sandbox's memory of over-budget
+    expressions: what the worker compiles with."""
     if not isinstance(expression, str) or not expression.strip():
         raise CelCompileError("device selector: the CEL expression is empty")
     if len(expression) > cost.MAX_LENGTH:

@@ -789,6 +789,17 @@ class Replicas(BaseModel):
     ] = None
 
 
+class SelectorsOverBudgetItem(BaseModel):
+    reason: Annotated[
+        StrictStr | None,
+        Field(description="How its evaluation exceeded the budget.", max_length=512),
+    ] = None
+    selector: Annotated[
+        StrictStr | None,
+        Field(description="The selector's SHA-256, in hex.", max_length=64),
+    ] = None
+
+
 class Cluster(BaseModel):
     name: Annotated[
         StrictStr | None, Field(description="The InferenceCluster.", max_length=253)
@@ -832,6 +843,13 @@ class Status(BaseModel):
         Field(description="One entry per placed replica.", max_length=1000),
     ] = None
     replicas: Annotated[Replicas | None, Field(description="Replica counts.")] = None
+    selectorsOverBudget: Annotated[
+        list[SelectorsOverBudgetItem] | None,
+        Field(
+            description="Device selectors of the spec whose evaluation ran past the function's budget (computing time or memory): refused without being evaluated again until they leave the spec. Written by the function.",
+            max_length=16,
+        ),
+    ] = None
     unscheduled: Annotated[
         list[UnscheduledItem] | None,
         Field(description="Replicas without a cluster, with reasons.", max_length=1000),
