@@ -175,7 +175,7 @@ _CHECKED = "type.googleapis.com/cel.expr.CheckedExpr"
 _PARSED = "type.googleapis.com/cel.expr.ParsedExpr"
 
 
-def _decode(serialized: bytes) -> tuple[Any, dict[int, Any]]:
+def decode(serialized: bytes) -> tuple[Any, dict[int, Any]]:
     """The expression and its reference map (empty for an unchecked one)."""
     wrapped = any_pb2.Any.FromString(serialized)
     if wrapped.type_url == _CHECKED:
@@ -210,8 +210,8 @@ def _kind(e: Any) -> str:
     return e.WhichOneof("expr_kind") or ""
 
 
-class _Estimator:
-    """cel-go's coster over our AST: `cost(e)` is the most one evaluation of `e`
+class Estimator:
+    """cel-go's coster over our AST (runtimecost.py refines it for CEL-C++): `cost(e)` is the most one evaluation of `e`
     can cost, and sets `shapes[id]`, the largest value it can give."""
 
     def __init__(self, refs: dict[int, Any], sizes: Sizes):
@@ -424,5 +424,5 @@ def estimate(serialized: bytes, sizes: Sizes = WORST_CASE) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def _estimate(serialized: bytes, sizes: Sizes) -> int:
-    expr, refs = _decode(serialized)
-    return _Estimator(refs, sizes).cost(expr)
+    expr, refs = decode(serialized)
+    return Estimator(refs, sizes).cost(expr)

@@ -19,6 +19,8 @@ device data (device.py) is read with them.
 from __future__ import annotations
 
 import decimal
+import importlib.util
+import pathlib
 import functools
 import re
 from decimal import Decimal
@@ -28,7 +30,6 @@ import semver
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from kubernetes.utils import parse_quantity as _parse_number
 
 # --- Kubernetes value types -------------------------------------------------
 
@@ -54,6 +55,25 @@ def _message_types() -> tuple[descriptor_pool.DescriptorPool, type, type]:
 
 
 _POOL, _QuantityMsg, _SemverMsg = _message_types()
+
+
+def _quantity_module() -> Any:
+    """kubernetes.utils.quantity, loaded by itself: the package's __init__ imports
+    the whole API client and its configuration (1.3 of the 1.5 s an evaluation
+    worker took to start, sandbox.py), and the module needs none of it."""
+    spec = importlib.util.find_spec("kubernetes")  # finds it, runs nothing
+    if spec is None or spec.origin is None:
+        raise ImportError("the kubernetes package is not installed")
+    path = pathlib.Path(spec.origin).parent / "utils" / "quantity.py"
+    loaded = importlib.util.spec_from_file_location("fms_kubernetes_quantity", path)
+    if loaded is None or loaded.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module
+
+
+_parse_number = _quantity_module().parse_quantity
 
 # Exact decimal arithmetic for quantities; values are at most a few dozen digits.
 _DEC = decimal.Context(prec=1000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[

@@ -20,9 +20,12 @@ the ModelDeployment's status so that a restarted server does not either.
 The budget is the worker's computing time, not the time waited, so that a
 busy machine does not make an honest selector look like a runaway one: a
 worker that has not computed its `CPU_SECONDS` by `WALL_SECONDS` is killed
-too, but that is `Unavailable` (no verdict, not remembered; the caller keeps
-what exists and retries on its next reconcile), as is a worker that cannot
-start.
+too, but that is `Unavailable` (no verdict; the caller keeps what exists and
+retries on its next reconcile), as is a worker that cannot start. What such
+an unfinished evaluation computed is added up per expression (`_PARTIAL`):
+an honest selector finishes and adds nothing, a runaway one reaches its
+budget over a few attempts however busy the machine, and is then remembered
+like any other.
 
 One worker evaluates and a spare waits, started and imported, so a killed
 worker is replaced at once; the replacement's own spare starts in the
@@ -44,9 +47,9 @@ import threading
 import time
 from collections import OrderedDict
 
-MEMORY_BYTES = 256 << 20   # a worker's address space; an idle one uses ~90 MiB of it
-CPU_SECONDS = 0.25         # computing; the heaviest selector the estimate admits takes ~60 ms
-WALL_SECONDS = 1.0         # waiting, however busy the machine: then no verdict, retried later
+MEMORY_BYTES = 192 << 20   # a worker's address space; an idle one maps ~70 MiB of it
+CPU_SECONDS = 0.2          # computing; the heaviest selector the estimates admit takes ~60 ms
+WALL_SECONDS = 0.6         # waiting, however busy the machine: then no verdict this time
 POLL_SECONDS = 0.02        # how often the worker's computing time is read while it runs
 START_SECONDS = 30.0       # a worker's start-up (its imports), on a busy machine
 RECYCLE_AFTER = 20_000
@@ -172,6 +175,13 @@ class Sandbox:
                                          "and was stopped")
                 if time.monotonic() >= until:
                     self._lose(worker)
+                    total = _PARTIAL.pop(expression, 0.0) + spent
+                    if total >= CPU_SECONDS:
+                        raise BudgetExceeded(f"its unfinished evaluations computed for more than "
+                                             f"{CPU_SECONDS}s in all and were stopped")
+                    _PARTIAL[expression] = total
+                    if len(_PARTIAL) > _EXCEEDED_LIMIT:
+                        _PARTIAL.popitem(last=False)
                     raise Unavailable(f"its evaluation did not finish within {WALL_SECONDS}s on a "
                                       f"busy machine (it computed for {spent:.2f}s)")
             if answer == b"":
@@ -200,6 +210,8 @@ SANDBOX = Sandbox()
 
 # expression -> why it exceeded its budget, for the life of the process; bounded.
 _EXCEEDED: OrderedDict[str, str] = OrderedDict()
+# expression -> what its unfinished evaluations computed, in seconds; bounded.
+_PARTIAL: OrderedDict[str, float] = OrderedDict()
 
 
 def exceeded(expression: str) -> str | None:

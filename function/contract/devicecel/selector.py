@@ -31,7 +31,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from function.contract.devicecel import cost, sandbox
+from function.contract.devicecel import cost, runtimecost, sandbox
 from function.contract.devicecel.device import DeviceActivation
 from function.contract.devicecel.library import ENV
 
@@ -164,6 +164,11 @@ class CompiledSelector:
                 f"selector {_short(self.expression)}: actual cost limit exceeded on this device: "
                 f"{_cost_text(estimate)} is more than Kubernetes' limit of {cost.MAX_COST:,} "
                 f"for a device selector (CELSelectorExpressionMaxCost)")
+        try:
+            _check_runtime_model(self.expression, self._program.serialize(), sizes,
+                                 " on this device")
+        except CelCostError as e:
+            raise CelEvalError(str(e)) from None
 
 
 def _short(expression: str, limit: int = 120) -> str:
@@ -242,5 +247,25 @@ def compile_here(expression: str) -> CompiledSelector:
             f"device selector {_short(expression)} is too complex: its estimated worst-case "
             f"evaluation has {_cost_text(estimate)}, more than Kubernetes' limit of "
             f"{cost.MAX_COST:,} for a device selector (CELSelectorExpressionMaxCost)")
+    _check_runtime_model(expression, program.serialize(), cost.WORST_CASE, "")
     return CompiledSelector(expression, program, checked, estimate)
+
+
+def _check_runtime_model(expression: str, serialized: bytes, sizes: cost.Sizes,
+                         where: str) -> None:
+    """What CEL-C++ would pay (runtimecost.py), within the same limit."""
+    try:
+        estimate = runtimecost.estimate(serialized, sizes)
+    except runtimecost.TooLarge as e:
+        raise CelCostError(f"device selector {_short(expression)} is too complex{where}: "
+                           f"{e}") from None
+    except Exception as e:  # fail closed, as above
+        raise CelCostError(f"device selector {_short(expression)}: its cost cannot be "
+                           f"estimated: {type(e).__name__}: {e}") from None
+    if estimate > runtimecost.MAX_COST:
+        raise CelCostError(
+            f"device selector {_short(expression)} is too complex{where}: evaluated by this "
+            f"function's CEL runtime (which copies lists, writes whole replaced strings and "
+            f"calls the Kubernetes library in Python) it has {_cost_text(estimate)}, more "
+            f"than the limit of {runtimecost.MAX_COST:,}")
 
