@@ -19,7 +19,8 @@ RUN python3 -m venv /venv \
  && /venv/bin/pip install --no-cache-dir --only-binary=:all: /wheels/*.whl \
  && /venv/bin/pip uninstall -y setuptools pip \
  && rm -f /venv/bin/Activate.ps1 /venv/bin/activate.csh /venv/bin/activate.fish \
- && /venv/bin/function-model-serving serve --help >/dev/null
+ && /venv/bin/function-model-serving serve --help >/dev/null \
+ && /venv/bin/python -m function.contract.devicecel.worker </dev/null >/dev/null
 
 FROM debian:12.11-slim
 RUN apt-get update \

@@ -279,6 +279,9 @@ make_venv() {
     check --disable-pip-version-check
   run "$log" in_root "$root" /venv/bin/function-model-serving serve --help
   run "$log" in_root "$root" /venv/bin/python -c 'import function.runtime.fn, grpc, cel_expr_python'
+  # The selector evaluation worker the server starts (contract/devicecel/sandbox.py)
+  # starts here too: it says it is ready, and ends with its standard input.
+  run "$log" in_root "$root" /venv/bin/python -m function.contract.devicecel.worker </dev/null
   rm -f "$root"/venv/bin/Activate.ps1 "$root"/venv/bin/activate.csh "$root"/venv/bin/activate.fish
   never_mounted "$root"
   rm -rf "$root/tmp/wheelhouse"

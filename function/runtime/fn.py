@@ -12,13 +12,11 @@ each on a worker thread (one: see WORKERS), with a deadline: Crossplane's gRPC
 deadline, capped at `REQUEST_DEADLINE_SECONDS`. The handler checks it between
 phases (kit/deadline.py); the server answers at the deadline whether or not
 the handler has stopped, with a Fatal result, which applies (and so deletes)
-nothing. Python work on a worker shares the GIL, switched every 5 ms: with a
-handler busy for 5 s, other requests were answered in 11-36 ms (measured with
-four workers, before CEL pinned them to one). A long
-CEL-C++ evaluation is different: although it releases the GIL, other requests
-over gRPC waited for it to end (measured, tests/test_cel_cost_server.py's
-docstring). So the bound that matters is on the work itself: a DRA selector
-is held to Kubernetes' CEL cost limit (contract/devicecel/cost.py).
+nothing. A CEL-C++ evaluation holds the GIL and cannot be interrupted, so the
+server never runs one: each goes to a worker process with a memory cap and a
+computing budget (contract/devicecel/sandbox.py), which the handler's thread
+waits for without the GIL, at most 0.6 s, after both CEL cost estimates
+(cost.py, runtimecost.py) admitted the selector.
 """
 
 from __future__ import annotations
@@ -42,13 +40,13 @@ from function.kit.request import Request
 # Our own cap on one request: the L benchmark's scheduler request (1000
 # clusters, 5000 replicas) takes under a second, so this is far beyond honest work.
 REQUEST_DEADLINE_SECONDS = 20.0
-# One worker thread runs handlers, one request at a time, off the event loop.
-# cel-expr-python evaluates extension functions (quantity(), semver()) only on the
-# first thread that used them ("No PyCelArena found for google::protobuf::Arena" on
-# any other): with four workers, a long-lived function on `make e2e` answered "no
-# pool matching" for devices first judged on another worker (a verdict is remembered
-# for the life of the process, scheduler/matching.py) until it was restarted. The
-# selector cost limit (contract/devicecel/cost.py) is what keeps one request short.
+# One worker thread runs handlers, one request at a time, off the event loop. It
+# was first because cel-expr-python evaluates extension functions (quantity(),
+# semver()) only on the first thread that used them ("No PyCelArena found" on any
+# other, seen on `make e2e` with four workers); selectors are now evaluated in the
+# sandbox's worker process, but the handlers' caches (verdicts, parsed items) were
+# written for one thread and are still shared unlocked. A selector holds this
+# thread at most as long as the sandbox waits for it (contract/devicecel/sandbox.py).
 WORKERS = 1
 
 

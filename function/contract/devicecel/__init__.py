@@ -27,7 +27,13 @@ How the Kubernetes pieces map onto it, one module each:
 * ``cost.py``: Kubernetes' cost limits for a selector (CEL-C++'s Python API
   has no cost tracking): the worst-case cost estimated over the checked AST
   with cel-go's and Kubernetes' cost model, refused above 1,000,000, and the
-  same bound checked again for a device larger than that estimate assumed.
+  same bound checked again for a device larger than that estimate assumed;
+* ``runtimecost.py``: the same estimate priced as CEL-C++ pays (replace by
+  its output, list concatenation by size, library calls as Python callbacks),
+  and fixed bounds on intermediate strings and lists;
+* ``sandbox.py`` and ``worker.py``: every evaluation in a worker process
+  with a memory cap and a computing budget; a selector past either is
+  refused from then on (``CelBudgetError``).
 
 Known differences (the ``divergence`` cases of tests/cel/corpus.yaml):
 
@@ -51,7 +57,8 @@ Known differences (the ``divergence`` cases of tests/cel/corpus.yaml):
   more fails at run time here, where Kubernetes runs it within its cost limit.
 * Cost: Kubernetes meters an evaluation's actual cost and stops it at the
   limit; CEL-C++ cannot meter, so the bound is checked before evaluating,
-  from the estimate with the device's own sizes. A selector whose estimate
+  from the estimates with the device's own sizes, and the sandbox stops what
+  they missed by time and memory rather than by cost. A selector whose estimate
   for a device is over the limit fails on it even where the actual cost
   would have stayed under (the estimate is an upper bound); within the
   sizes Kubernetes declares for a device this never happens to a selector
