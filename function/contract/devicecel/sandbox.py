@@ -73,6 +73,7 @@ class _Worker:
             close_fds=True)
         self.ready = False
         self.used = 0
+        self.cpu = 0.0  # what it had computed when it last answered (its own count)
         self._buffer = b""
 
     def read_line(self, timeout: float) -> bytes | None:
@@ -94,11 +95,12 @@ class _Worker:
     def start(self, timeout: float) -> None:
         if not self.ready:
             line = self.read_line(timeout)
-            if not line or json.loads(line) != {"ready": True}:
+            said = json.loads(line) if line else {}
+            if not said.get("ready"):
                 self.kill()
                 raise Unavailable("the selector evaluation process did not start"
                                   + (" in time" if line is None else ""))
-            self.ready = True
+            self.ready, self.cpu = True, float(said.get("cpu", 0.0))
 
     def cpu_seconds(self) -> float:
         try:
@@ -159,7 +161,7 @@ class Sandbox:
         line = json.dumps({"e": expression, "d": shape}).encode() + b"\n"
         with self._lock:
             worker = self._worker()
-            cpu = worker.cpu_seconds()
+            cpu = worker.cpu  # read again from /proc only while it runs long
             try:
                 worker.send(line)
             except OSError:
@@ -190,6 +192,7 @@ class Sandbox:
                 raise BudgetExceeded(f"its evaluation ended the process evaluating it ({how}), "
                                      f"whose memory is capped at {MEMORY_BYTES >> 20} MiB")
             got = json.loads(answer)
+            worker.cpu = float(got.get("cpu", worker.cpu))
             if "over" in got:  # it ran out of memory, and the worker ends
                 self._lose(worker)
                 raise BudgetExceeded(f"its evaluation needed more than the {MEMORY_BYTES >> 20} MiB "

@@ -8,6 +8,10 @@ output, both JSON:
     {"e": "<expression>", "d": "<device shape: device.py's JSON key>"}
     -> {"v": true} | {"v": false} | {"err": "<message>"} | {"over": "<message>"}
 
+Each answer also carries ``cpu``, the seconds this process has computed so
+far: the parent's baseline for the next evaluation's budget, read without
+asking /proc each time.
+
 ``over`` says an evaluation ran out of memory (CEL-C++ reports
 ``std::bad_alloc`` as an evaluation error; Python raises MemoryError); the
 worker ends after saying it, since its heap is no longer to be trusted.
@@ -43,7 +47,9 @@ def serve(stdin, stdout) -> None:  # noqa: ANN001 - binary streams
     from function.contract.devicecel.device import activation_of_shape
     from function.contract.devicecel.selector import CelError, compile_here
 
-    stdout.write(b'{"ready": true}\n')
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    stdout.write(json.dumps({"ready": True, "cpu": usage.ru_utime + usage.ru_stime}).encode()
+                 + b"\n")
     stdout.flush()
     for line in stdin:
         try:
@@ -56,6 +62,8 @@ def serve(stdin, stdout) -> None:  # noqa: ANN001 - binary streams
             answer = {"over": str(exc)} if _BAD_ALLOC in str(exc) else {"err": str(exc)}
         except (ValueError, KeyError, TypeError) as exc:
             answer = {"err": f"the sandbox could not read the request: {exc}"}
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        answer["cpu"] = usage.ru_utime + usage.ru_stime
         stdout.write(json.dumps(answer).encode() + b"\n")
         stdout.flush()
         if "over" in answer:
