@@ -1481,10 +1481,12 @@ def jwt_authentication() -> dict:
     provider = obj({
         "name": string(63, "The provider's name, unique in the list.", pattern=DNS_LABEL,
                        min_length=1),
-        "issuer": string(253, "The `iss` a token must carry (a URL or an email address); "
-                         "default any." + PRINTABLE_NOTE, pattern=HEADER_VALUE, min_length=1),
+        "issuer": string(253, "The `iss` a token must carry (a URL or an email address). "
+                         "Issuer, audiences or both must be set." + PRINTABLE_NOTE,
+                         pattern=HEADER_VALUE, min_length=1),
         "audiences": array(string(253, min_length=1, pattern=HEADER_VALUE), 8,
-                           "The `aud` values accepted (one is enough); default any."),
+                           "The `aud` values accepted (one is enough). Issuer, audiences or "
+                           "both must be set."),
         "remoteJWKS": obj({
             "uri": with_rules(string(
                 253, "Where the front door's Envoy fetches the signing keys: an `https://` URL "
@@ -1501,7 +1503,9 @@ def jwt_authentication() -> dict:
                                         "== c.header.lowerAscii()))",
                                         "claimToHeaders headers must be unique, whatever "
                                         "their case")]),
-    }, "An identity provider whose tokens are accepted.", required=["name", "remoteJWKS"])
+    }, "An identity provider whose tokens are accepted.", required=["name", "remoteJWKS"],
+        rules=[("has(self.issuer) || (has(self.audiences) && size(self.audiences) > 0)",
+                "a provider accepts the tokens of its issuer or for its audiences: set issuer, audiences or both, or any token its identity provider signs, for anyone, passes")])
     return obj({
         "providers": array(provider, MAX_JWT_PROVIDERS, "The identity providers; a token "
                            "any one of them verifies is accepted.", min_items=1,

@@ -27,10 +27,27 @@ INVALID = Path(__file__).parent / "invalid"
 JWKS = "https://idp.example.com/.well-known/jwks.json"
 
 
+ISSUER = "https://idp.example.com"
+
+
 def jwt(*providers, **first):
-    """spec.authentication with JWT: `providers` as given, or one built from `first`."""
+    """spec.authentication with JWT: `providers` as given, or one built from `first`
+    (issuer ISSUER unless `first` says otherwise)."""
     return {"jwt": {"providers": list(providers) or [{
-        "name": "corp", "remoteJWKS": {"uri": JWKS}, **first}]}}
+        "name": "corp", "remoteJWKS": {"uri": JWKS}, "issuer": ISSUER, **first}]}}
+
+
+def test_a_provider_without_issuer_or_audiences_is_refused_and_the_route_kept():
+    anyone = {"name": "corp", "remoteJWKS": {"uri": JWKS}}
+    rsp = run(service(authentication=jwt(anyone)), [[endpoint("a")]])
+    assert routed(rsp).status == FALSE and routed(rsp).reason == "InvalidSpec"
+    assert "spec.authentication.jwt.providers[0]: a provider accepts the tokens of its " \
+        "issuer or for its audiences" in routed(rsp).message
+    assert not [o for o in desired(rsp).values() if o["kind"] == "SecurityPolicy"]
+    # Either one is enough.
+    for first in ({"issuer": ISSUER}, {"audiences": ["llm-gateway"]}):
+        ok = run(service(authentication=jwt({**anyone, **first})), [[endpoint("a")]])
+        assert routed(ok).status == TRUE
 
 
 def policy_of(rsp):
@@ -174,7 +191,8 @@ def test_the_jwt_policy_validates_against_the_real_crds(tools, tmp_path):
         {"name": "corp", "issuer": "https://idp.example.com", "audiences": ["a", "b"],
          "remoteJWKS": {"uri": JWKS},
          "claimToHeaders": [{"claim": "org.team", "header": "x-team"}]},
-        {"name": "partner", "remoteJWKS": {"uri": "https://login.partner.example/keys"}})),
+        {"name": "partner", "audiences": ["llm-gateway"],
+         "remoteJWKS": {"uri": "https://login.partner.example/keys"}})),
         [[keyed, endpoint("a", "http://10.0.0.1", {"app": "a"})]])
     docs = [copy.deepcopy(d) for d in desired(rsp).values() if d.get("kind") in ROUTE_KINDS]
     assert {"SecurityPolicy", "HTTPRoute"} <= {d["kind"] for d in docs}

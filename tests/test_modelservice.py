@@ -186,6 +186,18 @@ def test_an_endpoint_with_an_unsupported_scheme_is_left_out_and_named():
     assert (own.status, own.reason) == (FALSE, "UnsupportedScheme")
 
 
+def test_an_endpoint_of_another_namespace_is_never_routed_to_whoever_lists_it():
+    # Crossplane lists only the service's namespace; were another's endpoint among
+    # them (a selector bug, a forged response), the service still leaves it out.
+    foreign = endpoint("theirs", "http://10.0.0.7", {"app": "a"})
+    foreign["metadata"]["namespace"] = "other-team"
+    good = endpoint("good", "http://10.0.0.9", {"app": "a"})
+    rsp = run(service(), [[foreign, good]])
+    assert [k for k in desired(rsp) if "backend-" in k] == ["control-plane-backend-good"]
+    assert "theirs (it is in namespace 'other-team', not the ModelService's" in routed(rsp).message
+    assert composite(rsp)["status"]["entries"][0]["endpoints"] == ["good"]
+
+
 @pytest.mark.parametrize("url, reason", [
     ("http://10.0.0.1", None),
     ("https://api.openai.com/v1", None),

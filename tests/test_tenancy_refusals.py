@@ -17,7 +17,8 @@ from __future__ import annotations
 import pytest
 import yaml
 from cel_expr_python import cel
-from builders import EXAMPLES, ROOT, desired, load_one, request
+from builders import EXAMPLES, ROOT, conditions, desired, load_one, request
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from composer_support import compose, replica
 from crossplane.function import resource
 from fleetgen import (
@@ -55,7 +56,37 @@ def test_the_reserved_namespaces_are_the_ones_the_admission_policy_names():
     for ns in RESERVED_NAMESPACES:
         assert f"'{ns}'" in expression
     assert {r for rule in policy["spec"]["matchConstraints"]["resourceRules"]
-            for r in rule["resources"]} == {"modeldeployments", "modelreplicas", "modelcaches"}
+            for r in rule["resources"]} == {"modeldeployments", "modelreplicas", "modelcaches",
+                                            "modelservices", "modelendpoints"}
+
+
+def test_every_namespace_the_serving_stack_installs_into_is_reserved():
+    from function.contract import stack
+    namespaces = {c.chart.namespace for c in stack.COMPONENTS if c.chart is not None}
+    assert "lws-system" in namespaces
+    assert {ns for ns in namespaces if not reserved_namespace(ns)} == set()
+
+
+@pytest.mark.parametrize("namespace", ["lws-system", "kube-system", "default"])
+def test_a_service_in_a_reserved_namespace_keeps_its_route_and_says_why(namespace):
+    ms = load_one(EXAMPLES / "services" / "llama.yaml")
+    ms["metadata"]["namespace"] = namespace
+    rsp = fn.run_function(request(ms))
+    routed = conditions(rsp)["Routed"]
+    assert (routed.status, routed.reason) == (fnv1.STATUS_CONDITION_FALSE, "InvalidSpec")
+    assert f"metadata.namespace: {namespace} is reserved" in routed.message
+    assert desired(rsp) == {}
+
+
+@pytest.mark.parametrize("namespace", ["lws-system", "kube-public"])
+def test_an_endpoint_in_a_reserved_namespace_is_never_used(namespace):
+    from function.composer.modelservice.endpoint import check
+    me = next(d for d in yaml.safe_load_all((EXAMPLES / "services" / "endpoints.yaml")
+                                            .read_text()) if d and d["kind"] == "ModelEndpoint")
+    me["metadata"]["namespace"] = namespace
+    bad = check(me)
+    assert bad is not None and bad.reason == "ReservedNamespace"
+    assert f"{namespace} is reserved" in str(bad)
 
 
 @pytest.mark.parametrize("namespace", [*RESERVED, "kube", "kubeflow", "defaults", "ml-team"])

@@ -11,13 +11,15 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-# Namespaces no model workload may use, on the control plane or on a workload cluster
-# (a replica's objects land in a namespace named like its own): Kubernetes' own
-# (kube-*), default, the platform's (modelplane-system, crossplane-system) and the
-# gateways' (gateway-system, envoy-gateway-system). security/admission.yaml says the
-# same to the API server (modelplane-reserved-namespaces).
+# Namespaces no model workload or route may use, on the control plane or on a workload
+# cluster (a replica's objects, and a service's route on its front door, land in a
+# namespace named like its own): Kubernetes' own (kube-*), default, the platform's
+# (modelplane-system, crossplane-system), the gateways' (gateway-system,
+# envoy-gateway-system) and every namespace the serving stack installs into
+# (lws-system; tests/test_tenancy_refusals.py checks the stack's table against this).
+# security/admission.yaml says the same to the API server (modelplane-reserved-namespaces).
 RESERVED_NAMESPACES = ("default", "modelplane-system", "crossplane-system", "gateway-system",
-                       "envoy-gateway-system")
+                       "envoy-gateway-system", "lws-system")
 RESERVED_NAMESPACE_PREFIX = "kube-"
 
 

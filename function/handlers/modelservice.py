@@ -11,6 +11,7 @@ from function.contract.models.modelservice import ModelService
 from function.contract.validation import dig
 from function.handlers import prologue
 
-run = prologue.admitted(ModelService, namespaced=True,
+# workloads: its route lands in a namespace named like its own, on the front door.
+run = prologue.admitted(ModelService, namespaced=True, workloads=True,
                         rules=lambda ms: modelservice.spec_errors(dig(ms, "spec")),
                         on_invalid=modelservice.hold_invalid)(modelservice.route)

@@ -194,7 +194,7 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
         return
     fleet = policy.gateways(req.required(REQUIRE_CLUSTERS))
     for e in entries:
-        resolve(e, req.required(requirement(e.role, e.index, e.rule)), admission, fleet)
+        resolve(e, req.required(requirement(e.role, e.index, e.rule)), admission, fleet, ns)
     own = parts[-1]
     address = service_address(cluster, ns, name)
     status: dict[str, Any] = {"entries": [e.status() for e in own.entries], "active": own.active}
@@ -283,11 +283,18 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
 
 
 def resolve(entry: Entry, objs: list[dict[str, Any]], door: FrontDoor,
-            fleet: frozenset[tuple[str, int]]) -> None:
-    """The entry's valid endpoints the front door may send to, by name, and the
-    others with why."""
+            fleet: frozenset[tuple[str, int]], namespace: str) -> None:
+    """The entry's valid endpoints of the service's namespace that the front door
+    may send to, by name, and the others with why."""
     for obj in sorted(objs, key=lambda o: str(dig(o, "metadata").get("name"))):
         if not selects(entry.selector, dig(obj, "metadata", "labels")):
+            continue
+        if dig(obj, "metadata").get("namespace") != namespace:
+            # Required in the service's namespace only; a ModelEndpoint of another
+            # one is never routed to, whoever listed it.
+            entry.invalid.append(f"{dig(obj, 'metadata').get('name')} (it is in namespace "
+                                 f"{str(dig(obj, 'metadata').get('namespace'))[:63]!r}, not "
+                                 f"the ModelService's {namespace!r})")
             continue
         if dig(obj, "metadata").get("deletionTimestamp"):
             # Withdrawn (its replica leaves: scheduler/drain.py) or deleted: Crossplane

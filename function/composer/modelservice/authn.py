@@ -57,6 +57,8 @@ def errors(spec: Mapping[str, Any]) -> list[str]:
     if len(set(names)) != len(names):
         out.append(f"{FIELD}.jwt.providers: names must be unique")
     for i, p in enumerate(providers):
+        if not p.get("issuer") and not p.get("audiences"):
+            out.append(f"{FIELD}.jwt.providers[{i}]: a provider accepts the tokens of its issuer or for its audiences: set issuer, audiences or both, or any token its identity provider signs, for anyone, passes")
         uri = (p.get("remoteJWKS") or {}).get("uri")
         try:
             scheme, host, _, _ = parse_url(uri, field=_uri_field(i))

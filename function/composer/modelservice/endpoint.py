@@ -4,7 +4,8 @@
 A ModelEndpoint is data a ModelService reads. Its own function says whether
 it is usable: `Valid` True, or False with the reason (`InvalidURL`,
 `UnsupportedScheme`, `InvalidRewritePath`, `InvalidHeaders`, `ReservedHeader`,
-`DeniedDestination`, `InvalidReplica`, `InvalidAuth`, `InvalidSpec`) and what to
+`DeniedDestination`, `InvalidReplica`, `InvalidAuth`, `ReservedNamespace`,
+`InvalidSpec`) and what to
 change. A private destination is valid here: whether a front door sends there
 is its InferenceCluster's to say (`caveat`). It never fails the reconcile: an
 unusable endpoint is reported, and every ModelService selecting it leaves it
@@ -17,6 +18,7 @@ from __future__ import annotations
 from function.contract.destinations import PRIVATE, classify
 from function.contract.endpoints import Invalid, parse_endpoint
 from function.contract.models.modelendpoint import ModelEndpoint
+from function.contract.names import reserved_message, reserved_namespace
 from function.contract.validation import metadata_errors, model_errors
 
 
@@ -27,7 +29,14 @@ def check(me: dict) -> Invalid | None:
     except Invalid as exc:
         return exc
     errors = metadata_errors(me, namespaced=True) + model_errors(ModelEndpoint, me)
-    return Invalid("InvalidSpec", "; ".join(errors)) if errors else None
+    if errors:
+        return Invalid("InvalidSpec", "; ".join(errors))
+    # A reserved namespace's endpoint would put its route and credentials beside the
+    # platform's: never used, whoever selects it.
+    namespace = (me.get("metadata") or {}).get("namespace")
+    if isinstance(namespace, str) and reserved_namespace(namespace):
+        return Invalid("ReservedNamespace", reserved_message(namespace))
+    return None
 
 
 def caveat(me: dict) -> str:

@@ -74,7 +74,7 @@ class Provider(BaseModel):
     audiences: Annotated[
         list[Audience] | None,
         Field(
-            description="The `aud` values accepted (one is enough); default any.",
+            description="The `aud` values accepted (one is enough). Issuer, audiences or both must be set.",
             max_length=8,
         ),
     ] = None
@@ -88,7 +88,7 @@ class Provider(BaseModel):
     issuer: Annotated[
         StrictStr | None,
         Field(
-            description="The `iss` a token must carry (a URL or an email address); default any. Printable ASCII, no leading or trailing space.",
+            description="The `iss` a token must carry (a URL or an email address). Issuer, audiences or both must be set. Printable ASCII, no leading or trailing space.",
             max_length=253,
             min_length=1,
             pattern="^[!-~]([ -~]*[!-~])?$",
