@@ -1505,7 +1505,9 @@ def jwt_authentication() -> dict:
                                         "their case")]),
     }, "An identity provider whose tokens are accepted.", required=["name", "remoteJWKS"],
         rules=[("has(self.issuer) || (has(self.audiences) && size(self.audiences) > 0)",
-                "a provider accepts the tokens of its issuer or for its audiences: set issuer, audiences or both, or any token its identity provider signs, for anyone, passes")])
+                "a provider accepts the tokens of its issuer or for its audiences: set "
+                "issuer, audiences or both, or any token its identity provider signs, for "
+                "anyone, passes")])
     return obj({
         "providers": array(provider, MAX_JWT_PROVIDERS, "The identity providers; a token "
                            "any one of them verifies is accepted.", min_items=1,

@@ -30,6 +30,9 @@ from function.contract.destinations import NEVER, FrontDoor, classify, refusal, 
 from function.contract.endpoints import AUTH_HEADER, Invalid, parse_url
 
 FIELD = "spec.authentication"
+# The XRD's message for a provider with neither issuer nor audiences (hack/gen_xrds.py).
+ACCEPTS_ANY = ("a provider accepts the tokens of its issuer or for its audiences: set issuer, "
+               "audiences or both, or any token its identity provider signs, for anyone, passes")
 BEARER = "Bearer "
 
 
@@ -58,7 +61,7 @@ def errors(spec: Mapping[str, Any]) -> list[str]:
         out.append(f"{FIELD}.jwt.providers: names must be unique")
     for i, p in enumerate(providers):
         if not p.get("issuer") and not p.get("audiences"):
-            out.append(f"{FIELD}.jwt.providers[{i}]: a provider accepts the tokens of its issuer or for its audiences: set issuer, audiences or both, or any token its identity provider signs, for anyone, passes")
+            out.append(f"{FIELD}.jwt.providers[{i}]: {ACCEPTS_ANY}")
         uri = (p.get("remoteJWKS") or {}).get("uri")
         try:
             scheme, host, _, _ = parse_url(uri, field=_uri_field(i))
