@@ -130,17 +130,58 @@ def test_rbac_that_lets_an_editor_in_does_not_let_it_write_replicas_or_status(
     assert "write the status of modelendpoints" in err
 
 
-def test_only_the_platform_reaches_a_cluster_with_its_cluster_wide_credentials(
-        cp: ControlPlane, tenancy):
-    for ref in (None, {"kind": "ClusterProviderConfig", "name": "eu-west-1"}):
+def provider_config(credentials: dict) -> dict:
+    return {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "ProviderConfig",
+            "metadata": {"name": "mine", "namespace": NS}, "spec": {"credentials": credentials}}
+
+
+# The two doors a namespaced ProviderConfig opened (#48 finding 2): the platform's
+# kubeconfig Secret, which docs/install.md asks for in crossplane-system, and the
+# provider's own identity.
+PLATFORM_SECRET = {"source": "Secret", "secretRef": {
+    "namespace": "crossplane-system", "name": "eu-west-1-kubeconfig", "key": "kubeconfig"}}
+INJECTED = {"source": "InjectedIdentity"}
+
+
+def test_only_the_platform_writes_provider_kubernetes_kinds(cp: ControlPlane, tenancy):
+    # An Object with the platform's cluster-wide credentials, or with a ProviderConfig of
+    # the namespace (which may name the same credentials): refused alike.
+    for ref in (None, {"kind": "ClusterProviderConfig", "name": "eu-west-1"},
+                {"kind": "ProviderConfig", "name": "mine"}):
         err = refused_by_policy(create(cp, EDITOR, remote_object(ref)),
-                                "modelplane-cluster-credentials")
-        assert "use a ProviderConfig of your namespace" in err
-    # A ProviderConfig of the tenant's own namespace is the tenant's own credentials.
-    assert create(cp, EDITOR, remote_object({"kind": "ProviderConfig", "name": "mine"})) == (0, "")
+                                "modelplane-provider-kinds")
+        assert "only the platform's controllers" in err and EDITOR in err
+    for credentials in (PLATFORM_SECRET, INJECTED):
+        refused_by_policy(create(cp, EDITOR, provider_config(credentials)),
+                          "modelplane-provider-kinds")
     # The platform's controllers (here, the harness's admin) pass.
-    assert cp.kubectl("create", "--dry-run=server", "-f", "-",
-                      input=yaml.safe_dump(remote_object(None))).returncode == 0
+    for doc in (remote_object(None), provider_config(INJECTED)):
+        assert cp.kubectl("create", "--dry-run=server", "-f", "-",
+                          input=yaml.safe_dump(doc)).returncode == 0
+
+
+def test_an_object_that_exists_is_not_changed_relabelled_or_deleted_but_by_the_platform(
+        cp: ControlPlane, tenancy):
+    """Status writes, metadata-only updates and deletes: what the policy missed before."""
+    obj = remote_object(None)
+    obj["metadata"]["name"] = "observed-only"
+    obj["spec"]["managementPolicies"] = ["Observe"]  # the provider only reads it
+    name = ("objects.kubernetes.m.crossplane.io", "observed-only", "-n", NS)
+    cp.apply([obj])
+    try:
+        refused_by_policy(as_(cp, EDITOR, "label", *name, "stolen=yes", "--dry-run=server"),
+                          "modelplane-provider-kinds")
+        err = refused_by_policy(as_(cp, EDITOR, "patch", *name, "--subresource=status",
+                                    "--type=merge", "--dry-run=server", "-p",
+                                    json.dumps({"status": {"atProvider": {}}})),
+                                "modelplane-provider-kinds")
+        assert "objects/status" in err
+        refused_by_policy(as_(cp, EDITOR, "delete", *name, "--dry-run=server"),
+                          "modelplane-provider-kinds")
+        # The tenant's RBAC never let it near them in the first place.
+        refused_by_rbac(as_(cp, TENANT, "delete", *name, "--dry-run=server"))
+    finally:
+        cp.kubectl("delete", *name, "--ignore-not-found", "--wait=false")
 
 
 @pytest.mark.parametrize("namespace", ["kube-system", "default", "crossplane-system"])
