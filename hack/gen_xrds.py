@@ -840,6 +840,10 @@ def inference_cluster() -> dict:
                               "optionally with scheme and port (http://llm.eu.example.com).",
                               pattern=r"^(https?://)?[A-Za-z0-9.\-\[\]:]+$"),
         }, "The cluster-edge Gateway that HTTPRoutes attach to.", required=["name", "namespace"]),
+        "clusterDomain": string(253, "The cluster's DNS domain (the kubelet's "
+                                "--cluster-domain); default cluster.local. A front door "
+                                "treats names under it as cluster-internal.",
+                                pattern=DNS_SUBDOMAIN, min_length=1),
         "frontDoor": obj({
             "enabled": {"type": "boolean", "description": "Whether ModelServices may attach "
                         "their routes to this cluster's gateway (required: a cluster is "
@@ -857,8 +861,11 @@ def inference_cluster() -> dict:
                 "hostnames": array(string(253, pattern=HOSTNAME,
                                           min_length=1), 32,
                                    "Cluster-internal names (one label, localhost, *.svc, "
-                                   "*.cluster.local, *.internal) its Envoy may send to: "
-                                   "exact, or `*.<suffix>` for every name under it."),
+                                   "*.cluster.local or the cluster's own domain, "
+                                   "*.internal, and any name whose last label is no "
+                                   "public top-level domain, such as <service>.<namespace>) "
+                                   "its Envoy may send to: exact, or `*.<suffix>` for every "
+                                   "name under it."),
             }, "Exceptions to the default deny of private destinations for the "
                "ModelEndpoints routed here. Link-local and metadata addresses, and the API "
                "server's names, stay refused whatever this says."),

@@ -192,7 +192,7 @@ def test_the_jwt_policy_validates_against_the_real_crds(tools, tmp_path):
          "remoteJWKS": {"uri": JWKS},
          "claimToHeaders": [{"claim": "org.team", "header": "x-team"}]},
         {"name": "partner", "audiences": ["llm-gateway"],
-         "remoteJWKS": {"uri": "https://login.partner.example/keys"}})),
+         "remoteJWKS": {"uri": "https://login.partner.example.com/keys"}})),
         [[keyed, endpoint("a", "http://10.0.0.1", {"app": "a"})]])
     docs = [copy.deepcopy(d) for d in desired(rsp).values() if d.get("kind") in ROUTE_KINDS]
     assert {"SecurityPolicy", "HTTPRoute"} <= {d["kind"] for d in docs}

@@ -92,6 +92,39 @@ def test_each_destination_has_its_class(host, kind):
     assert classify(host)[0] == kind
 
 
+# Names a pod's resolver completes under its search path (#48 finding 5): fewer than
+# five dots, and no public top-level domain, so public DNS could not have answered.
+@pytest.mark.parametrize("host, kind", [
+    ("prometheus-k8s.monitoring", PRIVATE),   # <service>.<namespace>
+    ("vault.vault", PRIVATE),
+    ("postgres-0.postgres.db", PRIVATE),      # a headless Service's pod
+    ("10-0-0-1.default.pod", PRIVATE),        # a pod by its address
+    ("grafana.monitoring.svc.", PRIVATE),     # absolute, still cluster DNS
+    ("llm.example", PRIVATE), ("llm.test", PRIVATE), ("nas.lan", PRIVATE),  # no public DNS
+    ("api.openai.com", PUBLIC), ("generativelanguage.googleapis.com", PUBLIC),
+    ("models.ai", PUBLIC), ("api.mistral.ai", PUBLIC), ("llm.corp.dev", PUBLIC),
+])
+def test_a_name_the_clusters_resolver_could_complete_is_cluster_internal(host, kind):
+    from function.contract.destinations import classify
+    assert classify(host)[0] == kind
+
+
+def test_names_under_a_clusters_own_domain_are_cluster_internal():
+    from function.contract.destinations import classify
+    host = "grafana.monitoring.svc.k8s.corp.example.com"
+    assert classify(host)[0] == PUBLIC  # under a public domain, by default
+    kind, why = classify(host, "k8s.corp.example.com")
+    assert kind == PRIVATE and "*.k8s.corp.example.com" in why
+    # A front door says its domain on its InferenceCluster; its route leaves the name out.
+    custom = copy.deepcopy(CLOSED)
+    custom["spec"]["clusterDomain"] = "k8s.corp.example.com"
+    url = f"http://{host}:8000"
+    rsp = run(service(), [[endpoint("a", url)]], door=[custom])
+    assert (routed(rsp).status, routed(rsp).reason) == (FALSE, "NoServingEndpoints")
+    assert "cluster-internal name" in routed(rsp).message and served(rsp) == set()
+    assert served(run(service(), [[endpoint("a", url)]], door=[CLOSED])) != set()
+
+
 @pytest.mark.parametrize("url", [
     "http://169.254.169.254/latest/meta-data",   # the instance's credentials
     "http://2852039166/",                        # the same address, as one number
@@ -120,6 +153,8 @@ def test_a_metadata_endpoint_is_left_out_of_the_route_even_where_10_8_is_allowed
     "http://127.0.0.1:19000",              # the front door's own Envoy admin
     "http://100.64.1.1",                   # CGNAT
     "http://vllm.models.svc.cluster.local:8000",
+    "http://prometheus-k8s.monitoring:9090",    # <service>.<namespace>, completed by the resolver
+    "http://vault.vault:8200",
 ])
 def test_a_private_endpoint_is_refused_by_a_front_door_that_does_not_allow_it(url):
     rsp = run(service(), [[endpoint("a", url)]], door=[CLOSED])

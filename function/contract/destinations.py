@@ -19,9 +19,18 @@ Three classes of destination, by the URL's host:
   (InferenceCluster `spec.frontDoor.allowedDestinations`, `allowed`):
   loopback, RFC 1918, CGNAT 100.64.0.0/10, the other special-purpose IPv4
   blocks, ULA fc00::/7, and the names of cluster or site internal DNS (a
-  single label, which a pod's search path completes, `localhost`,
-  `*.localhost`, `*.svc`, `*.cluster.local`, `*.internal`);
-* **public**: anything else.
+  single label, `localhost`, `*.localhost`, `*.svc`, `*.cluster.local` and
+  the names under the front door's own cluster domain, `*.internal`), and
+  every name whose last label is no public top-level domain (the ICANN
+  section of the Public Suffix List, as the pinned `publicsuffixlist`
+  ships it): a pod's resolver tries a name of fewer than five dots under its
+  search path first, so `vault.vault` reaches `vault.vault.svc.cluster.local`
+  (`<service>.<namespace>`), `a.b.c` a headless Service's pod, and
+  `1-2-3-4.ns.pod` a pod; public DNS serves none of them;
+* **public**: anything else: a name under a public top-level domain. One
+  the search path can still complete is a Service in a namespace named like
+  a top-level domain (`models.ai` and a namespace `ai`): docs/security.md
+  says to keep such namespaces off a front door's cluster.
 
 A DNS name that resolves to a private address is not caught here (the
 function does not resolve names, and Envoy resolves them later): docs/security.md
@@ -30,11 +39,14 @@ says so and what to do about it.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from publicsuffixlist import PublicSuffixList
 
 NEVER, PRIVATE, PUBLIC = "never", "private", "public"
 
@@ -51,6 +63,17 @@ NEVER_NAMES = ("kubernetes", "kubernetes.default", "metadata", "metadata.google.
 NEVER_PREFIX = "kubernetes.default.svc"
 PRIVATE_NAMES = ("localhost",)
 PRIVATE_SUFFIXES = (".localhost", ".svc", ".cluster.local", ".internal")
+CLUSTER_DOMAIN = "cluster.local"  # Kubernetes' default; an InferenceCluster may say its own
+
+
+@functools.cache
+def _suffixes() -> PublicSuffixList:
+    return PublicSuffixList(only_icann=True)  # the list the package ships: no download
+
+
+def public_tld(label: str) -> bool:
+    """Whether public DNS has this top-level domain (com, dev, ai; not svc, vault)."""
+    return _suffixes().publicsuffix("x." + label, accept_unknown=False) is not None
 NUMERIC_LABEL = re.compile(r"^([0-9]+|0x[0-9a-f]*)$")
 
 # Headers a ModelEndpoint may not set and a ModelService rule may not match:
@@ -80,8 +103,9 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def classify(host: str) -> tuple[str, str]:
-    """(NEVER, PRIVATE or PUBLIC, why) for a URL's host, lower case."""
+def classify(host: str, cluster_domain: str = CLUSTER_DOMAIN) -> tuple[str, str]:
+    """(NEVER, PRIVATE or PUBLIC, why) for a URL's host, lower case, on a front door
+    whose cluster's DNS domain is `cluster_domain`."""
     host = host.lower().rstrip(".")
     ip = _ip(host)
     if ip is not None:
@@ -101,9 +125,16 @@ def classify(host: str) -> tuple[str, str]:
                        "as four decimal octets")
     if host in NEVER_NAMES or host == NEVER_PREFIX or host.startswith(NEVER_PREFIX + "."):
         return NEVER, f"{host} names the cluster's API server or a metadata service"
-    if "." not in host or host in PRIVATE_NAMES or host.endswith(PRIVATE_SUFFIXES):
+    domain = cluster_domain.lower().rstrip(".")
+    if "." not in host or host in PRIVATE_NAMES or host.endswith(PRIVATE_SUFFIXES) \
+            or host == domain or host.endswith("." + domain):
         return PRIVATE, (f"{host} is a cluster-internal name (one label, localhost, *.svc, "
-                         "*.cluster.local, *.internal)")
+                         f"*.cluster.local, *.{domain}, *.internal)")
+    last = host.rsplit(".", 1)[-1]
+    if not public_tld(last):
+        return PRIVATE, (f"{host} is a cluster-internal name: {last!r} is no public top-level "
+                         "domain, and the cluster's resolver completes such a name under its "
+                         f"search path ({host}.svc.{domain}: a Service <name>.<namespace>)")
     return PUBLIC, ""
 
 
@@ -133,6 +164,7 @@ class FrontDoor:
     enabled: bool
     namespaces: tuple[str, ...]
     allowed: Allowed
+    cluster_domain: str = CLUSTER_DOMAIN  # the InferenceCluster's spec.clusterDomain
 
     def admits_namespace(self, ns: str) -> bool:
         return not self.namespaces or ns in self.namespaces
@@ -147,10 +179,12 @@ def parse_front_door(obj: Mapping[str, Any]) -> FrontDoor:
         return FrontDoor(False, (), Allowed())
     allowed = fd.get("allowedDestinations")
     allowed = allowed if isinstance(allowed, Mapping) else {}
+    domain = spec.get("clusterDomain") if isinstance(spec, Mapping) else None
     return FrontDoor(True, tuple(_strings(fd.get("namespaces"))),
                      Allowed(tuple(n for n in map(_network, _strings(allowed.get("cidrs")))
                                    if n is not None),
-                             tuple(h.lower() for h in _strings(allowed.get("hostnames")))))
+                             tuple(h.lower() for h in _strings(allowed.get("hostnames")))),
+                     domain if isinstance(domain, str) and domain else CLUSTER_DOMAIN)
 
 
 def _strings(value: Any) -> Sequence[str]:
@@ -165,13 +199,13 @@ def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
 
 
 def refusal(host: str, port: int, *, allowed: Allowed, gateways: Iterable[tuple[str, int]] = (),
-            replica: bool = False) -> str:
+            replica: bool = False, cluster_domain: str = CLUSTER_DOMAIN) -> str:
     """Why the front door may not send to host:port, or "".
 
     A replica's endpoint (spec.replica) may name one of the fleet's own gateways
     (an InferenceCluster's spec.gateway.address, which only the platform team
     writes), wherever it is."""
-    kind, why = classify(host)
+    kind, why = classify(host, cluster_domain)
     if kind == PUBLIC:
         return ""
     if kind == NEVER:

@@ -96,7 +96,7 @@ def refusals(spec: Mapping[str, Any], door: FrontDoor) -> list[str]:
         except Invalid as e:  # errors() said so already; fail closed all the same
             out.append(str(e))
             continue
-        why = refusal(host, port, allowed=door.allowed)
+        why = refusal(host, port, allowed=door.allowed, cluster_domain=door.cluster_domain)
         if why:
             out.append(f"{_uri_field(i)}: {why}")
     return out

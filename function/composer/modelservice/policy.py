@@ -64,5 +64,5 @@ def gateways(objs: Sequence[Mapping[str, Any]]) -> frozenset[tuple[str, int]]:
 def check(ep: Endpoint, door: FrontDoor, fleet: frozenset[tuple[str, int]]) -> str:
     """Why the front door may not send to the endpoint, or ""."""
     why = refusal(ep.host, ep.port, allowed=door.allowed, gateways=fleet,
-                  replica=bool(ep.replica))
+                  replica=bool(ep.replica), cluster_domain=door.cluster_domain)
     return why

@@ -36,7 +36,7 @@ class AllowedDestinations(BaseModel):
     hostnames: Annotated[
         list[Hostname] | None,
         Field(
-            description="Cluster-internal names (one label, localhost, *.svc, *.cluster.local, *.internal) its Envoy may send to: exact, or `*.<suffix>` for every name under it.",
+            description="Cluster-internal names (one label, localhost, *.svc, *.cluster.local or the cluster's own domain, *.internal, and any name whose last label is no public top-level domain, such as <service>.<namespace>) its Envoy may send to: exact, or `*.<suffix>` for every name under it.",
             max_length=32,
         ),
     ] = None
@@ -885,6 +885,15 @@ class Stack(BaseModel):
 
 
 class Spec(BaseModel):
+    clusterDomain: Annotated[
+        StrictStr | None,
+        Field(
+            description="The cluster's DNS domain (the kubelet's --cluster-domain); default cluster.local. A front door treats names under it as cluster-internal.",
+            max_length=253,
+            min_length=1,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        ),
+    ] = None
     frontDoor: Annotated[
         FrontDoor | None,
         Field(
