@@ -26,7 +26,7 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_OWNER, REQUIRE_REPLICAS
 from function.tools import localrender
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -59,7 +59,8 @@ def realistic_requests() -> dict[str, fnv1.RunFunctionRequest]:
             _load(path)[0], {REQUIRE_CLUSTERS: fleet, REQUIRE_REPLICAS: replicas})
     for mr in replicas:
         ic = by_name[mr["spec"]["clusterName"]]
-        reqs[f"compose/{mr['metadata']['name']}"] = _request(mr, {REQUIRE_CLUSTER: [ic]})
+        reqs[f"compose/{mr['metadata']['name']}"] = _request(
+            mr, {REQUIRE_CLUSTER: [ic], REQUIRE_OWNER: [localrender.placing_deployment(mr)]})
     for ic in fleet:
         reqs[f"cluster/{ic['metadata']['name']}"] = _request(ic, {REQUIRE_REPLICAS: replicas})
     return reqs

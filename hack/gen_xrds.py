@@ -1190,6 +1190,11 @@ def model_deployment() -> dict:
             }, "One cluster's verdict."), 100,
                 "What each cluster said, by name (the first 100; the reason counts them all)."),
         }, "A replica that could not be placed."), 1000, "Replicas without a cluster, with reasons."),
+        "draining": array(string(253, "A ModelReplica's name."), 1000,
+                          "ModelReplicas leaving the placement, kept while a ModelService "
+                          "still routes to them. Written by the function; a replica's "
+                          "composition checks that its deployment names it here or among "
+                          "the placements."),
         "selectorsOverBudget": array(obj({
             "selector": string(64, "The selector's SHA-256, in hex."),
             "reason": string(512, "How its evaluation exceeded the budget."),

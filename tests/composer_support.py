@@ -10,8 +10,9 @@ from typing import Any
 from builders import EXAMPLES, load, request
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.contract.api import REQUIRE_CLUSTER, REQUIRE_OWN_NAMESPACE
+from function.contract.api import REQUIRE_CLUSTER, REQUIRE_OWN_NAMESPACE, REQUIRE_OWNER
 from function.kit import structs
+from function.tools import localrender
 from function.runtime.fn import run_function
 
 FLEET = {ic["metadata"]["name"]: ic for ic in load(EXAMPLES / "fleet")}
@@ -178,16 +179,24 @@ def cluster(name: str = LOCAL, **spec_changes: Any) -> dict[str, Any]:
 _UNSET = object()
 
 
+owner = localrender.placing_deployment  # the deployment that placed a replica
+
+
 def compose(mr: Mapping[str, Any], ic: Any = _UNSET, *,
             observed: Mapping[str, Mapping] | None = None,
-            namespaces: list[Mapping[str, Any]] | None = None) -> Composed:
+            namespaces: list[Mapping[str, Any]] | None = None,
+            owners: Any = _UNSET) -> Composed:
     """Run the function on one ModelReplica. `ic`: the cluster found (default: the
     replica's from the example fleet), None for resolved-but-absent, or "unresolved".
-    `namespaces`: what its own-Namespace requirement resolved to (None: unresolved)."""
+    `namespaces`: what its own-Namespace requirement resolved to (None: unresolved).
+    `owners`: what its ModelDeployment requirement resolved to (default: the
+    deployment that placed it, `owner(mr)`); resolved with the cluster."""
     if ic is _UNSET:
         ic = FLEET[mr["spec"]["clusterName"]]
+    if owners is _UNSET:
+        owners = [owner(mr)]
     required: dict[str, Any] | None = None if ic == "unresolved" else {
-        REQUIRE_CLUSTER: [] if ic is None else [ic]}
+        REQUIRE_CLUSTER: [] if ic is None else [ic], REQUIRE_OWNER: owners}
     if namespaces is not None:
         required = {**(required or {}), REQUIRE_OWN_NAMESPACE: namespaces}
     rsp = run_function(request(mr, required=required, observed=observed))

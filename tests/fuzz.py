@@ -27,6 +27,7 @@ from function.composer.modelcache import REQUIRE_SECRET
 from function.contract import inventory_report
 from function.contract.api import (
     REQUIRE_CLUSTER,
+    REQUIRE_OWNER,
     REQUIRE_CLUSTERS,
     REQUIRE_DEPLOYMENTS,
     REQUIRE_ENDPOINTS,
@@ -40,6 +41,7 @@ from function.contract.api import (
 )
 from function.kit import structs
 from function.runtime import fn
+from function.tools import localrender
 from function.kit.request import Request
 
 KINDS = os.environ.get("FUZZ_KINDS",
@@ -187,6 +189,9 @@ def requests(draw) -> fnv1.RunFunctionRequest:
             xr["spec"]["modelCacheRef"] = {"name": "qwen3-8b"}
         if draw(st.booleans()):
             required[REQUIRE_CLUSTER] = draw(st.lists(stored(FLEET), max_size=2))
+            if isinstance(xr.get("metadata"), dict):
+                required[REQUIRE_OWNER] = draw(st.lists(
+                    st.just(localrender.placing_deployment(xr)), max_size=1))
             required[REQUIRE_MODEL_CACHE] = draw(st.lists(stored(CACHES), max_size=1))
     elif kind == "InferenceQuota":
         xr = draw(bent(QUOTAS))

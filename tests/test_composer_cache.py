@@ -8,13 +8,13 @@ import copy
 
 import pytest
 from builders import EXAMPLES, load_one, request
-from composer_support import FLEET, compose, replica, standalone
+from composer_support import FLEET, compose, owner, replica, standalone
 from test_composer_pd import pd
 from test_composer_status import all_serving, observe
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer import memo
-from function.contract.api import REQUIRE_CLUSTER
+from function.contract.api import REQUIRE_CLUSTER, REQUIRE_OWNER
 from function.runtime import fn
 
 REPLICAS = {p.stem: load_one(p) for p in sorted((EXAMPLES / "replicas").glob("*.yaml"))}
@@ -34,7 +34,8 @@ def remembered(req: fnv1.RunFunctionRequest) -> bytes:
 
 def replica_request(mr, ic=None, observed=None) -> fnv1.RunFunctionRequest:
     ic = ic or FLEET[mr["spec"]["clusterName"]]
-    return request(mr, required={REQUIRE_CLUSTER: [ic]}, observed=observed)
+    return request(mr, required={REQUIRE_CLUSTER: [ic], REQUIRE_OWNER: [owner(mr)]},
+                   observed=observed)
 
 
 @pytest.mark.parametrize("name", sorted(REPLICAS))

@@ -67,7 +67,9 @@ def render_replicas(tools, address, deployment: pathlib.Path, tmp: pathlib.Path)
         xr = tmp / f"{mr['metadata']['name']}.yaml"
         xr.write_text(yaml.safe_dump(mr))
         out = localrender.render(tools, address, xr, MR / "composition.yaml",
-                                 required=[EXAMPLES / "fleet"], xrd=MR / "definition.yaml")
+                                 required=[EXAMPLES / "fleet",
+                                           localrender.owner_file(stage1, mr, tmp)],
+                                 xrd=MR / "definition.yaml")
         # Crossplane reports unready resources in map order: sort its results.
         results = sorted((d for d in out if d.get("kind") == "Result"),
                          key=lambda d: (d.get("reason", ""), d.get("message", "")))

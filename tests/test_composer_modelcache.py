@@ -10,13 +10,14 @@ from composer_support import (
     engine_container,
     gang,
     inner,
+    owner,
     pod_templates,
     replica,
     standalone,
 )
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.contract.api import REQUIRE_CLUSTER, REQUIRE_MODEL_CACHE
+from function.contract.api import REQUIRE_CLUSTER, REQUIRE_MODEL_CACHE, REQUIRE_OWNER
 from function.contract.cacheview import claim_name
 from function.kit import structs
 from function.runtime.fn import run_function
@@ -38,7 +39,7 @@ def model_cache(**phases: str) -> dict:
                                     for c, p in phases.items()]}}
 
 def run(mr: dict, *caches: dict, observed=None, resolved: bool = True):
-    required = {REQUIRE_CLUSTER: [FLEET[mr["spec"]["clusterName"]]]}
+    required = {REQUIRE_CLUSTER: [FLEET[mr["spec"]["clusterName"]]], REQUIRE_OWNER: [owner(mr)]}
     if resolved:
         required[REQUIRE_MODEL_CACHE] = list(caches)
     rsp = run_function(request(mr, required=required, observed=observed))

@@ -71,9 +71,12 @@ def test_every_placed_replica_renders_through_the_replica_composition(
             xr = tmp_path / f"{mr['metadata']['name']}.yaml"
             xr.write_text(yaml.safe_dump(mr))
             out = localrender.render(tools, function_address, xr, MR / "composition.yaml",
-                                     required=[EXAMPLES / "fleet"], xrd=MR / "definition.yaml")
+                                     required=[EXAMPLES / "fleet",
+                                               localrender.owner_file(docs, mr, tmp_path)],
+                                     xrd=MR / "definition.yaml")
             (composed,) = of_kind(out, "ModelReplica")
             assert composed["status"]["phase"], name
+            assert condition(composed, "Scheduled")["status"] == "True", name
 
 
 def test_rendered_objects_validate_against_the_xrds(rendered, tools, tmp_path):

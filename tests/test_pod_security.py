@@ -30,12 +30,14 @@ from function.composer.modelcache import REQUIRE_SECRET
 from function.composer.podsecurity import NAMESPACE_LABEL
 from function.contract.api import (
     REQUIRE_CLUSTER,
+    REQUIRE_OWNER,
     REQUIRE_CLUSTERS,
     REQUIRE_MODEL_CACHE,
     REQUIRE_REPLICAS,
 )
 from function.kit import structs
 from function.runtime import fn
+from function.tools import localrender
 
 ALL_FLEET = load(EXAMPLES / "fleet")
 DEPLOYMENTS = sorted((EXAMPLES / "deployments").glob("*.yaml")) + [
@@ -66,7 +68,7 @@ def placed(path) -> list[dict]:
 def composed(mr: dict, ic: dict | None = None) -> list[dict]:
     """Stage 2: the replica's objects as they land on its cluster (Objects unwrapped)."""
     ic = ic or FLEET[mr["spec"]["clusterName"]]
-    required = {REQUIRE_CLUSTER: [ic]}
+    required = {REQUIRE_CLUSTER: [ic], REQUIRE_OWNER: [localrender.placing_deployment(mr)]}
     if mr["spec"].get("modelCacheRef"):
         required[REQUIRE_MODEL_CACHE] = [ready_cache()]
     rsp = fn.run_function(request(mr, required=required))

@@ -14,6 +14,7 @@ import copy
 import pytest
 import yaml
 from builders import ROOT
+import composer_support
 from composer_support import REMOTE, compose, replica, standalone
 
 from function.composer import trust
@@ -103,6 +104,59 @@ def test_a_replica_that_no_longer_passes_keeps_what_it_composed():
     state, reason, message = during.condition(trust.SCHEDULED)
     assert (state, reason) == ("False", "NotScheduled")
     assert f"{len(observed)} existing objects are kept as they are" in message
+
+
+# Its deployment must own it (#48 finding 3): a forged owner with every label set,
+# uid all zeros or copied from the deployment, is composed no more.
+
+def _owner_with(**status) -> dict:
+    md = composer_support.owner(scheduled())
+    md["status"] = status
+    return md
+
+
+@pytest.mark.parametrize("owners, expect", [
+    ([], "its controller, ModelDeployment 'llama', does not exist"),
+    ([{**composer_support.owner(scheduled()),
+       "metadata": {**composer_support.owner(scheduled())["metadata"],
+                    "uid": "00000000-0000-0000-0000-000000000000"}}],
+     "its controller ownerReference's uid '0988e834-fbfa-5f95-9542-fb20c3c6422d' is not "
+     "ModelDeployment 'llama''s"),
+    # The uid copied from the deployment, which the tenant can read: not in its status.
+    ([_owner_with(placements=[{"name": "llama-eu-west-1-7"}])],
+     "ModelDeployment 'llama' does not place it"),
+    ([_owner_with()], "ModelDeployment 'llama' does not place it"),
+], ids=["no-deployment", "zero-uid", "not-placed", "no-status"])
+def test_a_replica_its_deployment_did_not_place_composes_nothing(owners, expect):
+    out = compose(scheduled(), owners=owners)
+    assert out.desired == {}
+    state, reason, message = out.condition(trust.SCHEDULED)
+    assert (state, reason) == ("False", "NotScheduled")
+    assert expect in message
+    assert out.rsp.meta.ttl.seconds > 0  # asked again soon: a status may be on its way
+
+
+def test_a_forged_replica_past_every_check_but_ownership_keeps_nothing_it_did_not_have():
+    # 4 x 8 GPUs on a tainted cluster past a zero quota, in the finding: the composer
+    # composes nothing for it, however its labels and ownerReference read.
+    mr = scheduled()
+    mr["metadata"]["name"] = "llama-eu-west-1-3"
+    out = compose(mr, owners=[composer_support.owner(scheduled())])
+    assert out.desired == {} and out.condition(trust.SCHEDULED)[1] == "NotScheduled"
+
+
+def test_a_draining_replica_is_still_its_deployments():
+    mr = scheduled()
+    out = compose(mr, owners=[_owner_with(placements=[], draining=[mr["metadata"]["name"]])])
+    assert out.desired
+    assert out.condition(trust.SCHEDULED)[:2] == ("True", "Scheduled")
+
+
+def test_the_replica_requires_its_deployment_by_name_in_its_namespace():
+    out = compose(scheduled())
+    req = out.rsp.requirements.resources["owner-deployment"]
+    assert (req.kind, req.match_name, req.namespace) == ("ModelDeployment", "llama",
+                                                         scheduled()["metadata"]["namespace"])
 
 
 def test_a_replica_crossplane_rendered_from_a_deployment_passes():

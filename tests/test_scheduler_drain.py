@@ -5,6 +5,7 @@ requests that route sends meanwhile are answered; it goes once none does."""
 from __future__ import annotations
 
 from builders import desired
+from fleetgen import status as fleet_status
 from fleetgen import (
     World,
     cluster,
@@ -71,6 +72,10 @@ def test_a_leaving_replica_a_service_routes_to_is_kept_without_its_endpoint():
     assert (status, reason) == ("True", "AllScheduled")
     assert f"replica {leaving} drains: ModelService chat still routes to it" in message
     assert rsp.meta.ttl.ToTimedelta() == requeue.WAITING  # services are not watched
+    # Its status names it, so that the replica's own composition still owns it
+    # (composer/trust.py) while it drains.
+    assert fleet_status(rsp)["draining"] == [leaving]
+    assert leaving not in [p["name"] for p in fleet_status(rsp)["placements"]]
 
 
 def test_it_goes_once_no_service_routes_to_it():
@@ -80,6 +85,7 @@ def test_it_goes_once_no_service_routes_to_it():
         rsp = World(md, CLUSTERS, observed=observed, services=services).run()
         assert set(desired(rsp)) == {key("a", 0), endpoints.key(key("a", 0))}, services
         assert "drains" not in condition(rsp, "ReplicasScheduled")[2]
+        assert "draining" not in fleet_status(rsp)
 
 
 def test_a_rule_that_routes_to_it_holds_it_too():

@@ -20,7 +20,8 @@ from google.protobuf import struct_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_REPLICAS
+from function.contract.api import REQUIRE_CLUSTER, REQUIRE_CLUSTERS, REQUIRE_OWNER, REQUIRE_REPLICAS
+from function.tools.localrender import placing_deployment
 from function.contract.records import Malformed, parse_cluster
 from function.kit import structs, wire
 from function.runtime import fn, server
@@ -69,7 +70,7 @@ def test_the_scheduler_answers_its_bytes_exactly_as_the_decoded_request(name):
 def test_the_composer_and_cluster_requests_are_decoded_in_full():
     mr = load_one(EXAMPLES / "replicas" / "llama-3-1-8b-0.yaml")
     ic = next(c for c in FLEET if c["metadata"]["name"] == mr["spec"]["clusterName"])
-    for req in (request(mr, required={REQUIRE_CLUSTER: [ic]}), request(ic)):
+    for req in (request(mr, required={REQUIRE_CLUSTER: [ic], REQUIRE_OWNER: [placing_deployment(mr)]}), request(ic)):
         assert deterministic(fn.run_serialized(req.SerializeToString())) == \
             deterministic(fn.run_function(req))
 
@@ -312,7 +313,7 @@ def test_a_remembered_unusable_cluster_keeps_nothing_of_the_request_alive():
     ic["metadata"]["name"] = mr["spec"]["clusterName"]
     del ic["spec"]["gateway"]  # unusable: no gateway for the route
     for _ in range(2):
-        fn.run_function(request(mr, required={REQUIRE_CLUSTER: [ic]}))
+        fn.run_function(request(mr, required={REQUIRE_CLUSTER: [ic], REQUIRE_OWNER: [placing_deployment(mr)]}))
     gc.collect()
     from function.composer import memo as composer_cache
     remembered = [v for v in composer_cache.CLUSTERS._entries.values() if isinstance(v, Exception)]

@@ -58,9 +58,11 @@ from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
     KIND_MODEL_CACHE,
+    KIND_MODEL_DEPLOYMENT,
     REQUIRE_CLUSTER,
     REQUIRE_MODEL_CACHE,
     REQUIRE_OWN_NAMESPACE,
+    REQUIRE_OWNER,
 )
 from function.contract.enums import ReplicaPhase
 from function.contract.records import Cluster
@@ -77,12 +79,13 @@ def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, A
     if problems:
         not_scheduled(rsp, req.composite, mr, observed, problems)
         return
-    response.set_conditions(rsp, resource.Condition(
-        typ=trust.SCHEDULED, status="True", reason="Scheduled",
-        message=f"placed by ModelDeployment {replica.deployment}"))
-    # Declared on every call, so the requirement stays stable across calls.
+    # Declared on every call, so the requirement stays stable across calls; the
+    # deployment is resolved with the cluster, in the same round.
     response.require_resources(rsp, REQUIRE_CLUSTER, API_VERSION, KIND_INFERENCE_CLUSTER,
                                match_name=replica.cluster)
+    response.require_resources(rsp, REQUIRE_OWNER, API_VERSION, KIND_MODEL_DEPLOYMENT,
+                               match_name=trust.owner_name(req.composite),
+                               namespace=replica.namespace)
     # Its namespace's labels, for the cluster's spec.namespaceSelector: resolved with
     # the cluster, so required always (a stable requirement costs no extra round).
     require_namespace(rsp, REQUIRE_OWN_NAMESPACE, replica.namespace)
@@ -102,6 +105,20 @@ def compose_replica(req: Request, rsp: fnv1.RunFunctionResponse, mr: dict[str, A
     except Unusable as why:
         keep_everything(rsp, mr, observed, why)
         return
+    # Resolved in the same round as the cluster.
+    if not req.resolved(REQUIRE_OWNER):
+        keep_everything(rsp, mr, observed, Unusable(
+            "Resolving", f"waiting for Crossplane to resolve ModelDeployment "
+            f"{trust.owner_name(req.composite)}"), condition=trust.SCHEDULED)
+        return
+    problems = trust.unplaced(req.composite, req.required(REQUIRE_OWNER))
+    if problems:
+        not_scheduled(rsp, req.composite, mr, observed, problems)
+        requeue.soon(rsp)  # a replica just composed: its deployment's status comes next
+        return
+    response.set_conditions(rsp, resource.Condition(
+        typ=trust.SCHEDULED, status="True", reason="Scheduled",
+        message=f"placed by ModelDeployment {replica.deployment}"))
     refused = not_admitted(req, replica, cluster)
     if refused is not None:
         # Never destructive: what runs stays as it is (the scheduler keeps such a

@@ -20,17 +20,23 @@ replica failed a replica its ModelDeployment had just composed on `make e2e`
 composed one's own reconcile can get there first), which then composed
 nothing new: its pods waited for a ResourceClaimTemplate that never came.
 
+Then the deployment it names must own it (`unplaced`), read from the
+ModelDeployment itself (a required resource, by name, in the replica's
+namespace): its uid is the ownerReference's, and its status, which only the
+platform's controllers write, names the replica among its placements or among
+the replicas it drains. A writer who forges every label and the ownerReference,
+uid included, is stopped there: the scheduler never placed that replica. A
+replica just composed may reach its own reconcile before its deployment's
+status says so; it waits a moment (requeue.soon) and is composed then.
+
 A replica that fails composes nothing new, and keeps whatever it composed
 while it passed (the caller keeps every observed object), with a False
-`Scheduled` condition saying what is missing. These checks stop a
-hand-written replica; one whose writer also forges the ownerReference
-(copying their own ModelDeployment's uid) is stopped by RBAC alone:
-docs/security.md says to grant tenants ModelDeployments, never ModelReplicas.
+`Scheduled` condition saying what is missing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from function.contract.api import (
@@ -52,6 +58,37 @@ def controller(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return None
     return next((r for r in refs if isinstance(r, Mapping) and r.get("controller") is True),
                 None)
+
+
+def owner_name(mr: Mapping[str, Any]) -> str:
+    """The ModelDeployment the replica's controller ownerReference names ("" if none)."""
+    name = (controller(dig(mr, "metadata")) or {}).get("name")
+    return name if isinstance(name, str) else ""
+
+
+def unplaced(mr: Mapping[str, Any], owners: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why the ModelDeployment the replica names does not own it (empty: it does).
+    `owners`: what the requirement for that deployment resolved to."""
+    meta = dig(mr, "metadata")
+    ref = controller(meta) or {}
+    name = owner_name(mr)
+    md = next((o for o in owners if dig(o, "metadata").get("name") == name
+               and dig(o, "metadata").get("namespace") == meta.get("namespace")), None)
+    if md is None:
+        return [f"its controller, ModelDeployment {name[:63]!r}, does not exist"]
+    if not ref.get("uid") or ref.get("uid") != dig(md, "metadata").get("uid"):
+        return [f"its controller ownerReference's uid {str(ref.get('uid'))[:40]!r} is not "
+                f"ModelDeployment {name[:63]!r}'s"]
+    status = dig(md, "status")
+    placements = status.get("placements")
+    draining = status.get("draining")
+    placed = {p.get("name") for p in placements if isinstance(p, Mapping)} \
+        if isinstance(placements, list) else set()
+    placed |= {d for d in draining if isinstance(d, str)} if isinstance(draining, list) else set()
+    if meta.get("name") not in placed:
+        return [f"ModelDeployment {name[:63]!r} does not place it: its status lists it neither "
+                "among its placements nor among the replicas it drains"]
+    return []
 
 
 def untrusted(mr: Mapping[str, Any]) -> list[str]:

@@ -56,6 +56,7 @@ SERVING_PORT_NAME = "http"
 REQUIRE_CLUSTERS = "inference-clusters"
 REQUIRE_REPLICAS = "model-replicas"
 REQUIRE_CLUSTER = "inference-cluster"
+REQUIRE_OWNER = "owner-deployment"  # a replica's controller ModelDeployment, by name (trust.py)
 REQUIRE_MODEL_CACHE = "model-cache"
 REQUIRE_QUOTAS = "inference-quotas"
 REQUIRE_NAMESPACES = "namespaces"

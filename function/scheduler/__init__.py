@@ -156,7 +156,8 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
         kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
     write_status(rsp, md, result, observed, fleet, kept,
                  drain.note(leaving, held) if held else "",
-                 over_budget=budget.record(req.composite, dep.engines))
+                 over_budget=budget.record(req.composite, dep.engines),
+                 draining=sorted(str(dig(leaving[k], "metadata").get("name")) for k in held))
     if autoscaled:
         _condition(rsp, autoscaling.capacity(want, len(result.placements)))
 
@@ -295,8 +296,9 @@ def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str,
 
 def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: Plan,
                  observed: Mapping[str, Mapping[str, Any]], fleet: Fleet,
-                 broken: Sequence[str] = (), draining: str = "",
-                 over_budget: Sequence[Mapping[str, str]] = ()) -> None:
+                 broken: Sequence[str] = (), draining_note: str = "",
+                 over_budget: Sequence[Mapping[str, str]] = (),
+                 draining: Sequence[str] = ()) -> None:
     name = (md.get("metadata") or {}).get("name", "")
     want = int((md.get("spec") or {}).get("replicas", 1))
     placements, ready = [], 0
@@ -327,6 +329,7 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         "labelSelector": f"{LABEL_DEPLOYMENT}={name}",
         "placements": placements,
         "unscheduled": [_unscheduled(i, r) for i, r in sorted(result.unscheduled.items())],
+        **({"draining": list(draining)} if draining else {}),
         **({"selectorsOverBudget": list(over_budget)} if over_budget else {}),
     }})
 
@@ -344,8 +347,8 @@ def write_status(rsp: fnv1.RunFunctionResponse, md: Mapping[str, Any], result: P
         cond = ("False", "KeptAsIs", "; ".join(kept + result.notes))
     else:
         cond = ("True", "AllScheduled", f"{scheduled}/{want} replicas scheduled")
-    if draining:
-        cond = (cond[0], cond[1], f"{cond[2]}; {draining}")
+    if draining_note:
+        cond = (cond[0], cond[1], f"{cond[2]}; {draining_note}")
     response.set_conditions(rsp, resource.Condition(
         typ="ReplicasScheduled", status=cond[0], reason=cond[1], message=cond[2][:MAX_MESSAGE]))
     # Ready means every replica the spec asks for serves, however many are

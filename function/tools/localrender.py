@@ -16,8 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from typing import IO
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO, Any
 from dataclasses import dataclass
 
 import yaml
@@ -148,3 +148,37 @@ def render(tools: Tools, address: str, xr: pathlib.Path, composition: pathlib.Pa
     results = sorted((d for d in docs if d.get("kind") == "Result"),
                      key=lambda d: yaml.safe_dump(d, sort_keys=True))
     return [d for d in docs if d.get("kind") != "Result"] + results
+
+
+def placing_deployment(mr: Mapping[str, Any]) -> dict[str, Any]:
+    """The least ModelDeployment that placed `mr`, as the API server would hold it:
+    the uid its controller ownerReference names and a status placing it. What the
+    replica's composition requires (composer/trust.py), for a request made offline
+    from a replica alone (tests, benchmarks); `owner_file` has the rendered one."""
+    meta = mr.get("metadata") or {}
+    ref = _controller(mr)
+    return {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
+            "metadata": {"name": ref.get("name"), "namespace": meta.get("namespace"),
+                         "uid": ref.get("uid")},
+            "spec": {}, "status": {"placements": [{"name": meta.get("name")}]}}
+
+
+def owner_file(stage1: Sequence[dict], mr: Mapping[str, Any], tmp: pathlib.Path) -> pathlib.Path:
+    """A file holding the ModelDeployment a stage-1 render composed `mr` from, as the
+    API server would hold it: with the uid the replica's controller ownerReference
+    names (render gives the reference a uid, but prints the XR without one). The
+    replica's composition requires it (composer/trust.py: its deployment's status
+    names it), so a stage-2 render passes it as a required resource."""
+    ref = _controller(mr)
+    md = next(d for d in stage1 if d.get("kind") == ref.get("kind")
+              and (d.get("metadata") or {}).get("name") == ref.get("name"))
+    md = {**md, "metadata": {**md["metadata"], "uid": ref.get("uid")}}
+    path = tmp / f"owner-{ref.get('name')}-{(mr.get('metadata') or {}).get('name')}.yaml"
+    path.write_text(yaml.safe_dump(md))
+    return path
+
+
+def _controller(mr: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The replica's controller ownerReference ({} if none)."""
+    refs = (mr.get("metadata") or {}).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), {})

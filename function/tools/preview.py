@@ -121,7 +121,8 @@ def render_all(tools, address, fleet: pathlib.Path, deployment: pathlib.Path,
         path = tmp / f"{mr['metadata']['name']}.yaml"
         path.write_text(yaml.safe_dump(mr))
         stage2[mr["metadata"]["name"]] = localrender.render(
-            tools, address, path, MR / "composition.yaml", required=[fleet, *ready],
+            tools, address, path, MR / "composition.yaml",
+            required=[fleet, *ready, localrender.owner_file(stage1, mr, tmp)],
             xrd=MR / "definition.yaml")
     return stage1, staged, stage2
 

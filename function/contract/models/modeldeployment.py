@@ -739,6 +739,12 @@ class Template(BaseModel):
     spec: Annotated[Spec1, Field(description="What every replica runs.")]
 
 
+class DrainingItem(RootModel[StrictStr]):
+    root: Annotated[
+        StrictStr, Field(description="A ModelReplica's name.", max_length=253)
+    ]
+
+
 AlternativesAdditionalProperty = TypeAliasType("AlternativesAdditionalProperty", LabelsAdditionalProperty)
 
 
@@ -831,6 +837,13 @@ class UnscheduledItem(BaseModel):
 
 
 class Status(BaseModel):
+    draining: Annotated[
+        list[DrainingItem] | None,
+        Field(
+            description="ModelReplicas leaving the placement, kept while a ModelService still routes to them. Written by the function; a replica's composition checks that its deployment names it here or among the placements.",
+            max_length=1000,
+        ),
+    ] = None
     labelSelector: Annotated[
         StrictStr | None,
         Field(
