@@ -237,11 +237,7 @@ def compile_here(expression: str) -> CompiledSelector:
             f"invalid device selector {expression!r}: must evaluate to bool, "
             f"not {CompiledSelector._type_name(program.return_type())}")
     # What the API server checks before it admits a DRA selector.
-    try:
-        estimate = cost.estimate(program.serialize())
-    except Exception as e:  # fail closed: a selector we cannot bound does not run
-        raise CelCostError(f"device selector {_short(expression)}: its cost cannot be "
-                           f"estimated: {type(e).__name__}: {e}") from None
+    estimate = _estimated(expression, "", cost.estimate, program.serialize())
     if estimate > cost.MAX_COST:
         raise CelCostError(
             f"device selector {_short(expression)} is too complex: its estimated worst-case "
@@ -251,17 +247,23 @@ def compile_here(expression: str) -> CompiledSelector:
     return CompiledSelector(expression, program, checked, estimate)
 
 
-def _check_runtime_model(expression: str, serialized: bytes, sizes: cost.Sizes,
-                         where: str) -> None:
-    """What CEL-C++ would pay (runtimecost.py), within the same limit."""
+def _estimated(expression: str, where: str, estimate: Any, *args: Any) -> int:
+    """`estimate(*args)`, or CelCostError: a value past the fixed bounds, or a
+    selector that cannot be estimated (fail closed: what we cannot bound does not run)."""
     try:
-        estimate = runtimecost.estimate(serialized, sizes)
+        return int(estimate(*args))
     except runtimecost.TooLarge as e:
         raise CelCostError(f"device selector {_short(expression)} is too complex{where}: "
                            f"{e}") from None
-    except Exception as e:  # fail closed, as above
+    except Exception as e:
         raise CelCostError(f"device selector {_short(expression)}: its cost cannot be "
                            f"estimated: {type(e).__name__}: {e}") from None
+
+
+def _check_runtime_model(expression: str, serialized: bytes, sizes: cost.Sizes,
+                         where: str) -> None:
+    """What CEL-C++ would pay (runtimecost.py), within the same limit."""
+    estimate = _estimated(expression, where, runtimecost.estimate, serialized, sizes)
     if estimate > runtimecost.MAX_COST:
         raise CelCostError(
             f"device selector {_short(expression)} is too complex{where}: evaluated by this "
