@@ -24,6 +24,7 @@ VERSION = "v1alpha1"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the serving modes' table: function/contract/serving.py
 
+from function.composer import podsecurity  # noqa: E402
 from function.contract import cost, destinations, serving  # noqa: E402
 from function.contract import stack as stack_table  # noqa: E402
 from function.contract.rules import (  # noqa: E402
@@ -344,10 +345,10 @@ POD_TEMPLATE = obj({
     "metadata": obj({
         "labels": string_map(32, "Labels on the pods.", value_max=63, reserved=True),
         "annotations": string_map(32, "Annotations on the pods.", value_max=4096, reserved=True),
-    }, "Pod labels and annotations; keys under modelplane.ai/ are reserved. Keys that ask "
-       "the cluster for more than the platform grants are dropped with a warning: AppArmor "
-       "and seccomp profiles, Multus networks, Istio and Linkerd settings, Vault agent "
-       "injection, CDI devices, CRI-O runtime settings (docs/security.md)."),
+    }, "Pod labels and annotations; keys under modelplane.ai/ are reserved. What passes: "
+       "keys without a prefix and without a dot, app.kubernetes.io/ ones, and the prefixes "
+       "the cluster's spec.podSecurity.allowedMetadataPrefixes opens; every other key is "
+       "dropped with a warning (docs/security.md)."),
     "spec": obj({
         "containers": array(ENGINE_CONTAINER, 1, "Exactly one container, named `engine`.",
                             min_items=1),
@@ -911,6 +912,20 @@ def inference_cluster() -> dict:
                               "engine on the cluster. Tenants cannot weaken it: the pod "
                               "template has no securityContext.",
                               enum=POD_SECURITY_LEVEL, default="restricted"),
+            "allowedMetadataPrefixes": array(
+                string(254, "A label and annotation key prefix, ending in '/'.",
+                       pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/$",
+                       min_length=2), 32,
+                "The pod label and annotation prefixes tenants may set on pods composed "
+                "here, besides plain keys (no prefix, no dot) and app.kubernetes.io/, which "
+                "they always may; every other key of a pod template is dropped with a "
+                "warning. Never one that asks the cluster for what only the platform grants "
+                "(AppArmor, seccomp, Multus, Istio, Linkerd, Vault, CDI, CRI-O).",
+                rules=[("self.all(p, " + " && ".join(
+                    f"!p.startsWith('{d}')" for d in podsecurity.DENIED_PREFIXES) + ")",
+                        "a prefix that asks the cluster for what only the platform grants "
+                        "(AppArmor, seccomp, Multus, Istio, Linkerd, Vault, CDI, CRI-O) "
+                        "cannot be opened to tenants")]),
         }, "Pod security on this cluster: owned by the platform team that writes the "
            "InferenceCluster."),
         "monitoring": obj({

@@ -177,13 +177,13 @@ def test_user_env_image_pull_policy_and_resources_pass_through():
 
 def test_pod_labels_annotations_and_pull_secrets_pass_through():
     t = template(labels={"team": "a", "app.kubernetes.io/name": "x"},
-                 annotations={"example.com/owner": "me"},
+                 annotations={"owner": "me"},
                  pull_secrets=[{"name": "registry-credentials"}])
     (dep,) = compose(replica(standalone(template=t))).of_kind("Deployment")
     pod = dep["spec"]["template"]
     assert pod["metadata"]["labels"]["team"] == "a"
     assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == "x"
-    assert pod["metadata"]["annotations"] == {"example.com/owner": "me"}
+    assert pod["metadata"]["annotations"] == {"owner": "me"}
     assert pod["spec"]["imagePullSecrets"] == [{"name": "registry-credentials"}]
 
 

@@ -190,9 +190,20 @@ DENIED = {"container.apparmor.security.beta.kubernetes.io/engine": "unconfined",
           "cdi.k8s.io/gpus": "nvidia.com/gpu=all"}
 
 
+# Keys the denylist once missed (#48 finding 6): networks and fixed IPs, a mesh's
+# bypass, a runtime's hypervisor, autoscalers' eviction guards. The allowlist drops them
+# without naming them.
+UNNAMED = {"networking.gke.io/interfaces": "[...]", "networking.gke.io/default-interface": "eth1",
+           "ovn.kubernetes.io/ip_address": "10.16.0.15", "cni.projectcalico.org/ipAddrs": "[...]",
+           "ambient.istio.io/redirection": "disabled",
+           "io.katacontainers.config.hypervisor.kernel_params": "x",
+           "karpenter.sh/do-not-disrupt": "true",
+           "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
 def test_annotations_and_labels_that_ask_the_cluster_for_more_are_dropped_with_a_warning():
-    kept = {"team.example.com/owner": "ml"}
-    t = template(annotations={**DENIED, **kept},
+    kept = {"owner": "ml"}
+    t = template(annotations={**DENIED, **UNNAMED, **kept, "team.example.com/owner": "ml"},
                  labels={"sidecar.istio.io/inject": "false", "app": "llama"})
     out = compose(replica(standalone(template=t)))
     (pod,) = [p for _, p in pods(out.of_kind("Deployment"))]
@@ -200,9 +211,19 @@ def test_annotations_and_labels_that_ask_the_cluster_for_more_are_dropped_with_a
     assert "sidecar.istio.io/inject" not in pod["metadata"]["labels"]
     assert pod["metadata"]["labels"]["app"] == "llama"
     said = " ".join(out.warnings)
-    for key in DENIED:
+    for key in [*DENIED, *UNNAMED, "team.example.com/owner"]:
         assert key in said
     assert violations(pod, "restricted") == []
+
+
+def test_a_cluster_opens_its_own_prefixes_but_never_a_denied_one():
+    t = template(annotations={**DENIED, "team.example.com/owner": "ml", "owner": "ml"})
+    ic = cluster("eu-west-1", podSecurity={"allowedMetadataPrefixes": [
+        "team.example.com/", "sidecar.istio.io/"]})
+    out = compose(replica(standalone(template=t, pool="l4-4x"), cluster="eu-west-1"), ic)
+    (pod,) = [p for _, p in pods(out.of_kind("Deployment"))]
+    # What the cluster opens passes; what it may not open stays dropped.
+    assert pod["metadata"]["annotations"] == {"team.example.com/owner": "ml", "owner": "ml"}
 
 
 def test_the_standards_checks_find_what_admission_would_refuse():

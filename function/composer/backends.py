@@ -67,7 +67,8 @@ def _pod(replica: Replica, cluster: Cluster, engine: Engine, member: Member, wor
          claims: dict[str, str], notes: list[str]) -> PodTemplate:
     template = pod_template(replica, engine, member, workload=workload,
                             claim_template=claims.get(member.role),
-                            taints=cluster_pool(cluster, member.pool).taints, notes=notes)
+                            taints=cluster_pool(cluster, member.pool).taints, notes=notes,
+                            metadata_prefixes=cluster.pod_metadata_prefixes)
     if engine.grace_seconds is not None:
         template["spec"]["terminationGracePeriodSeconds"] = engine.grace_seconds
     return PodTemplate(engine=engine, member=member, template=template)

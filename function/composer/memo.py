@@ -93,7 +93,7 @@ def cluster_key(c: Cluster, replica: Replica) -> tuple:
     """What composing reads of the cluster: how to reach it, its gateway, its pod
     security level and the node taints of the replica's pools (not capacity or readiness, which change
     with every placement and condition)."""
-    return (c.name, c.provider_config, c.gateway, c.pod_security,
+    return (c.name, c.provider_config, c.gateway, c.pod_security, c.pod_metadata_prefixes,
             tuple((p, cluster_pool(c, p).taints) for p in replica.pools))
 
 

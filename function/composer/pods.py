@@ -2,8 +2,8 @@
 
 What passes through untouched: the engine container's image, pull policy,
 command, args, env (values and secret/configMap/field refs), resources, the
-pod's imagePullSecrets, labels and annotations (but those under
-`podsecurity.DENIED_PREFIXES`, dropped with a warning). Engine flags are the
+pod's imagePullSecrets, and the labels and annotations the cluster allows
+(`podsecurity.allowed`; the others dropped with a warning). Engine flags are the
 user's: nothing is ever added to, removed from or rewritten in `command` or
 `args`. The pod's security settings are the cluster's level, written once
 every layer has added its containers (`podsecurity.harden`, from the composer).
@@ -80,7 +80,7 @@ def tolerations(taints: Sequence[Taint]) -> list[dict[str, str]]:
 
 def pod_template(replica: Replica, engine: Engine, member: Member, *, workload: str,
                  claim_template: str | None, taints: Sequence[Taint],
-                 notes: list[str]) -> dict[str, Any]:
+                 notes: list[str], metadata_prefixes: Sequence[str] = ()) -> dict[str, Any]:
     """The pod template of one member; `notes` collects warnings for the user."""
     tmeta = member.template.get("metadata") or {}
     tspec = member.template.get("spec") or {}
@@ -118,7 +118,7 @@ def pod_template(replica: Replica, engine: Engine, member: Member, *, workload: 
 
     who = f"engine {engine.name!r} {member.role.lower()}: pod"
     labels = dict(sorted(podsecurity.allowed_keys(tmeta.get("labels") or {}, f"{who} labels",
-                                                  notes).items()))
+                                                  notes, metadata_prefixes).items()))
     labels.update(naming.object_labels(replica))
     labels.update({
         naming.LABEL_ENGINE: engine.name,
@@ -129,7 +129,7 @@ def pod_template(replica: Replica, engine: Engine, member: Member, *, workload: 
         labels[LABEL_SERVING] = naming.replica_label(replica)
     metadata: dict[str, Any] = {"labels": dict(sorted(labels.items()))}
     annotations = podsecurity.allowed_keys(tmeta.get("annotations") or {},
-                                           f"{who} annotations", notes)
+                                           f"{who} annotations", notes, metadata_prefixes)
     if annotations:
         metadata["annotations"] = dict(sorted(annotations.items()))
 

@@ -28,15 +28,23 @@ Independently of the level, engine and cache pods get no ServiceAccount token
 endpoint picker keeps its token, the one pod that needs it: it watches its
 InferencePool and the pool's pods (its Role, routing/epp.py).
 
-Tenant pod labels and annotations under `DENIED_PREFIXES` are dropped with a
-warning: each asks something of the cluster that only the platform may grant
-(an AppArmor or seccomp profile, a second network, a mesh opt-out, secrets
-injected by Vault, devices through CDI or a runtime annotation).
+A tenant's pod labels and annotations pass only where an allowlist says so
+(`allowed`), and the rest are dropped with a warning: a key asks something of
+the cluster that only the platform may grant far more often than a denylist
+can name (an AppArmor or seccomp profile, a second network or a fixed IP from
+Multus, GKE, Kube-OVN or Calico, a mesh opt-out, a runtime's hypervisor or user
+namespace, secrets injected by Vault, devices through CDI, an autoscaler's
+do-not-evict). What passes: a key without a prefix and without a dot (`team`,
+`version`: no controller reads those), the recommended `app.kubernetes.io/`
+labels, and what the cluster's platform team adds for its own cluster
+(InferenceCluster `spec.podSecurity.allowedMetadataPrefixes`), except the
+prefixes of `DENIED_PREFIXES`, which no cluster may open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from function.contract.enums import PodSecurityLevel
@@ -63,18 +71,33 @@ DENIED_PREFIXES = (
 )
 
 
+# Prefixes a tenant may use on every cluster: Kubernetes' recommended labels.
+ALLOWED_PREFIXES = ("app.kubernetes.io/",)
+_PLAIN = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_]*[A-Za-z0-9])?$")  # no prefix, no dot
+
+
 def denied(key: str) -> bool:
     return key.startswith(DENIED_PREFIXES)
 
 
-def allowed_keys(values: Mapping[str, str], what: str, notes: list[str]) -> dict[str, str]:
-    """`values` without the denied keys; a note names each one dropped."""
-    dropped = sorted(k for k in values if denied(k))
+def allowed(key: str, extra: Sequence[str] = ()) -> bool:
+    """Whether a tenant's pod label or annotation passes: plain, or under an allowed
+    prefix (ours, or `extra`, the cluster's), and never under a denied one."""
+    if denied(key):
+        return False
+    return bool(_PLAIN.match(key)) or key.startswith((*ALLOWED_PREFIXES, *extra))
+
+
+def allowed_keys(values: Mapping[str, str], what: str, notes: list[str],
+                 extra: Sequence[str] = ()) -> dict[str, str]:
+    """`values` with only the allowed keys; a note names each one dropped."""
+    dropped = sorted(k for k in values if not allowed(k, extra))
     if dropped:
-        notes.append(f"{what} {', '.join(dropped)} dropped: they ask the cluster for what "
-                     "only the platform may grant (the prefixes refused are listed in "
-                     "docs/security.md#pod-security)")
-    return {k: v for k, v in values.items() if not denied(k)}
+        notes.append(f"{what} {', '.join(dropped)} dropped: a tenant's pod labels and "
+                     "annotations are plain names, app.kubernetes.io/ ones and the prefixes "
+                     "the cluster's spec.podSecurity.allowedMetadataPrefixes lists "
+                     "(docs/security.md#pod-security)")
+    return {k: v for k, v in values.items() if allowed(k, extra)}
 
 
 def pod_context(level: str) -> dict[str, Any]:

@@ -153,6 +153,9 @@ class Cluster:
     storage_class: str = ""                        # "": cannot host a ModelCache
     # spec.podSecurity.enforce: the Pod Security level composed pods meet (composer/podsecurity.py)
     pod_security: str = PodSecurityLevel.RESTRICTED.value
+    # spec.podSecurity.allowedMetadataPrefixes: the pod label and annotation prefixes
+    # tenants may use here besides the composer's own allowlist
+    pod_metadata_prefixes: tuple[str, ...] = ()
 
     # spec.namespaceSelector: the namespaces whose replicas may be placed here (None: all).
     namespace_selector: LabelSelector | None = None
@@ -339,6 +342,7 @@ def parse_cluster(obj: Mapping[str, Any],
                    gateway=_gateway(spec.get("gateway")),
                    storage_class=_text(spec.get("storage"), "storageClassName"),
                    pod_security=_pod_security(spec.get("podSecurity")),
+                   pod_metadata_prefixes=_prefixes(spec.get("podSecurity")),
                    namespace_selector=admitted,
                    stack_unready=stack_unready(obj), stack_installed=installed(obj))
 
@@ -434,6 +438,14 @@ def _pod_security(obj: Any) -> str:
     if level not in {v.value for v in PodSecurityLevel}:
         raise Malformed(f"spec.podSecurity.enforce {level[:40]!r} is not a Pod Security level")
     return level
+
+
+def _prefixes(obj: Any) -> tuple[str, ...]:
+    """spec.podSecurity.allowedMetadataPrefixes; anything else in the list (which
+    admission refuses) is left out: an unreadable prefix opens nothing."""
+    listed = obj.get("allowedMetadataPrefixes") if isinstance(obj, Mapping) else None
+    return tuple(sorted({p for p in listed or [] if isinstance(p, str) and p.endswith("/")
+                         and len(p) > 1})) if isinstance(listed, list) else ()
 
 
 def _text(obj: Any, name: str) -> str:

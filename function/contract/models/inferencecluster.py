@@ -254,6 +254,18 @@ class Taint(BaseModel):
     ] = None
 
 
+class AllowedMetadataPrefix(RootModel[StrictStr]):
+    root: Annotated[
+        StrictStr,
+        Field(
+            description="A label and annotation key prefix, ending in '/'.",
+            max_length=254,
+            min_length=2,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/$",
+        ),
+    ]
+
+
 class PodSecurityLevel(StrEnum):
     RESTRICTED = "restricted"
     BASELINE = "baseline"
@@ -261,6 +273,13 @@ class PodSecurityLevel(StrEnum):
 
 
 class PodSecurity(BaseModel):
+    allowedMetadataPrefixes: Annotated[
+        list[AllowedMetadataPrefix] | None,
+        Field(
+            description="The pod label and annotation prefixes tenants may set on pods composed here, besides plain keys (no prefix, no dot) and app.kubernetes.io/, which they always may; every other key of a pod template is dropped with a warning. Never one that asks the cluster for what only the platform grants (AppArmor, seccomp, Multus, Istio, Linkerd, Vault, CDI, CRI-O).",
+            max_length=32,
+        ),
+    ] = None
     enforce: Annotated[
         PodSecurityLevel | None,
         Field(

@@ -338,7 +338,7 @@ class Template(BaseModel):
     metadata: Annotated[
         Metadata | None,
         Field(
-            description="Pod labels and annotations; keys under modelplane.ai/ are reserved. Keys that ask the cluster for more than the platform grants are dropped with a warning: AppArmor and seccomp profiles, Multus networks, Istio and Linkerd settings, Vault agent injection, CDI devices, CRI-O runtime settings (docs/security.md)."
+            description="Pod labels and annotations; keys under modelplane.ai/ are reserved. What passes: keys without a prefix and without a dot, app.kubernetes.io/ ones, and the prefixes the cluster's spec.podSecurity.allowedMetadataPrefixes opens; every other key is dropped with a warning (docs/security.md)."
         ),
     ] = None
     spec: Annotated[
