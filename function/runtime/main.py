@@ -70,9 +70,14 @@ for _param in serve.params:
 @click.option("-o", "--output", type=click.Choice(["table", "yaml"]), default="table",
               show_default=True, help="table: placements; yaml: every rendered object.")
 @click.option("--crossplane", "crossplane_bin", envvar="CROSSPLANE_CLI", default=None,
-              help="The crossplane CLI (default: the pinned build in the tool cache).")
+              help="The crossplane command-line tool, which runs `crossplane composition "
+                   "render` (github.com/crossplane/cli/v2's ./cmd/crossplane; default: the "
+                   "pinned build in the tool cache, $CROSSPLANE_CLI).")
 @click.option("--crossplane-binary", "core_bin", envvar="CROSSPLANE_CORE", default=None,
-              help="The core crossplane binary for `composition render` (default: tool cache).")
+              help="Crossplane core, the controller binary the render starts to run the "
+                   "composition pipeline (github.com/crossplane/crossplane/v2's ./cmd/crossplane; "
+                   "passed to render's own --crossplane-binary; default: the pinned build in "
+                   "the tool cache, $CROSSPLANE_CORE).")
 def preview(**kwargs) -> None:
     """Render a deployment on a fleet through the real crossplane CLI."""
     from function.tools.preview import run_preview  # heavy imports only for this command
