@@ -103,3 +103,25 @@ def test_a_cluster_whose_provider_config_exists_is_ready():
     rsp = fn.run_function(request(ic, required={"model-replicas": [], "provider-config": [pc]}))
     assert rsp.desired.composite.ready == fnv1.READY_TRUE
     assert rsp.meta.ttl.ToTimedelta() > requeue.WAITING
+
+
+class _Log:
+    """What fn.run_function does with a logger: bind, then log."""
+
+    def __init__(self, lines: list, bound: dict | None = None):
+        self.lines, self.bound = lines, bound or {}
+
+    def bind(self, **kw):
+        return _Log(self.lines, {**self.bound, **kw})
+
+    def __getattr__(self, level):
+        return lambda event, **kw: self.lines.append((level, event, {**self.bound, **kw}))
+
+
+def test_each_request_logs_with_crossplanes_tag_and_the_composites_kind_and_name():
+    req = request(load_one("examples/fleet/us-east-1.yaml"), required={"model-replicas": []})
+    req.meta.tag = "reconcile-1234"
+    lines: list = []
+    fn.run_function(req, _Log(lines))
+    assert lines and all(b["tag"] == "reconcile-1234" and b["kind"] == "InferenceCluster"
+                         and b["name"] == "us-east-1" for _, _, b in lines)

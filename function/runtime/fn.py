@@ -25,6 +25,7 @@ import asyncio
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import grpc
 from crossplane.function import logging, resource, response
@@ -125,27 +126,46 @@ def run_function(req, log=None, until: float | None = None) -> fnv1.RunFunctionR
     """
     rsp = response.to(req)
     api_version, kind = composite_type(req)
+    log = bound(log, req, kind)
     handler = HANDLERS.get(kind) if api_version.split("/")[0] == GROUP else None
     if handler is None:
         what = f"{kind} ({api_version})" if kind else "a request without an observed composite"
         response.fatal(rsp, f"function-model-serving cannot compose {what}: it handles "
                        f"{', '.join(sorted(HANDLERS))} in group {GROUP}")
         return rsp
+    if log is not None:
+        log.debug("running function")
     try:
         with deadline.until(until):
             deadline.check("before starting (it waited for a worker)")
             handler(Request(req), rsp)
     except deadline.DeadlineExceeded as exc:
+        if log is not None:
+            log.info("stopped at the deadline", phase=exc.phase)
         return out_of_time(req, f"before its deadline: it stopped {exc.phase}")
     except Exception as exc:  # noqa: BLE001 - the last guard: report, never raise
         if log is not None:
-            log.error("handler raised", kind=kind, error=str(exc),
+            log.error("handler raised", error=str(exc),
                       traceback=traceback.format_exc(limit=8))
         # Start from a clean response so nothing half-built is applied: a Fatal
         # result stops Crossplane from applying (and so deleting) anything.
         rsp = response.to(req)
         response.fatal(rsp, f"internal error composing {kind}: {type(exc).__name__}: {exc}")
     return rsp
+
+
+def bound(log: Any, req: Any, kind: str) -> Any:
+    """The logger for one request, bound as function-template-python binds it:
+    Crossplane's tag for the call, and the composite's kind, namespace and name, so
+    that one reconcile's lines can be found among every tenant's."""
+    if log is None:
+        return None
+    fields = req.observed.composite.resource.fields if req.observed.HasField("composite") else {}
+    meta = fields["metadata"].struct_value.fields if "metadata" in fields else {}
+
+    def text(key: str) -> str:
+        return meta[key].string_value if key in meta else ""
+    return log.bind(tag=req.meta.tag, kind=kind, namespace=text("namespace"), name=text("name"))
 
 
 def composite_type(req: fnv1.RunFunctionRequest) -> tuple[str, str]:
