@@ -30,6 +30,7 @@ from function.contract import stack as stack_table  # noqa: E402
 from function.contract.rules import (  # noqa: E402
     COMPUTE_RESOURCES,
     HUGEPAGES_PREFIX,
+    QUOTA_SELECTS,
     RESOURCES_MESSAGE,
 )
 
@@ -1380,6 +1381,11 @@ def inference_quota() -> dict:
                            "(ANDed); none counts every claimed device."),
     }, "A cap on the devices of one kind.", required=["name", "devices"])
     spec = obj({
+        "default": {"type": "boolean", "description": "The default quota: it caps every "
+                    "namespace that no other InferenceQuota selects, each namespace on its "
+                    "own (each may hold what the limits say), so a tenant the platform has "
+                    "not written a quota for is capped too. It selects no namespace itself: "
+                    "set it without namespaces and namespaceSelector."},
         "namespaces": array(string(63, pattern=DNS_LABEL, min_length=1), 64,
                             "The namespaces this quota caps, by name."),
         "namespaceSelector": obj({
@@ -1397,8 +1403,8 @@ def inference_quota() -> dict:
                            "not counted."),
     }, "What the selected namespaces may hold across the fleet: devices per limit, "
        "replicas and pods. Every quota that selects a namespace applies to it.", rules=[
-        ("has(self.namespaces) || has(self.namespaceSelector)",
-         "a quota selects namespaces: set namespaces, namespaceSelector or both"),
+        ("(has(self.default) && self.default) != "
+         "(has(self.namespaces) || has(self.namespaceSelector))", QUOTA_SELECTS),
         ("has(self.limits) || has(self.maxReplicas) || has(self.maxPods)",
          "a quota caps something: set limits, maxReplicas or maxPods"),
     ])

@@ -80,7 +80,8 @@ def test_a_quota_selecting_no_namespace_is_fatal_with_the_xrds_words():
     iq = quota(namespaces=())
     rsp = run(iq)
     [fatal] = [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-    assert "a quota selects namespaces: set namespaces, namespaceSelector or both" in \
+    assert "a quota selects namespaces (namespaces, namespaceSelector or both) or is the " \
+        "default for every namespace no other quota selects (default: true), not both" in \
         fatal.message
 
 

@@ -13,6 +13,10 @@ of those namespaces and their pods (`copies x pods per copy`, every engine),
 wherever they run, whatever they claim. A replica of claimless or Synthetic
 devices costs nodes and pods but no device, so without them a namespace with
 a zero device limit could still fill pools.
+
+A default quota (`spec.default: true`) selects no namespace: it applies to every
+namespace that no other quota selects, to each one on its own (`applicable`,
+`in_scope`), so the platform caps a tenant it has not written a quota for yet.
 """
 
 from __future__ import annotations
@@ -59,11 +63,28 @@ class Quota:
     # whether its selection could not be read, so it may select any namespace.
     invalid: str = ""
     everyone: bool = False
+    # spec.default: it applies, one namespace at a time, where no other quota does.
+    default: bool = False
 
     def applies(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether it selects the namespace (a default quota selects none)."""
         if self.everyone or namespace in self.namespaces:
             return True
         return self.match_labels is not None and selects(self.match_labels, labels)
+
+
+def applicable(quotas: Iterable[Quota], namespace: str, labels: Mapping[str, str]) -> list[Quota]:
+    """The quotas that cap `namespace`: those that select it, or, where none does,
+    the default ones."""
+    quotas = list(quotas)
+    selecting = [q for q in quotas if not q.default and q.applies(namespace, labels)]
+    return selecting or [q for q in quotas if q.default]
+
+
+def in_scope(quota: Quota, capped: str, namespace: str, labels: Mapping[str, str]) -> bool:
+    """Whether a replica of `namespace` counts against `quota` as it caps `capped`:
+    every namespace it selects counts together; a default quota counts each one alone."""
+    return namespace == capped if quota.default else quota.applies(namespace, labels)
 
 
 def parse_quota(obj: Mapping[str, Any]) -> Quota:
@@ -78,7 +99,8 @@ def parse_quota(obj: Mapping[str, Any]) -> Quota:
         limits=tuple(Limit(lim["name"], int(lim["devices"]),
                            tuple(s["cel"] for s in lim.get("selectors") or ()))
                      for lim in spec.get("limits") or ()),
-        max_replicas=_count(spec.get(MAX_REPLICAS)), max_pods=_count(spec.get(MAX_PODS)))
+        max_replicas=_count(spec.get(MAX_REPLICAS)), max_pods=_count(spec.get(MAX_PODS)),
+        default=spec.get("default") is True)
 
 
 def _count(value: Any) -> int | None:
@@ -111,6 +133,9 @@ def invalid_quota(obj: Mapping[str, Any], errors: Iterable[str]) -> Quota:
     why = "; ".join(errors)
     spec = spec if isinstance(spec, Mapping) else {}
     names, selector = spec.get("namespaces"), spec.get("namespaceSelector")
+    if spec.get("default") is True and names is None and selector is None:
+        # A default quota closes the namespaces it would cap: every one no other selects.
+        return Quota(str(name), frozenset(), None, (), invalid=why, default=True)
     labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
     readable = (isinstance(names, list) and all(isinstance(n, str) for n in names)
                 or names is None) and (selector is None or (

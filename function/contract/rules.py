@@ -228,11 +228,16 @@ def cache_errors(spec: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+QUOTA_SELECTS = ("a quota selects namespaces (namespaces, namespaceSelector or both) or is the "
+                 "default for every namespace no other quota selects (default: true), "
+                 "not both")
+
+
 def quota_errors(spec: Mapping[str, Any]) -> list[str]:
     """Rule violations in an InferenceQuota spec."""
     errors = []
-    if "namespaces" not in spec and "namespaceSelector" not in spec:
-        errors.append("a quota selects namespaces: set namespaces, namespaceSelector or both")
+    if (spec.get("default") is True) == ("namespaces" in spec or "namespaceSelector" in spec):
+        errors.append(QUOTA_SELECTS)
     if not any(k in spec for k in ("limits", "maxReplicas", "maxPods")):
         errors.append("a quota caps something: set limits, maxReplicas or maxPods")
     names = [lim.get("name") for lim in spec.get("limits") or []]

@@ -16,6 +16,8 @@ nothing new in the quota's namespaces until it is fixed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from crossplane.function import resource, response
@@ -25,24 +27,28 @@ from function.contract import devicecel, rules
 from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
+    KIND_INFERENCE_QUOTA,
     KIND_MODEL_REPLICA,
     REQUIRE_CLUSTERS,
     REQUIRE_NAMESPACES,
+    REQUIRE_QUOTAS,
     REQUIRE_REPLICAS,
 )
 from function.contract.models.inferencequota import InferenceQuota
 from function.contract.quotas import (
     MAX_PODS,
     MAX_REPLICAS,
+    Quota,
     claims,
     count_usage,
     devices,
     engine_pods,
+    invalid_quota,
     parse_quota,
     usage,
 )
 from function.contract.records import parse_clusters
-from function.contract.validation import dig
+from function.contract.validation import dig, model_errors
 from function.handlers import prologue
 from function.kit.request import Request, desired_ready
 
@@ -58,7 +64,13 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None
     response.require_resources(rsp, REQUIRE_CLUSTERS, API_VERSION, KIND_INFERENCE_CLUSTER,
                                match_labels={})
     wanted = [REQUIRE_REPLICAS, REQUIRE_CLUSTERS]
-    if quota.match_labels is not None:
+    if quota.default:
+        # Which namespaces no other quota selects: every quota, every Namespace's labels.
+        response.require_resources(rsp, REQUIRE_QUOTAS, API_VERSION, KIND_INFERENCE_QUOTA,
+                                   match_labels={})
+        response.require_resources(rsp, REQUIRE_NAMESPACES, "v1", "Namespace", match_labels={})
+        wanted += [REQUIRE_QUOTAS, REQUIRE_NAMESPACES]
+    elif quota.match_labels is not None:
         response.require_resources(rsp, REQUIRE_NAMESPACES, "v1", "Namespace",
                                    match_labels=dict(quota.match_labels))
         wanted.append(REQUIRE_NAMESPACES)
@@ -73,34 +85,38 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None
                 devicecel.compile_selector(expr)
             except devicecel.CelError as exc:
                 bad.append(f"limit {limit.name!r}: invalid CEL selector {expr!r}: {exc}")
-    namespaces = set(quota.namespaces) | {
-        dig(n, "metadata").get("name") for n in req.required(REQUIRE_NAMESPACES)}
+    in_scope = _scope(req, quota)
     # A malformed cluster's replicas cannot be told apart: the cluster says why itself.
     clusters, _ = parse_clusters(req.required(REQUIRE_CLUSTERS))
-    held = []
-    replicas = pods = 0
+    # What counts together: every selected namespace, or each one of a default quota's.
+    groups: dict[str, Use] = {}
     for mr in req.required(REQUIRE_REPLICAS):
         spec, meta = dig(mr, "spec"), dig(mr, "metadata")
-        if meta.get("namespace") not in namespaces:
+        ns = meta.get("namespace")
+        if not isinstance(ns, str) or not in_scope(ns):
             continue
         cname = spec.get("clusterName")  # a stored object of another schema may hold anything
         cluster = clusters.get(cname) if isinstance(cname, str) else None
         try:
             # Replicas and pods count wherever they run, as the scheduler counts them.
             n = engine_pods(spec.get("engines"))
-            if cluster is not None:
-                held += list(devices(claims(spec), cluster))
-            replicas, pods = replicas + 1, pods + n
+            got = list(devices(claims(spec), cluster)) if cluster is not None else []
+            use = groups.setdefault(ns if quota.default else "", Use())
+            use.held += got
+            use.replicas, use.pods = use.replicas + 1, use.pods + n
         except (TypeError, ValueError, AttributeError, KeyError, devicecel.CelError) as exc:
             # Skip only the bad object, and say so: its devices go uncounted.
             response.warning(rsp, f"ModelReplica {meta.get('namespace')}/{meta.get('name')} "
                              f"is malformed and left out of the quota's use: {exc}")
+    uses = groups or {"": Use()}
 
     entries: list[dict[str, Any]] = []
-    for limit in quota.limits:
-        used = 0 if any(f"limit {limit.name!r}" in b for b in bad) else usage(limit, held)
+    for limit in quota.limits:  # for a default quota, the most one namespace holds
+        used = 0 if any(f"limit {limit.name!r}" in b for b in bad) else max(
+            usage(limit, u.held) for u in uses.values())
         entries.append({"name": limit.name, "used": used, "devices": limit.devices})
-    counted = [(what, count_usage(what, replicas, pods), cap) for what, cap in quota.counts()]
+    counted = [(what, max(count_usage(what, u.replicas, u.pods) for u in uses.values()), cap)
+               for what, cap in quota.counts()]
     status: dict[str, Any] = {"limits": entries}
     for what, used, _ in counted:
         status["replicas" if what == MAX_REPLICAS else "pods"] = used
@@ -128,7 +144,38 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None
     else:
         response.set_conditions(rsp, resource.Condition(
             typ="WithinLimits", status="True", reason="WithinLimits",
-            message=f"{len(namespaces)} namespaces, {len(entries)} limits"))
+            message=(f"{len(groups)} namespaces holding replicas, each on its own"
+                     if quota.default else f"{_selected(req, quota)} namespaces")
+                    + f", {len(entries)} limits"))
+
+
+@dataclass
+class Use:
+    """What the replicas counted together hold: devices, replicas, pods."""
+
+    held: list = field(default_factory=list)
+    replicas: int = 0
+    pods: int = 0
+
+
+def _scope(req: Request, quota: Quota) -> Callable[[str], bool]:
+    """Whether a namespace's replicas count against the quota."""
+    labels = {dig(n, "metadata").get("name"): dict(dig(n, "metadata").get("labels") or {})
+              for n in req.required(REQUIRE_NAMESPACES)}
+    if not quota.default:
+        names = set(quota.namespaces) | set(labels)  # what the selector matched, by name
+        return lambda ns: ns in names
+    others = []
+    for iq in req.required(REQUIRE_QUOTAS):
+        errors = model_errors(InferenceQuota, iq) or rules.quota_errors(dig(iq, "spec"))
+        others.append(invalid_quota(iq, errors) if errors else parse_quota(iq))
+    others = [q for q in others if not q.default]
+    return lambda ns: not any(q.applies(ns, labels.get(ns, {})) for q in others)
+
+
+def _selected(req: Request, quota: Quota) -> int:
+    return len(set(quota.namespaces) | {dig(n, "metadata").get("name")
+                                        for n in req.required(REQUIRE_NAMESPACES)})
 
 
 def _noun(what: str) -> str:

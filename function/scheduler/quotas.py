@@ -41,9 +41,11 @@ from function.contract.quotas import (
     MAX_REPLICAS,
     Limit,
     Quota,
+    applicable,
     count_usage,
     devices,
     engine_pods,
+    in_scope,
     usage,
 )
 from function.contract.records import Cluster, Device
@@ -115,7 +117,7 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
     `replicas` are every ModelReplica now (model.Replica: namespace, name, claims,
     cluster, age_key, manifest).
     """
-    applying = [q for q in quotas if q.applies(namespace, namespace_labels.get(namespace, {}))]
+    applying = applicable(quotas, namespace, namespace_labels.get(namespace, {}))
     if not applying:
         return None
     out = QuotaLedger([(q.name, limit) for q in applying for limit in q.limits],
@@ -140,7 +142,8 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
         inside = covered.get(r.namespace)
         if inside is None:
             inside = covered[r.namespace] = any(
-                q.applies(r.namespace, namespace_labels.get(r.namespace, {})) for q in applying)
+                in_scope(q, namespace, r.namespace, namespace_labels.get(r.namespace, {}))
+                for q in applying)
         if not inside:
             continue
         cluster = clusters.get(r.cluster)
@@ -152,7 +155,8 @@ def ledger(quotas: Sequence[Quota], namespace: str, namespace_labels: Mapping[st
                 Holder(r.age_key, (r.namespace, r.name), held, r.deleting, replica_pods(r)))
     for q in applying:
         holders = sorted((h for ns, hs in by_ns.items()
-                          if q.applies(ns, namespace_labels.get(ns, {})) for h in hs),
+                          if in_scope(q, namespace, ns, namespace_labels.get(ns, {}))
+                          for h in hs),
                          key=lambda h: (h.age_key, h.ident))
         out.holders[q.name] = holders
         for limit in q.limits:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, RootModel, StrictInt, StrictStr
+from pydantic import BaseModel, Field, RootModel, StrictBool, StrictInt, StrictStr
 from typing_extensions import TypeAliasType
 
 
@@ -66,6 +66,12 @@ class Namespace(RootModel[StrictStr]):
 
 
 class Spec(BaseModel):
+    default: Annotated[
+        StrictBool | None,
+        Field(
+            description="The default quota: it caps every namespace that no other InferenceQuota selects, each namespace on its own (each may hold what the limits say), so a tenant the platform has not written a quota for is capped too. It selects no namespace itself: set it without namespaces and namespaceSelector."
+        ),
+    ] = None
     limits: Annotated[
         list[Limit] | None,
         Field(
