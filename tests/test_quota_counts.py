@@ -126,3 +126,31 @@ def test_a_replica_whose_pool_name_is_not_a_string_is_counted_not_a_crash():
                    [quota(maxReplicas=3)])
     assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     assert len(placements(rsp)) == 1
+
+
+# --- Charged on the node ledger (#48 finding 4) ---------------------------------------
+
+
+def test_a_replica_that_claims_no_dra_device_takes_a_node_of_its_pool():
+    # The finding: 40 replicas of eight claimless pods on a two-node pool, quota or not.
+    tiny = [cluster("a", pool("cpu", 2, FABRIC))]
+    rsp = schedule(World(claimless(replicas=40), tiny), [quota()])
+    assert len(placements(rsp)) == 2
+    assert condition(rsp, "ReplicasScheduled")[:2] == ("False", "Unschedulable")
+    gangs = schedule(World(gang(replicas=5, nodes=7), tiny), [quota()])
+    assert placements(gangs) == {}  # a leader and seven workers: eight nodes, of two
+
+
+def test_a_claimless_member_still_rides_on_its_engines_device_claiming_nodes():
+    from function.contract.capacity import replica_usage
+    engines = [{"name": "vllm", "members": [
+        {"role": "Leader", "nodePoolName": "h100", "deviceRequests": []},
+        {"role": "Worker", "worker": {"nodes": 2}, "nodePoolName": "h100",
+         "deviceRequests": [{"name": "gpu", "claim": "DRA", "count": 8,
+                             "deviceClassName": "gpu.nvidia.com"}]}]}]
+    usage = replica_usage(engines)
+    assert usage == {"h100": {(("gpu.nvidia.com", (), 8),): 2}}  # the leader rides
+    alone = replica_usage([{"name": "cpu", "members": [
+        {"role": "Standalone", "nodePoolName": "cpu", "deviceRequests": [
+            {"name": "fabric", "claim": "Synthetic", "count": 1}]}]}])
+    assert list(alone["cpu"].values()) == [1]  # a whole node

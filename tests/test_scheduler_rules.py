@@ -401,15 +401,22 @@ def test_a_member_requesting_only_synthetic_devices_costs_nothing():
     assert [r["claim"] for r in member_of(rsp, 0, member=0)["deviceRequests"]] == ["Synthetic"]
 
 
-def test_an_engine_requesting_only_synthetic_devices_fits_a_full_pool():
+def test_an_engine_requesting_only_synthetic_devices_takes_a_node_of_its_pool():
+    # It has nothing to ride on: each of its pods takes a whole node (#48 finding 4;
+    # it used to fit a full pool, and forty such replicas a pool of two nodes).
     cpu = synthetic("cpu", "cpu.example.com", architecture="arm64")
     md = deployment("router", engine("router", standalone(
         req("cpu", 1, 'device.attributes["cpu.example.com"].architecture == "arm64"'))))
     clusters = [cluster("a", pool("cpu", 2, cpu))]
     others = [foreign_replica("hog", "a", {"cpu": 2}, created=stamp(0))]
-    rsp = World(md, clusters, others).run()
-    assert placements(rsp) == {0: ("a", {"router": "cpu"})}
-    assert used(rsp, clusters, others) == {("a", "cpu"): 2}
+    full = World(md, clusters, others).run()
+    assert placements(full) == {}
+    assert "no node of pool \"cpu\" with a whole node free" in \
+        status(full)["unscheduled"][0]["reason"]
+    half = [foreign_replica("hog", "a", {"cpu": 1}, created=stamp(0))]
+    md["spec"]["replicas"] = 2
+    rsp = World(md, clusters, half).run()
+    assert placements(rsp) == {0: ("a", {"router": "cpu"})}  # the one free node, no more
 
 
 def test_a_selector_that_errors_on_a_device_does_not_select_it():

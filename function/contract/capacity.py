@@ -4,7 +4,11 @@ A device-claiming pod takes the devices its DRA requests got from one node of
 its pool (contract/nodes.py packs them). A member runs `pods x copies` pods,
 where pods is 1 for a Standalone or Leader and `worker.nodes` for a Worker.
 A member that claims no DRA device takes nothing: it rides on a node of its
-engine's pool (a CPU-only leader co-scheduled with its GPU workers, say).
+engine's pool (a CPU-only leader co-scheduled with its GPU workers, say). An
+engine none of whose members claims a DRA device (Synthetic devices only, or
+none) has nothing to ride on: each of its pods takes a whole node (`NODE`),
+since a pool's capacity is its nodes; before, forty such replicas of eight
+pods each landed on a pool of two nodes under a quota of zero devices.
 CPU and memory are not counted.
 
 What one pod takes is its `Shape`: its DRA requests as (device class, CEL
@@ -26,6 +30,14 @@ Usage = Mapping[str, Pods]                  # pool name -> the pods placed on it
 
 # A pod whose requests cannot be read: charged a whole node (nodes.resolve).
 WHOLE: Shape = (("", (), 0),)
+# A pod of an engine that claims no DRA device at all: a whole node too.
+NODE: Shape = WHOLE
+
+
+def engine_shapes(shapes: list[Shape]) -> list[Shape]:
+    """Each member's pod shape as the ledger charges it: as claimed, or, when no member
+    of the engine claims a DRA device, a whole node each (`NODE`)."""
+    return shapes if any(shapes) else [NODE] * len(shapes)
 
 
 def member_pods(member: Mapping[str, Any]) -> int:
@@ -58,10 +70,11 @@ def replica_usage(engines: Iterable[Mapping[str, Any]]) -> dict[str, dict[Shape,
     usage: dict[str, dict[Shape, int]] = {}
     for engine in engines:
         copies = int(engine.get("copies") or 1)
-        for member in engine.get("members") or []:
+        members = engine.get("members") or []
+        for member, pod in zip(members, engine_shapes([recorded_shape(m) for m in members])):
             pool = member.get("nodePoolName")
             if pool:
-                add(usage, pool, recorded_shape(member), member_pods(member) * copies)
+                add(usage, pool, pod, member_pods(member) * copies)
     return usage
 
 

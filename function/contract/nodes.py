@@ -12,8 +12,11 @@ class, CEL selectors, count), the way a ModelReplica records it. `resolve`
 turns a shape into the devices it takes of one pool's device kinds, with the
 same exact assignment matching uses (two requests may compete for a kind).
 A shape the pool cannot serve any more (its devices changed since the
-replica was placed), and `WHOLE` (a replica too malformed to read), take a
-whole node: what they hold is unknown, so the most it could be is counted.
+replica was placed), `WHOLE` (a replica too malformed to read) and `NODE` (a
+pod of an engine that claims no DRA device: capacity.py), take a whole node:
+what they hold is unknown, so the most it could be is counted. A vector's last
+place is the node itself (1 per node): only a whole-node pod takes it, so a pool
+whose nodes offer no DRA device at all still holds one such pod per node.
 
 Placement inside a pool is a model of what kube-scheduler will do, not a
 binding: pods are put on the fullest node they fit (best fit), and a ledger
@@ -32,7 +35,7 @@ from function.contract.enums import DeviceClaim
 from function.contract.quotas import selected
 from function.contract.records import Pool
 
-Vector = tuple[int, ...]  # devices per kind, in the pool's devices[] order
+Vector = tuple[int, ...]  # devices per kind, in the pool's devices[] order; then the node
 
 # Per pool shape, across reconciles (a shape's devices never change); bounded.
 _LIMIT = 50_000
@@ -42,10 +45,10 @@ _CAPACITY: dict[str, Vector] = {}
 
 def capacity(pool: Pool) -> Vector:
     """What one node of the pool offers of each claimable device kind (0 for the
-    synthetic ones, which no pod claims)."""
+    synthetic ones, which no pod claims), and then itself (1: see the module's note)."""
     found = _CAPACITY.get(pool.shape)
     if found is None:
-        found = tuple(d.count if d.claim == DeviceClaim.DRA else 0 for d in pool.devices)
+        found = tuple(d.count if d.claim == DeviceClaim.DRA else 0 for d in pool.devices) + (1,)
         if len(_CAPACITY) < _LIMIT:
             _CAPACITY[pool.shape] = found
     return found
@@ -56,7 +59,7 @@ def resolve(shape: Shape, pool: Pool) -> Vector:
     gets a device kind of its class that its selectors accept, no kind giving more
     than a node has; a whole node when no such assignment exists (or WHOLE)."""
     if not shape:
-        return (0,) * len(pool.devices)
+        return (0,) * (len(pool.devices) + 1)
     key = (pool.shape, shape)
     found = _RESOLVED.get(key)
     if key not in _RESOLVED:
@@ -110,7 +113,8 @@ def vectors(pool: Pool, pods: Mapping[Shape, int]) -> list[Vector]:
 
 
 def units(vector: Vector) -> int:
-    return sum(vector)
+    """Devices in the vector (its last place, the node itself, is no device)."""
+    return sum(vector[:-1])
 
 
 State = tuple[Vector, tuple[Vector, ...]]  # one node: devices in use, and its pods (sorted)
@@ -291,6 +295,13 @@ def packed(pool: Pool, pods: Mapping[Shape, int]) -> Bins:
     return bins
 
 
+def kind_name(pool: Pool, i: int) -> str:
+    """A vector place's name: a device kind, or the node itself."""
+    return pool.devices[i].name if i < len(pool.devices) else "node"
+
+
 def describe(vector: Vector, pool: Pool) -> str:
-    """What a pod takes, for people: "1 gpu", "4 gpu + 1 nic"."""
-    return " + ".join(f"{n} {pool.devices[i].name}" for i, n in enumerate(vector) if n) or "none"
+    """What a pod takes, for people: "1 gpu", "4 gpu + 1 nic", "1 node" (a whole one)."""
+    if vector and len(vector) == len(pool.devices) + 1 and vector[-1]:
+        return "a whole node"
+    return " + ".join(f"{n} {kind_name(pool, i)}" for i, n in enumerate(vector) if n) or "none"

@@ -25,7 +25,7 @@ from typing import Any
 from function.contract import cost
 from function.contract.cacheview import Cache
 from function.contract import nodes
-from function.contract.capacity import Shape, add, member_pods, shape
+from function.contract.capacity import Shape, add, engine_shapes, member_pods, shape
 from function.contract.enums import DeviceClaim, PlacementStrategy, TaintEffect, TolerationOperator
 from function.contract.nodes import Bins, Vector, vectors
 from function.contract.records import Cluster, Pool, Taint, selects
@@ -206,12 +206,16 @@ def place_engine(engine: Mapping[str, Any], pool: Pool, fit: EngineFit,
 
 
 def engine_pods(engine: Mapping[str, Any], fit: EngineFit) -> dict[Shape, int]:
-    """The device-claiming pods of one replica's engine, by shape."""
+    """The pods of one replica's engine the ledger charges, by shape: its device-claiming
+    ones, or each of its pods a whole node when none claims a DRA device (capacity.py)."""
     out: dict[Shape, int] = {}
     copies = int(engine.get("copies") or 1)
-    for member, member_fit in zip(engine.get("members") or [], fit.members):
-        pod = shape((c.device.device_class, tuple(s.get("cel", "") for s in c.selectors), c.count)
-                    for c in member_fit.choices.values() if c.device.claim == DeviceClaim.DRA)
+    members = engine.get("members") or []
+    shapes = engine_shapes([
+        shape((c.device.device_class, tuple(s.get("cel", "") for s in c.selectors), c.count)
+              for c in member_fit.choices.values() if c.device.claim == DeviceClaim.DRA)
+        for member_fit in fit.members])
+    for member, pod in zip(members, shapes):
         n = member_pods(member) * copies
         if pod and n > 0:
             out[pod] = out.get(pod, 0) + n
@@ -345,7 +349,7 @@ def short_of(bins: Bins, placed: EnginePlacement) -> str:
             if room == 0:
                 return (f'{{has}} no node of pool "{pool.name}" with {needs} free (a pod needs '
                         f"them on one node; the most free on one is {largest} "
-                        f"{pool.devices[kind].name})")
+                        f"{nodes.kind_name(pool, kind)})")
             return (f'{{has}} room on pool "{pool.name}" for {room} of the {many} pods that '
                     f"each need {needs} on one node")
     return f'{{has}} too few free devices on pool "{pool.name}" for its pods together'
