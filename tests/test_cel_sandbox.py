@@ -231,3 +231,23 @@ def test_no_verdict_keeps_every_replica_and_says_it_is_retried(monkeypatch):
     assert (state, reason) == ("False", "SelectorNotEvaluated")
     assert "evaluated again on the next reconcile" in message
     assert "selectorsOverBudget" not in status(rsp)
+
+
+def test_a_worker_that_cannot_start_gives_no_verdict_and_the_next_one_starts(monkeypatch):
+    box = sandbox.Sandbox()
+    real = sandbox._Worker.__init__
+
+    def broken(self) -> None:
+        real(self)
+        self.proc.kill()  # dies before it says it is ready
+    monkeypatch.setattr(sandbox._Worker, "__init__", broken)
+    try:
+        with pytest.raises(sandbox.Unavailable, match="did not start"):
+            box.evaluate("true", DEVICE.shape)
+        with pytest.raises(sandbox.Unavailable, match="did not start"):
+            box.evaluate("true", DEVICE.shape)  # not a crash on the dead one
+        monkeypatch.setattr(sandbox._Worker, "__init__", real)
+        box._spare = None
+        assert box.evaluate("device.driver == 'gpu.example.com'", DEVICE.shape) == (True, "")
+    finally:
+        box.close()

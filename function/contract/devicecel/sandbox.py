@@ -147,7 +147,11 @@ class Sandbox:
             self._active, self._spare = self._spare or _Worker(), None
         if self._spare is None:
             self._spare = _Worker()
-        self._active.start(START_SECONDS)
+        try:
+            self._active.start(START_SECONDS)
+        except Unavailable:
+            self._active = None  # the next evaluation starts another
+            raise
         return self._active
 
     def _lose(self, worker: _Worker) -> None:
