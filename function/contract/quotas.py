@@ -26,10 +26,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from function.contract import devicecel
+from function.contract import devicecel, rules
 from function.contract.capacity import member_pods
 from function.contract.enums import DeviceClaim
+from function.contract.models.inferencequota import InferenceQuota
 from function.contract.records import Cluster, Device, selects
+from function.contract.validation import dig, model_errors
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,13 @@ def engine_pods(engines: Iterable[Mapping[str, Any]] | None) -> int:
 def count_usage(what: str, replicas: int, pods: int) -> int:
     """What `replicas` replicas holding `pods` pods use of a count cap."""
     return replicas if what == MAX_REPLICAS else pods
+
+
+def read_quota(obj: Mapping[str, Any]) -> tuple[Quota, list[str]]:
+    """An InferenceQuota object as its record: parsed when it passes its schema and
+    rules, else the namespaces it closes (`invalid_quota`); and its errors."""
+    errors = model_errors(InferenceQuota, obj) or rules.quota_errors(dig(obj, "spec"))
+    return (invalid_quota(obj, errors) if errors else parse_quota(obj)), errors
 
 
 def invalid_quota(obj: Mapping[str, Any], errors: Iterable[str]) -> Quota:

@@ -16,7 +16,7 @@ nothing new in the quota's namespaces until it is fixed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,17 +38,16 @@ from function.contract.models.inferencequota import InferenceQuota
 from function.contract.quotas import (
     MAX_PODS,
     MAX_REPLICAS,
-    Quota,
     claims,
     count_usage,
     devices,
     engine_pods,
-    invalid_quota,
     parse_quota,
+    read_quota,
     usage,
 )
 from function.contract.records import parse_clusters
-from function.contract.validation import dig, model_errors
+from function.contract.validation import dig
 from function.handlers import prologue
 from function.kit.request import Request, desired_ready
 
@@ -85,7 +84,11 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None
                 devicecel.compile_selector(expr)
             except devicecel.CelError as exc:
                 bad.append(f"limit {limit.name!r}: invalid CEL selector {expr!r}: {exc}")
-    in_scope = _scope(req, quota)
+    labels = {dig(n, "metadata").get("name"): dict(dig(n, "metadata").get("labels") or {})
+              for n in req.required(REQUIRE_NAMESPACES)}
+    # A quota's namespaces by name, and those its selector matched (required by it).
+    selected = set(quota.namespaces) | set(labels)
+    in_scope = _unselected(req, labels) if quota.default else selected.__contains__
     # A malformed cluster's replicas cannot be told apart: the cluster says why itself.
     clusters, _ = parse_clusters(req.required(REQUIRE_CLUSTERS))
     # What counts together: every selected namespace, or each one of a default quota's.
@@ -145,7 +148,7 @@ def run(req: Request, rsp: fnv1.RunFunctionResponse, iq: dict[str, Any]) -> None
         response.set_conditions(rsp, resource.Condition(
             typ="WithinLimits", status="True", reason="WithinLimits",
             message=(f"{len(groups)} namespaces holding replicas, each on its own"
-                     if quota.default else f"{_selected(req, quota)} namespaces")
+                     if quota.default else f"{len(selected)} namespaces")
                     + f", {len(entries)} limits"))
 
 
@@ -158,24 +161,10 @@ class Use:
     pods: int = 0
 
 
-def _scope(req: Request, quota: Quota) -> Callable[[str], bool]:
-    """Whether a namespace's replicas count against the quota."""
-    labels = {dig(n, "metadata").get("name"): dict(dig(n, "metadata").get("labels") or {})
-              for n in req.required(REQUIRE_NAMESPACES)}
-    if not quota.default:
-        names = set(quota.namespaces) | set(labels)  # what the selector matched, by name
-        return lambda ns: ns in names
-    others = []
-    for iq in req.required(REQUIRE_QUOTAS):
-        errors = model_errors(InferenceQuota, iq) or rules.quota_errors(dig(iq, "spec"))
-        others.append(invalid_quota(iq, errors) if errors else parse_quota(iq))
-    others = [q for q in others if not q.default]
+def _unselected(req: Request, labels: Mapping[Any, Mapping[str, str]]) -> Callable[[str], bool]:
+    """Whether no other quota selects a namespace: where a default quota counts."""
+    others = [q for q, _ in map(read_quota, req.required(REQUIRE_QUOTAS)) if not q.default]
     return lambda ns: not any(q.applies(ns, labels.get(ns, {})) for q in others)
-
-
-def _selected(req: Request, quota: Quota) -> int:
-    return len(set(quota.namespaces) | {dig(n, "metadata").get("name")
-                                        for n in req.required(REQUIRE_NAMESPACES)})
 
 
 def _noun(what: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.contract import cacheview, rules
+from function.contract import cacheview
 from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
@@ -38,11 +38,10 @@ from function.contract.api import (
     REQUIRE_REPLICAS,
     REQUIRE_SERVICES,
 )
-from function.contract.models.inferencequota import InferenceQuota
-from function.contract.quotas import Quota, invalid_quota, parse_quota
+from function.contract.quotas import Quota, read_quota
 from function.contract.records import Malformed
 from function.contract.enums import PlacementStrategy, ReplicaPhase
-from function.contract.validation import dig, model_errors
+from function.contract.validation import dig
 from function.kit import deadline, requeue, structs
 from function.kit.request import Request, desired_ready, namespace_labels, require_namespace
 from function.scheduler import (autoscaling, budget, demand, drain, endpoints, output,
@@ -216,15 +215,12 @@ def _quotas(req: Request, rsp: fnv1.RunFunctionResponse) -> list[Quota]:
     new is placed there: contract/quotas.invalid_quota), with a warning."""
     out = []
     for iq in req.required(REQUIRE_QUOTAS):
-        errors = model_errors(InferenceQuota, iq) or rules.quota_errors(dig(iq, "spec"))
+        quota, errors = read_quota(iq)
         if errors:
-            closed = invalid_quota(iq, errors)
-            response.warning(rsp, f"InferenceQuota {closed.name} is invalid and closes "
-                             f"{'every namespace' if closed.everyone else 'its namespaces'} "
-                             f"to new replicas: {closed.invalid}")
-            out.append(closed)
-            continue
-        out.append(parse_quota(iq))
+            response.warning(rsp, f"InferenceQuota {quota.name} is invalid and closes "
+                             f"{'every namespace' if quota.everyone else 'its namespaces'} "
+                             f"to new replicas: {quota.invalid}")
+        out.append(quota)
     return out
 
 
