@@ -121,13 +121,14 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
     dep = demand.deployment(tspec, _cache(req, ref, ns), ns,
                             namespace_labels(req, REQUIRE_OWN_NAMESPACE, ns))
     quota_of = _quota_ledgers(req, quotas, fleet)
+    over_budget = budget.remembered(req.composite)
     result = plan(Inputs(replicas=want, deployment=dep, clusters=fleet.clusters,
                          malformed_clusters=fleet.malformed_clusters, own=fleet.own,
                          others=fleet.others, reserved=fleet.reserved,
                          quota=quota_of(ns) if quota_of is not None else None,
                          waiting=_waiting(req, ns, name, quota_of)
                          if strategy == PlacementStrategy.PACK else (),
-                         over_budget=budget.remembered(req.composite)))
+                         over_budget=over_budget))
 
     # Replicas share the deployment's dicts and their members' resolved device
     # requests: each is built and converted once.
@@ -155,7 +156,7 @@ def place(req: Request, rsp: fnv1.RunFunctionResponse, md: dict[str, Any]) -> No
         kept.append(f"ModelReplica {b.key} is malformed and kept as is: {b.why}")
     write_status(rsp, md, result, observed, fleet, kept,
                  drain.note(leaving, held) if held else "",
-                 over_budget=budget.record(req.composite, dep.engines),
+                 over_budget=budget.record(over_budget, dep.engines),
                  draining=sorted(str(dig(leaving[k], "metadata").get("name")) for k in held))
     if autoscaled:
         _condition(rsp, autoscaling.capacity(want, len(result.placements)))

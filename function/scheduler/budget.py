@@ -33,10 +33,9 @@ def remembered(composite: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def record(composite: Mapping[str, Any], engines: Sequence[Mapping[str, Any]]) -> list[dict]:
+def record(before: Mapping[str, str], engines: Sequence[Mapping[str, Any]]) -> list[dict]:
     """The status entries: each selector of the spec that exceeded its budget,
-    here or as the status already says, in spec order."""
-    before = remembered(composite)
+    here or as the status already said (`before`, `remembered`), in spec order."""
     out: list[dict] = []
     seen: set[str] = set()
     for _, _, expr in selectors(engines):
