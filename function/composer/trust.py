@@ -46,18 +46,9 @@ from function.contract.api import (
     LABEL_DEPLOYMENT,
     LABEL_REPLICA_INDEX,
 )
-from function.contract.validation import dig
+from function.contract.validation import controller, dig
 
 SCHEDULED = "Scheduled"
-
-
-def controller(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The controller ownerReference, or None."""
-    refs = meta.get("ownerReferences")
-    if not isinstance(refs, list):
-        return None
-    return next((r for r in refs if isinstance(r, Mapping) and r.get("controller") is True),
-                None)
 
 
 def owner_name(mr: Mapping[str, Any]) -> str:

@@ -33,6 +33,15 @@ def dig(obj: Any, *keys: str) -> Mapping[str, Any]:
     return obj if isinstance(obj, Mapping) else {}
 
 
+def controller(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """An object's controller ownerReference (from its metadata), or None."""
+    refs = meta.get("ownerReferences")
+    if not isinstance(refs, list):
+        return None
+    return next((r for r in refs if isinstance(r, Mapping) and r.get("controller") is True),
+                None)
+
+
 def condition_of(obj: Mapping[str, Any] | None, typ: str) -> Mapping[str, Any] | None:
     """An object's status condition of type `typ`, if it has one."""
     for c in dig(obj, "status").get("conditions") or []:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from function.contract.validation import controller
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # the repository
 DEV_TARGET = "render.crossplane.io/runtime-development-target"
 
@@ -156,7 +158,7 @@ def placing_deployment(mr: Mapping[str, Any]) -> dict[str, Any]:
     replica's composition requires (composer/trust.py), for a request made offline
     from a replica alone (tests, benchmarks); `owner_file` has the rendered one."""
     meta = mr.get("metadata") or {}
-    ref = _controller(mr)
+    ref = controller(meta) or {}
     return {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
             "metadata": {"name": ref.get("name"), "namespace": meta.get("namespace"),
                          "uid": ref.get("uid")},
@@ -169,16 +171,10 @@ def owner_file(stage1: Sequence[dict], mr: Mapping[str, Any], tmp: pathlib.Path)
     names (render gives the reference a uid, but prints the XR without one). The
     replica's composition requires it (composer/trust.py: its deployment's status
     names it), so a stage-2 render passes it as a required resource."""
-    ref = _controller(mr)
+    ref = controller(mr.get("metadata") or {}) or {}
     md = next(d for d in stage1 if d.get("kind") == ref.get("kind")
               and (d.get("metadata") or {}).get("name") == ref.get("name"))
     md = {**md, "metadata": {**md["metadata"], "uid": ref.get("uid")}}
     path = tmp / f"owner-{ref.get('name')}-{(mr.get('metadata') or {}).get('name')}.yaml"
     path.write_text(yaml.safe_dump(md))
     return path
-
-
-def _controller(mr: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The replica's controller ownerReference ({} if none)."""
-    refs = (mr.get("metadata") or {}).get("ownerReferences") or []
-    return next((r for r in refs if r.get("controller")), {})
