@@ -91,13 +91,14 @@ def allowed(key: str, extra: Sequence[str] = ()) -> bool:
 def allowed_keys(values: Mapping[str, str], what: str, notes: list[str],
                  extra: Sequence[str] = ()) -> dict[str, str]:
     """`values` with only the allowed keys; a note names each one dropped."""
-    dropped = sorted(k for k in values if not allowed(k, extra))
+    kept = {k: v for k, v in values.items() if allowed(k, extra)}
+    dropped = sorted(set(values) - set(kept))
     if dropped:
         notes.append(f"{what} {', '.join(dropped)} dropped: a tenant's pod labels and "
                      "annotations are plain names, app.kubernetes.io/ ones and the prefixes "
                      "the cluster's spec.podSecurity.allowedMetadataPrefixes lists "
                      "(docs/security.md#pod-security)")
-    return {k: v for k, v in values.items() if allowed(k, extra)}
+    return kept
 
 
 def pod_context(level: str) -> dict[str, Any]:

@@ -64,16 +64,6 @@ NEVER_PREFIX = "kubernetes.default.svc"
 PRIVATE_NAMES = ("localhost",)
 PRIVATE_SUFFIXES = (".localhost", ".svc", ".cluster.local", ".internal")
 CLUSTER_DOMAIN = "cluster.local"  # Kubernetes' default; an InferenceCluster may say its own
-
-
-@functools.cache
-def _suffixes() -> PublicSuffixList:
-    return PublicSuffixList(only_icann=True)  # the list the package ships: no download
-
-
-def public_tld(label: str) -> bool:
-    """Whether public DNS has this top-level domain (com, dev, ai; not svc, vault)."""
-    return _suffixes().publicsuffix("x." + label, accept_unknown=False) is not None
 NUMERIC_LABEL = re.compile(r"^([0-9]+|0x[0-9a-f]*)$")
 
 # Headers a ModelEndpoint may not set and a ModelService rule may not match:
@@ -94,6 +84,16 @@ def reserved_header(name: str) -> bool:
 def reserved_text() -> str:
     return (", ".join(sorted(RESERVED_HEADERS)) + " and "
             + ", ".join(f"{p}*" for p in RESERVED_PREFIXES))
+
+
+@functools.cache
+def _suffixes() -> PublicSuffixList:
+    return PublicSuffixList(only_icann=True)  # the list the package ships: no download
+
+
+def public_tld(label: str) -> bool:
+    """Whether public DNS has this top-level domain (com, dev, ai; not svc, vault)."""
+    return _suffixes().publicsuffix("x." + label, accept_unknown=False) is not None
 
 
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

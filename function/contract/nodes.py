@@ -301,7 +301,7 @@ def kind_name(pool: Pool, i: int) -> str:
 
 
 def describe(vector: Vector, pool: Pool) -> str:
-    """What a pod takes, for people: "1 gpu", "4 gpu + 1 nic", "1 node" (a whole one)."""
-    if vector and len(vector) == len(pool.devices) + 1 and vector[-1]:
+    """What a pod takes, for people: "1 gpu", "4 gpu + 1 nic", "a whole node"."""
+    if vector and vector[-1]:  # the node's own place: only a whole-node pod takes it
         return "a whole node"
     return " + ".join(f"{n} {kind_name(pool, i)}" for i, n in enumerate(vector) if n) or "none"
