@@ -188,7 +188,8 @@ def digest(expression: str) -> str:
 def over_budget(expression: str, why: str) -> str:
     """What a user reads when the selector exceeded its evaluation budget."""
     return (f"device selector {_short(expression)} exceeded its evaluation budget "
-            f"({sandbox.WALL_SECONDS}s, {sandbox.MEMORY_BYTES >> 20} MiB): {why}; it is not "
+            f"({sandbox.CPU_SECONDS}s of computing, {sandbox.MEMORY_BYTES >> 20} MiB): {why}; "
+            "it is not "
             "evaluated again: simplify it")
 
 
