@@ -162,6 +162,16 @@ cluster: venv
 cluster-down:
 	$(PY) -m e2e.controlplane down
 
+# Stop or start part of one cluster of the control plane `make cluster` left running,
+# to try failover (docs/local-control-plane.md#faults-make-fault): PART=gateway its
+# Envoy alone, PART=cluster every process of its API server, PART=engine the engines
+# of ModelReplica REPLICA (NAMESPACE when the name is in several). Says what it did.
+#   make fault CLUSTER=eu-west-1 PART=gateway ACTION=stop
+.PHONY: fault
+fault:
+	$(PY) -m e2e.controlplane fault --cluster "$(CLUSTER)" --part "$(PART)" --action "$(ACTION)" \
+	  $(if $(REPLICA),--replica "$(REPLICA)" $(if $(NAMESPACE),--namespace "$(NAMESPACE)"))
+
 # The end-to-end suite against a real local control plane: starts one from
 # examples/fleet (as `make cluster` does), runs e2e/tests, stops it. With
 # E2E_REUSE=1 it runs against the control plane `make cluster` left running;

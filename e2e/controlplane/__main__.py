@@ -1,4 +1,4 @@
-"""`python -m e2e.controlplane up|down|status|stop|start|env` (make cluster / cluster-down)."""
+"""`python -m e2e.controlplane up|down|status|stop|start|env|fault` (make cluster, cluster-down, fault)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from e2e.controlplane import faults
 from e2e.controlplane.core import (DEFAULT_STATE_DIR, REPO, ControlPlane, ControlPlaneError,
                                    stop_everything)
 from e2e.controlplane.fleet import FleetError
@@ -39,6 +40,16 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=f"{name} one component (function, provider-kubernetes, "
                                       "crossplane, apiserver:<cluster>, ...)")
         p.add_argument("component")
+    f = sub.add_parser("fault", help="stop or start part of one InferenceCluster to try "
+                                     "failover (make fault; docs/local-control-plane.md)")
+    f.add_argument("--cluster", required=True, help="an InferenceCluster of the fleet")
+    f.add_argument("--part", required=True, choices=faults.PARTS,
+                   help="engine: a ModelReplica's engine processes there; gateway: the "
+                        "cluster's Envoy(s) alone; cluster: every process of its API server")
+    f.add_argument("--action", required=True, choices=faults.ACTIONS)
+    f.add_argument("--replica", help="the ModelReplica (--part engine)")
+    f.add_argument("--namespace", help="the ModelReplica's namespace (default: wherever the "
+                                       "one of that name is)")
     args = parser.parse_args(argv)
 
     try:
@@ -71,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             cp.start(args.component)
             print(f"started {args.component}; ready in {time.monotonic() - t:.1f}s")
+        elif args.command == "fault":
+            cp = ControlPlane.load(args.state_dir)
+            faults.run(cp, faults.Request(args.cluster, args.part, args.action,
+                                          args.replica or None, args.namespace or None))
     except (ControlPlaneError, FleetError, ToolsError, WaitTimeout, ComponentDied,
             KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -74,6 +74,79 @@ def group_members(pgid: int) -> list[int]:
     return out
 
 
+def children(pid: int) -> list[int]:
+    """Live (non-zombie) processes whose parent is `pid`: what a recorded component
+    started itself (Envoy Gateway's Envoys, the pods supervisor's containers)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry.name}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        rest = raw[raw.rindex(")") + 2:].split()
+        # rest[0] is field 3 (state), rest[1] field 4 (ppid).
+        if int(rest[1]) == pid and rest[0] not in ("Z", "X"):
+            out.append(int(entry.name))
+    return sorted(out)
+
+
+@dataclass(frozen=True)
+class Proc:
+    """One process that no component records (a component's child), by PID and kernel
+    start time, so a reused PID is never mistaken for it; `what` says what it is."""
+
+    pid: int
+    started: int
+    what: str = ""
+
+    @classmethod
+    def of(cls, pid: int, what: str = "") -> Proc | None:
+        st = proc_stat(pid)
+        return None if st is None else cls(pid, st[2], what)
+
+    def alive(self) -> bool:
+        st = proc_stat(self.pid)
+        return st is not None and st[0] not in ("Z", "X") and st[2] == self.started
+
+
+def terminate(procs: Sequence[Proc], *, group: bool, timeout: float = 10.0) -> list[Proc]:
+    """SIGTERM each process (its whole process group when `group` and it leads one), wait
+    up to `timeout`, SIGKILL what is left and wait again; those that needed SIGKILL.
+    RuntimeError when one outlives SIGKILL."""
+    def send(sig: int) -> None:
+        for p in procs:
+            st = proc_stat(p.pid)
+            if st is None or not p.alive():
+                continue
+            try:
+                if group and st[1] == p.pid:  # it leads its own session (start_new_session)
+                    os.killpg(p.pid, sig)
+                else:
+                    os.kill(p.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def gone_within(seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while any(p.alive() for p in procs):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    send(signal.SIGTERM)
+    if gone_within(timeout):
+        return []
+    killed = [p for p in procs if p.alive()]
+    send(signal.SIGKILL)
+    if not gone_within(10.0):
+        raise RuntimeError("outlived SIGKILL: " + ", ".join(
+            p.what or str(p.pid) for p in procs if p.alive()))
+    return killed
+
+
 class Supervisor:
     """Starts and stops components; the PID files are the only record."""
 

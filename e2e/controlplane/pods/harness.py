@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from e2e.controlplane.pods import netns
+from e2e.controlplane.pods import images, netns
+from e2e.controlplane.pods.runner import PodRunner
 from e2e.controlplane.procs import Spec
 
 # The Secret the example deployments' engines read their Hugging Face token from
@@ -35,6 +36,25 @@ def supervisor_spec(cluster: str, *, kubeconfig: Path, cidr: str, state_dir: Pat
         "--inference-sim", tools["INFERENCE_SIM"], "--epp", tools["EPP"],
         "--pd-sidecar", tools["PD_SIDECAR"], "--lws-manager", tools["LWS_MANAGER"]),
         cwd=str(repo))
+
+
+def state_dir_of(spec: Mapping[str, Any]) -> Path:
+    """A recorded supervisor's --state-dir (supervisor_spec), from its command line."""
+    argv = list(spec["argv"])
+    path = Path(argv[argv.index("--state-dir") + 1])
+    return path if path.is_absolute() else Path(spec.get("cwd") or ".") / path
+
+
+def container_dir(state_dir: Path, cluster: str, pod: Mapping[str, Any], container: str) -> Path:
+    """Where a cluster's supervisor runs a pod's container: the working directory
+    runner.PodRunner gives its process."""
+    return state_dir / netns.netns_name(cluster, PodRunner.pod_key(pod)) / "containers" / container
+
+
+def engine_containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pod's containers whose image runs as a simulated engine (vLLM, SGLang)."""
+    return [c for c in (pod.get("spec") or {}).get("containers") or []
+            if (role := images.role(c.get("image", ""))) is not None and role.is_engine]
 
 
 def example_secrets(namespaces: Iterable[str]) -> list[dict[str, Any]]:
