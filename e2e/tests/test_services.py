@@ -42,6 +42,7 @@ from live import (IC, MD, MR, SERVING, SETTLE, Stopwatch, accepted_and_resolved,
                   serving_pods, single_gpu, wait, wait_condition)
 from traffic import ROUTED, call, delta, first_answer, served
 
+from e2e.controlplane import faults
 from e2e.controlplane.core import ControlPlane
 from e2e.controlplane.waits import scale as timeout_scale
 from function.contract.api import HEADER_REPLICA, LABEL_DEPLOYMENT
@@ -287,8 +288,8 @@ def lose_a_cluster(cp: ControlPlane, url: str, timings) -> None:
             wait("the front door to answer at a steady rate", lambda: paced.streak() >= 8, 30)
             mark, since = paced.mark(), paced.elapsed()
             clock = Stopwatch()
-            for component in (f"envoy-gateway:{on}", f"controller-manager:{on}",
-                              f"apiserver:{on}"):
+            for component in faults.cluster_components(cp.components(), on,
+                                                       faults.LOST_CLUSTER):
                 cp.stop(component)
                 stopped.append(component)
             routed_to(cp, expect, CONVERGE)  # wait() scales its deadline itself
