@@ -871,6 +871,16 @@ def inference_cluster() -> dict:
             }, "Exceptions to the default deny of private destinations for the "
                "ModelEndpoints routed here. Link-local and metadata addresses, and the API "
                "server's names, stay refused whatever this says."),
+            "healthCheck": obj({
+                "interval": string(32, "How often its Envoy checks each endpoint's "
+                                   "healthPath (a Gateway API Duration); default 2s. An "
+                                   "endpoint failing two checks in a row leaves rotation, "
+                                   "one passing check brings it back.", pattern=DURATION),
+            }, "How its Envoy checks the endpoints of the routes it carries. Apart from "
+               "these checks, an endpoint whose requests fail (a refused or reset "
+               "connection at once, three 502, 503 or 504 answers in a row, five 5xx) "
+               "leaves rotation for 5 s, longer each time, and a failed request is "
+               "retried on another endpoint before any byte reaches the client."),
         }, "Whether this cluster's gateway is a front door for ModelServices, for whom, "
            "and where its Envoy may send requests.", required=["enabled"]),
         "taints": array(taint("A cluster taint that replicas must tolerate."), 16,
@@ -1586,9 +1596,19 @@ def model_endpoint() -> dict:
              "requestHeaders names must be unique, whatever their case")]),
         "replica": string(253, "The ModelReplica of this endpoint's namespace it reaches "
                           "through its cluster's gateway (the scheduler sets it): the route "
-                          "sets `x-modelplane-replica: <namespace>/<replica>` on requests "
-                          "sent here, and the URL may be one of the fleet's gateways however "
-                          "private its address.", pattern=DNS_SUBDOMAIN, min_length=1),
+                          "sends the Host `<replica>.<namespace>.replica.modelplane.internal`, "
+                          "which selects that replica there whatever the path, and the URL may "
+                          "be one of the fleet's gateways however private its address. An "
+                          "endpoint at a fleet gateway must name its replica.",
+                          pattern=DNS_SUBDOMAIN, min_length=1),
+        "healthPath": string(1024, "The path the front door's Envoy checks on this endpoint "
+                             "(an HTTP GET answered 200 is healthy; the Host is the one it "
+                             "sends requests with), at the interval its InferenceCluster "
+                             "sets (spec.frontDoor.healthCheck). A replica's endpoint has "
+                             "its engine's, `/health`. Without it the endpoint is judged "
+                             "by its answers alone (outlier detection), as is every "
+                             "endpoint of a route rule whose endpoints do not share one "
+                             "health path.", pattern=REWRITE_PATH),
         "auth": obj({
             "secretRef": obj({
                 "name": string(253, "A Secret of the endpoint's namespace whose key "

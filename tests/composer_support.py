@@ -159,6 +159,13 @@ class Composed:
         (m,) = self.of_kind(kind)
         return m
 
+    def path_route(self) -> dict[str, Any]:
+        """The replica's path-prefix HTTPRoute (its other one is its fleet Host's)."""
+        return self.manifests()["httproute"]
+
+    def fleet_route(self) -> dict[str, Any]:
+        return self.manifests()["httproute-fleet"]
+
 
 def inner(obj: Mapping[str, Any]) -> dict[str, Any]:
     if obj.get("kind") == "Object" and obj.get("apiVersion", "").startswith("kubernetes.m."):

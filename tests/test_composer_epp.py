@@ -47,7 +47,7 @@ def test_the_endpoint_picker_replaces_the_service():
     assert pool["spec"]["selector"]["matchLabels"] == {
         "modelplane.ai/serving": "llama-us-east-1-0"}
     assert pool["spec"]["targetPorts"] == [{"number": 8000}]
-    for rule in out.one("HTTPRoute")["spec"]["rules"]:
+    for rule in [r for route in out.of_kind("HTTPRoute") for r in route["spec"]["rules"]]:
         assert rule["backendRefs"] == [{"group": "inference.networking.k8s.io",
                                         "kind": "InferencePool",
                                         "name": pool["metadata"]["name"]}]

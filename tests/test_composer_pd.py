@@ -569,8 +569,8 @@ def test_a_malformed_override_routes_nothing_and_says_which(monkeypatch, variabl
 
 def test_the_route_goes_to_the_pool_like_unifieds_goes_to_its_service():
     out = compose(pd(hostnames=["qwen.example.com"]))
-    unified = compose(replica()).one("HTTPRoute")
-    route = out.one("HTTPRoute")
+    unified = compose(replica()).path_route()
+    route = out.path_route()
     assert route["spec"]["parentRefs"] == unified["spec"]["parentRefs"]
     assert route["spec"]["hostnames"] == ["qwen.example.com"]
     for rule, u_rule in zip(route["spec"]["rules"], unified["spec"]["rules"], strict=True):
@@ -704,6 +704,6 @@ def test_the_pd_examples_route(example):
                                     "selectors": [{"cel": H100}]}]
         engines.append(e)
     out = compose(pd(*engines))
-    assert routed(out) and out.one("HTTPRoute")
+    assert routed(out) and out.path_route() and out.fleet_route()
     assert not out.warnings
     assert out.condition("Routed")[1] == "Pending"

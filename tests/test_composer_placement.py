@@ -27,7 +27,8 @@ def remote_replica(**kw):
 def test_on_the_control_plane_objects_are_composed_directly_in_the_replicas_namespace():
     out = compose(replica(gang(), standalone("s"), namespace="team-a"))
     kinds = sorted(m["kind"] for m in out.desired.values())
-    assert kinds == ["Deployment", "HTTPRoute", "LeaderWorkerSet", "ResourceClaimTemplate",
+    assert kinds == ["Deployment", "HTTPRoute", "HTTPRoute", "LeaderWorkerSet",
+                     "ResourceClaimTemplate",
                      "ResourceClaimTemplate", "ResourceClaimTemplate", "Service"]
     assert {m["metadata"]["namespace"] for m in out.desired.values()} == {"team-a"}
 
@@ -41,7 +42,8 @@ def test_on_a_remote_cluster_every_object_is_wrapped_in_a_provider_kubernetes_ob
                                                     "kind": "ClusterProviderConfig"}
         assert obj["metadata"]["namespace"] == "ml-team"
     inner_kinds = sorted(inner(o)["kind"] for o in out.desired.values())
-    assert inner_kinds == ["Deployment", "HTTPRoute", "LeaderWorkerSet", "Namespace",
+    assert inner_kinds == ["Deployment", "HTTPRoute", "HTTPRoute", "LeaderWorkerSet",
+                           "Namespace",
                            "ResourceClaimTemplate", "ResourceClaimTemplate",
                            "ResourceClaimTemplate", "Service"]
 

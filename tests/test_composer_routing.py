@@ -85,7 +85,7 @@ def test_a_leaderworkerset_never_shares_a_name_with_a_service():
 
 
 def test_the_route_attaches_to_the_clusters_gateway():
-    route = compose(replica()).one("HTTPRoute")
+    route = compose(replica()).path_route()
     assert route["apiVersion"] == "gateway.networking.k8s.io/v1"
     assert route["spec"]["parentRefs"] == [{"group": "gateway.networking.k8s.io",
                                             "kind": "Gateway", "name": "inference-gateway",
@@ -94,42 +94,44 @@ def test_the_route_attaches_to_the_clusters_gateway():
 
 def test_the_route_matches_a_prefix_unique_to_the_replica_and_strips_it():
     out = compose(replica(name="llama-us-east-1-0", namespace="team-a"))
-    rule, _ = out.one("HTTPRoute")["spec"]["rules"]
+    (rule,) = out.path_route()["spec"]["rules"]
     assert rule["matches"] == [
         {"path": {"type": "PathPrefix", "value": "/team-a/llama-us-east-1-0"}}]
     assert rule["filters"] == [{"type": "URLRewrite", "urlRewrite": {"path": {
         "type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}]
-    other = compose(replica(name="llama-us-east-1-0", namespace="team-b")).one("HTTPRoute")
+    other = compose(replica(name="llama-us-east-1-0", namespace="team-b")).path_route()
     assert other["spec"]["rules"][0]["matches"] != rule["matches"]
 
 
 def test_the_route_sends_to_the_service_and_never_times_out_a_stream():
     out = compose(replica())
-    for rule in out.one("HTTPRoute")["spec"]["rules"]:
+    for rule in [r for route in out.of_kind("HTTPRoute") for r in route["spec"]["rules"]]:
         assert rule["backendRefs"] == [{"group": "", "kind": "Service",
                                         "name": out.one("Service")["metadata"]["name"],
                                         "port": 8000}]
         assert rule["timeouts"] == {"request": "0s"}
 
 
-def test_the_route_also_reaches_the_replica_by_its_header_at_any_path_unrewritten():
-    # What a ModelService's route sets (through the replica's ModelEndpoint), so
+def test_a_second_route_reaches_the_replica_by_its_fleet_host_at_any_path_unrewritten():
+    # What a ModelService's route sends (through the replica's ModelEndpoint), so
     # every replica is reached at the same path: Envoy cannot rewrite per backend.
     out = compose(replica(name="llama-us-east-1-0", namespace="team-a"))
-    by_path, by_header = out.one("HTTPRoute")["spec"]["rules"]
-    assert by_header["matches"] == [{
-        "path": {"type": "PathPrefix", "value": "/"},
-        "headers": [{"type": "Exact", "name": "x-modelplane-replica",
-                     "value": "team-a/llama-us-east-1-0"}]}]
-    assert "filters" not in by_header
-    assert by_header["backendRefs"] == by_path["backendRefs"]
+    (by_path,) = out.path_route()["spec"]["rules"]
+    fleet = out.fleet_route()
+    assert fleet["spec"]["hostnames"] == ["llama-us-east-1-0.team-a.replica.modelplane.internal"]
+    (by_host,) = fleet["spec"]["rules"]
+    assert by_host["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+    assert "filters" not in by_host
+    assert by_host["backendRefs"] == by_path["backendRefs"]
+    assert fleet["spec"]["parentRefs"] == out.path_route()["spec"]["parentRefs"]
+    assert fleet["metadata"]["name"] != out.path_route()["metadata"]["name"]
 
 
 def test_the_route_answers_for_the_replicas_hostnames_when_it_names_any():
-    assert "hostnames" not in compose(replica()).one("HTTPRoute")["spec"]
+    assert "hostnames" not in compose(replica()).path_route()["spec"]
     mr = replica()
     mr["spec"]["serving"]["hostnames"] = ["llm.example.com", "*.models.example.com"]
-    assert compose(mr).one("HTTPRoute")["spec"]["hostnames"] == [
+    assert compose(mr).path_route()["spec"]["hostnames"] == [
         "llm.example.com", "*.models.example.com"]
 
 
@@ -148,7 +150,7 @@ def test_a_gateway_without_an_address_still_routes_but_publishes_no_endpoint():
     ic = cluster(LOCAL, gateway={"name": "gw", "namespace": "gw-ns"})
     out = compose(replica(), ic)
     assert "endpoint" not in out.status
-    assert out.one("HTTPRoute")["spec"]["parentRefs"][0]["name"] == "gw"
+    assert {r["spec"]["parentRefs"][0]["name"] for r in out.of_kind("HTTPRoute")} == {"gw"}
 
 
 # --- PrefillDecode (issue #5; tests/test_composer_pd.py has the rest) ---------------------

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from builders import desired, request
 from test_frontdoor_security import CLOSED, backend_refs, door
-from test_modelservice import endpoint, observed_of, routed, run, service
+from test_modelservice import endpoint, observed_of, route, routed, run, service
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
@@ -82,17 +82,28 @@ def test_the_token_goes_no_further_than_the_front_door():
                      auth={"secretRef": {"name": "openai"}})
     replica = endpoint("r-0", "http://10.0.9.1", {"app": "a"}, rewritePath="/", replica="r-0")
     rsp = run(service(authentication=jwt()), [[plain, keyed, replica]])
-    modifiers = {ref["name"].split("-")[1]: ref["filters"][0]["requestHeaderModifier"]
+    # A credential in the rule: each backendRef without one removes the token itself (a
+    # rule's removal would also remove the credential, which is set before it).
+    modifiers = {ref["name"].split("-")[1]: [f["requestHeaderModifier"]
+                                            for f in ref.get("filters", [])
+                                            if f["type"] == "RequestHeaderModifier"]
                  for ref in backend_refs(rsp)}
-    removed = {ep: set(m.get("remove", [])) for ep, m in modifiers.items()}
-    assert removed == {"a": {"x-modelplane-replica", "Authorization"},
-                       "openai": {"x-modelplane-replica"},  # its credential overwrites it
-                       "r": {"Authorization"}}
-    # API keys: Envoy's filter removes the key itself (sanitize); the route is as before.
+    assert modifiers == {"a": [{"remove": ["Authorization"]}],
+                         "openai": [],  # its credential overwrites it
+                         "r": [{"remove": ["Authorization"]}]}
+    assert not any(f["type"] == "RequestHeaderModifier"
+                   for rule in route(rsp)["spec"]["rules"] for f in rule["filters"])
+    # No credential in the rule: the rule removes it, and the backendRefs keep no
+    # filters (they share one Envoy cluster).
+    alone = run(service(authentication=jwt()), [[plain, replica]])
+    assert {"type": "RequestHeaderModifier", "requestHeaderModifier": {
+        "remove": ["Authorization"]}} in route(alone)["spec"]["rules"][0]["filters"]
+    assert not any("filters" in ref for ref in backend_refs(alone))
+    # API keys: Envoy's filter removes the key itself (sanitize); nothing else to remove.
     keys = run(service(authentication={"apiKeys": {"secretRef": {"name": "clients"}}}),
                [[plain]])
     [ref] = backend_refs(keys)
-    assert ref["filters"][0]["requestHeaderModifier"]["remove"] == ["x-modelplane-replica"]
+    assert "filters" not in ref
 
 
 def test_api_keys_and_jwt_together_are_refused_and_the_route_is_kept():

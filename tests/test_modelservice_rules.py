@@ -244,7 +244,7 @@ def test_rewrite_paths_need_to_agree_only_within_a_rule():
     assert a["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"] == "/openai"
     assert own["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"] == "/"
     assert [f["type"] for f in a["filters"]] == ["URLRewrite", "ExtensionRef"]
-    assert [f["type"] for f in own["filters"]] == ["URLRewrite"]  # an IP: no Host rewrite
+    assert [f["type"] for f in own["filters"]] == ["URLRewrite", "ExtensionRef"]  # every rule
     both = [ext, endpoint("a-ip", "http://10.0.0.7", {"rule": "a"}, rewritePath="/")]
     clash = run_rules(ms, both + [C], observed=observed_of(rsp))
     assert (routed(clash).status, routed(clash).reason) == (FALSE, "RewriteConflict")

@@ -2,7 +2,7 @@
 
 * Which replica answered: the engines' own `vllm:request_success_total`, read
   from each engine pod's IP before and after a batch (traffic.py); the front
-  door's route sets `x-modelplane-replica` on the request it forwards, and no
+  door's route sends the replica's Host on the request it forwards, and no
   header says on the response who answered.
 * Shares: a batch's split over deployments and replicas, against the weights,
   within SIGMAS standard deviations of the binomial count (Envoy picks a

@@ -45,7 +45,7 @@ from traffic import ROUTED, call, delta, first_answer, served
 from e2e.controlplane import faults
 from e2e.controlplane.core import ControlPlane
 from e2e.controlplane.waits import scale as timeout_scale
-from function.contract.api import HEADER_REPLICA, LABEL_DEPLOYMENT
+from function.contract.api import LABEL_DEPLOYMENT, REPLICA_HOST_SUFFIX
 from function.kit import requeue
 
 NS = "fleet-route"
@@ -102,17 +102,24 @@ def serving_endpoints(cp: ControlPlane, deployment_name: str) -> list[dict]:
     return items(cp, ME, NS, f"{LABEL_DEPLOYMENT}={deployment_name}")
 
 
-def replica_of(ref: Mapping[str, Any]) -> str | None:
-    """The replica a backendRef reaches (its HEADER_REPLICA), None for an external one."""
-    return next((h["value"].split("/")[1] for f in ref.get("filters") or []
-                 for h in f.get("requestHeaderModifier", {}).get("set", [])
-                 if h["name"] == HEADER_REPLICA), None)
+def replica_of(ref: Mapping[str, Any], have: Mapping[str, dict]) -> str | None:
+    """The replica a backendRef reaches (the Host its Backend's endpoint sends,
+    `<replica>.<namespace>.replica.modelplane.internal`), None for an external one."""
+    backend = have.get(ref["name"]) or {}
+    hostname = ((backend.get("spec") or {}).get("endpoints") or [{}])[0].get("hostname", "")
+    return hostname.split(".")[0] if hostname.endswith("." + REPLICA_HOST_SUFFIX) else None
+
+
+def fallback(ref: Mapping[str, Any], have: Mapping[str, dict]) -> bool:
+    """Whether a backendRef is the fallback tier's (Envoy's priority 1)."""
+    return bool(((have.get(ref["name"]) or {}).get("spec") or {}).get("fallback"))
 
 
 def routed_to(cp: ControlPlane, expect: Mapping[str, int], timeout: float = SETTLE) -> dict:
     """The route once it sends to exactly the endpoints `expect` counts per
-    deployment (or "external"), Envoy Gateway has accepted it and resolved
-    every Backend, and each backend the route names exists."""
+    deployment (or "external") at priority 0 (a fallback tier beside them is not
+    counted), Envoy Gateway has accepted it and resolved every Backend, and each
+    backend the route names exists."""
     def check():
         r = route(cp)
         refs = ((r["spec"]["rules"] or [{}])[0]).get("backendRefs") or []
@@ -120,7 +127,9 @@ def routed_to(cp: ControlPlane, expect: Mapping[str, int], timeout: float = SETT
         missing = [ref["name"] for ref in refs if ref["name"] not in have]
         got: dict[str, int] = {}
         for ref in refs:
-            replica = replica_of(ref)
+            if fallback(ref, have):
+                continue  # priority 1: takes only what the primaries cannot serve
+            replica = replica_of(ref, have)
             owner = ("external" if replica is None else replica.split("-")[0]) \
                 if ref["name"] in have else "?"
             got[owner] = got.get(owner, 0) + 1
@@ -132,16 +141,18 @@ def routed_to(cp: ControlPlane, expect: Mapping[str, int], timeout: float = SETT
     return wait(f"the fleet route to send to {dict(expect)}", check, timeout)
 
 
-def share(r: Mapping[str, Any], deployment_name: str) -> Fraction:
-    return share_of(r, lambda replica: replica.startswith(deployment_name + "-"))
+def share(cp: ControlPlane, r: Mapping[str, Any], deployment_name: str) -> Fraction:
+    return share_of(cp, r, lambda replica: replica.startswith(deployment_name + "-"))
 
 
-def share_of(r: Mapping[str, Any], mine) -> Fraction:
+def share_of(cp: ControlPlane, r: Mapping[str, Any], mine) -> Fraction:
     """The route's weight on the replicas `mine` takes, as a fraction of all its weight."""
-    refs = r["spec"]["rules"][0]["backendRefs"]
+    have = backends(cp)
+    refs = [ref for ref in r["spec"]["rules"][0]["backendRefs"] if not fallback(ref, have)]
     total = sum(ref["weight"] for ref in refs)
     return Fraction(sum(ref["weight"] for ref in refs
-                        if (replica := replica_of(ref)) is not None and mine(replica)), total)
+                        if (replica := replica_of(ref, have)) is not None and mine(replica)),
+                    total)
 
 
 RULES = "chat-rules"
@@ -179,10 +190,10 @@ def check_rules(cp: ControlPlane) -> None:
         assert paths == [{"type": "PathPrefix", "value": f"/{NS}/{RULES}{CANARY_PATH}"},
                          {"type": "PathPrefix", "value": f"/{NS}/{RULES}"},
                          {"type": "PathPrefix", "value": f"/{NS}/{RULES}"}]
-        sends = [{h["value"].split("/")[1].split("-")[0] for ref in rule["backendRefs"]
-                  for f in ref.get("filters") or []
-                  for h in f.get("requestHeaderModifier", {}).get("set", [])
-                  if h["name"] == HEADER_REPLICA} for rule in r["spec"]["rules"]]
+        have = {b["metadata"]["name"]: b for b in items(cp, BACKENDS, NS,
+                                                        f"{LABEL_SERVICE}={RULES}")}
+        sends = [{str(replica_of(ref, have)).split("-")[0] for ref in rule["backendRefs"]}
+                 for rule in r["spec"]["rules"]]
         assert sends == [{"canary"}, {"stable"}, {"stable"}]
         ms = wait_condition(cp, MS, RULES, NS, "Routed", SETTLE)
         assert [rule["name"] for rule in ms["status"]["rules"]] == [
@@ -276,7 +287,7 @@ def lose_a_cluster(cp: ControlPlane, url: str, timings) -> None:
     lost = {mr["metadata"]["name"] for name in DEPLOYMENTS for mr in replicas_of(cp, NS, name)
             if mr["spec"]["clusterName"] == LOST}
     assert any(name.startswith("stable-") for name in lost), f"no stable replica on {LOST}"
-    s = share_of(route(cp), lambda replica: replica in lost)
+    s = share_of(cp, route(cp), lambda replica: replica in lost)
     kept = engines(cp, NS, DEPLOYMENTS, skip_cluster=LOST)
     expect = Counter(deployment for deployment, _ in {(e.deployment, e.replica) for e in kept})
     assert kept, f"every replica is on {LOST}"
@@ -349,7 +360,7 @@ def scale_down_under_load(cp: ControlPlane, url: str, timings) -> dict:
     share 0.375, the route leaving it 14 s after the scale).
     Returns the route once the replica is gone."""
     before = {mr["metadata"]["name"]: mr for mr in replicas_of(cp, NS, "stable")}
-    s = share_of(route(cp), lambda replica: replica.startswith("stable-")) / len(before)
+    s = share_of(cp, route(cp), lambda replica: replica.startswith("stable-")) / len(before)
     budget = CONVERGE * timeout_scale()
     with Paced(url, body(), RATE, limit=int(RATE * (budget + 180))) as paced:
         wait("the front door to answer at a steady rate", lambda: paced.streak() >= 8, 30)
@@ -404,11 +415,12 @@ def check_fallback(cp: ControlPlane, url: str, provider, n: int = 20) -> None:
     answers_from(url, PROVIDER_MODEL, n)
     wait(f"the provider to count {n} requests", lambda: provider.finished() - before == n, 15)
 
-    # A primary serves again: the fallback leaves the route, and the requests with it.
+    # A primary serves again: the fallback becomes priority 1 again, and takes none
+    # of the requests while the primary is healthy.
     scale(cp, "canary", 1)
     wait_condition(cp, MD, "canary", NS, "Ready", SERVING)
     r = routed_to(cp, {"canary": 1})
-    assert share(r, "canary") == 1
+    assert share(cp, r, "canary") == 1
     wait(f"ModelService {SERVICE} Routed again",
          lambda: condition(get(cp, MS, SERVICE, NS), "Routed").get("status") == "True",
          SETTLE)
@@ -430,7 +442,8 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
                 wait_condition(cp, MD, name, NS, "Ready", SERVING)
                 wait_endpoints(cp, name, want)
             # A replica's endpoint names its cluster gateway and the replica, whose
-            # header (of the endpoint's own namespace) the route sets and its route matches.
+            # Host (of the endpoint's own namespace) the route sends and its fleet
+            # route on the cluster gateway matches.
             for ep in serving_endpoints(cp, "stable"):
                 name = ep["metadata"]["name"]  # the replica's
                 mr = get(cp, MR, name, NS)
@@ -439,7 +452,12 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
                 assert ep["spec"]["replica"] == name and "requestHeaders" not in ep["spec"]
 
             r = routed_to(cp, {"stable": 2, "canary": 1})
-            assert share(r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
+            assert share(cp, r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
+            # The provider (an IP without filters) shares the rule's Envoy cluster as
+            # the fallback tier, Envoy's priority 1.
+            have = backends(cp)
+            assert [replica_of(ref, have) for ref in r["spec"]["rules"][0]["backendRefs"]
+                    if fallback(ref, have)] == [None]
             ms = wait_condition(cp, MS, SERVICE, NS, "Routed", SETTLE)
             # The front door's address is its InferenceCluster's (make cluster's local URL).
             door = get(cp, IC, FRONT_DOOR)["spec"]["gateway"]["address"]
@@ -465,7 +483,7 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
             # Scale-down under light load: the requests that failed while a replica
             # drained are counted; the entry's share holds whatever its replica count.
             r = scale_down_under_load(cp, url, timings)
-            assert share(r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
+            assert share(cp, r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
 
             # The fallback answers only while no primary replica serves.
             check_fallback(cp, url, provider)

@@ -82,6 +82,10 @@ def route_name(replica: Replica) -> str:
     return object_name(replica, tag="route")
 
 
+def fleet_route_name(replica: Replica) -> str:
+    return object_name(replica, tag="fleet")
+
+
 def namespace_object_name(replica: Replica) -> str:
     return object_name(replica, tag="ns")
 

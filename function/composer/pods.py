@@ -37,12 +37,18 @@ from typing import Any
 
 from function.composer import naming, podsecurity
 from function.composer.model import Engine, Member, Replica
-from function.contract.api import LABEL_POOL, LABEL_SERVING, POD_CLAIM, SERVING_PORT_NAME
+from function.contract.api import (
+    ENGINE_HEALTH_PATH,
+    LABEL_POOL,
+    LABEL_SERVING,
+    POD_CLAIM,
+    SERVING_PORT_NAME,
+)
 from function.contract.enums import EngineContainerName, TolerationOperator
 from function.contract.records import Taint
 
 SERVING_PORT = 8000
-HEALTH_PATH = "/health"
+HEALTH_PATH = ENGINE_HEALTH_PATH
 # The pod's own name for its ResourceClaim; the engine container claims it.
 CLAIM = POD_CLAIM
 

@@ -1,5 +1,7 @@
 """Names of the modelplane.ai API that every module shares."""
 
+from function.contract.names import unique_label
+
 GROUP = "modelplane.ai"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -27,18 +29,33 @@ LABEL_MODEL_CACHE = f"{GROUP}/model-cache"
 # The InferenceCluster whose gateway fronts the fleet: ModelServices attach
 # their routes to its spec.gateway unless they name a cluster themselves.
 LABEL_FRONT_DOOR = f"{GROUP}/front-door"
-# The request header a replica's route on its cluster gateway also matches,
-# so a fleet route reaches every replica at the same path (Envoy cannot
-# rewrite the path per weighted backend: envoyproxy/gateway#7099).
-HEADER_REPLICA = "x-modelplane-replica"
+# The Host a replica's fleet route on its cluster gateway matches
+# (composer/routing/gateway.py): `<replica>.<namespace>.` + this. A front door
+# reaches a replica by sending its cluster gateway this Host, which Envoy sets
+# per chosen endpoint (the endpoint's hostname, `auto_host_rewrite`), so every
+# replica of a weighted split is reached at the same path from one Envoy cluster,
+# with health and retries across them (docs/front-door.md). `.internal` is
+# reserved for private use (ICANN, 2024): public DNS never answers for it.
+REPLICA_HOST_SUFFIX = "replica.modelplane.internal"
 # Crossplane's key for a composed resource (its name in the composite's desired state).
 COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
 
 
-def replica_header_value(namespace: str, name: str) -> str:
-    """HEADER_REPLICA's value for a ModelReplica: what its route matches and its
-    ModelEndpoint sets (composer/routing/gateway.py, scheduler/endpoints.py)."""
-    return f"{namespace}/{name}"
+def replica_host(namespace: str, name: str) -> str:
+    """The Host that selects a ModelReplica on its cluster gateway:
+    `<name>.<namespace>.replica.modelplane.internal`. A namespace is one label, so
+    the name before it is unambiguous; a name too long for a hostname of 253
+    characters is shortened with a digest of it (names.unique_label)."""
+    host = f"{name}.{namespace}.{REPLICA_HOST_SUFFIX}"
+    if len(host) <= 253:
+        return host
+    return f"{unique_label(name)}.{namespace}.{REPLICA_HOST_SUFFIX}"
+
+
+# Where every engine the composer runs answers its readiness probe (vLLM and SGLang
+# answer there), and so where a front door checks a replica (its ModelEndpoint's
+# healthPath, scheduler/endpoints.py).
+ENGINE_HEALTH_PATH = "/health"
 
 # A composed pod's name for its ResourceClaim (composer/pods.py), which Kubernetes
 # records on the claim it makes from the template.

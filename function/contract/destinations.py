@@ -64,6 +64,8 @@ NEVER_PREFIX = "kubernetes.default.svc"
 PRIVATE_NAMES = ("localhost",)
 PRIVATE_SUFFIXES = (".localhost", ".svc", ".cluster.local", ".internal")
 CLUSTER_DOMAIN = "cluster.local"  # Kubernetes' default; an InferenceCluster may say its own
+HEALTH_INTERVAL = "2s"  # how often a front door checks an endpoint's healthPath by default
+DURATION = re.compile(r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")  # a Gateway API Duration
 NUMERIC_LABEL = re.compile(r"^([0-9]+|0x[0-9a-f]*)$")
 
 # Headers a ModelEndpoint may not set and a ModelService rule may not match:
@@ -165,6 +167,7 @@ class FrontDoor:
     namespaces: tuple[str, ...]
     allowed: Allowed
     cluster_domain: str = CLUSTER_DOMAIN  # the InferenceCluster's spec.clusterDomain
+    health_interval: str = HEALTH_INTERVAL  # spec.frontDoor.healthCheck.interval
 
     def admits_namespace(self, ns: str) -> bool:
         return not self.namespaces or ns in self.namespaces
@@ -180,11 +183,15 @@ def parse_front_door(obj: Mapping[str, Any]) -> FrontDoor:
     allowed = fd.get("allowedDestinations")
     allowed = allowed if isinstance(allowed, Mapping) else {}
     domain = spec.get("clusterDomain") if isinstance(spec, Mapping) else None
+    health = fd.get("healthCheck")
+    interval = health.get("interval") if isinstance(health, Mapping) else None
     return FrontDoor(True, tuple(_strings(fd.get("namespaces"))),
                      Allowed(tuple(n for n in map(_network, _strings(allowed.get("cidrs")))
                                    if n is not None),
                              tuple(h.lower() for h in _strings(allowed.get("hostnames")))),
-                     domain if isinstance(domain, str) and domain else CLUSTER_DOMAIN)
+                     domain if isinstance(domain, str) and domain else CLUSTER_DOMAIN,
+                     interval if isinstance(interval, str) and DURATION.match(interval)
+                     else HEALTH_INTERVAL)
 
 
 def _strings(value: Any) -> Sequence[str]:
@@ -204,13 +211,22 @@ def refusal(host: str, port: int, *, allowed: Allowed, gateways: Iterable[tuple[
 
     A replica's endpoint (spec.replica) may name one of the fleet's own gateways
     (an InferenceCluster's spec.gateway.address, which only the platform team
-    writes), wherever it is."""
+    writes), wherever it is; any other endpoint may not name a fleet gateway's
+    host, on any port: there a client's path would reach whichever replica it
+    names (`/<namespace>/<replica>`), another tenant's too, while a replica's
+    endpoint reaches its own replica only (by its Host, contract/api.py)."""
+    host = host.lower()
+    fleet = set(gateways)
+    if not replica and any(host == h for h, _ in fleet):
+        return (f"{host} is a gateway of the fleet: a front door sends there only to reach a "
+                "ModelReplica of the endpoint's namespace (spec.replica), never a client's "
+                "own path")
     kind, why = classify(host, cluster_domain)
     if kind == PUBLIC:
         return ""
     if kind == NEVER:
         return f"{why}: no front door sends there"
-    if replica and (host.lower(), port) in set(gateways):
+    if replica and (host, port) in fleet:
         return ""
     if allowed.admits(host):
         return ""

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from function.contract.api import replica_header_value
+from function.contract.api import replica_host
 from function.contract.destinations import NEVER, classify, reserved_header, reserved_text
 from function.contract.names import is_dns_subdomain
 from function.contract.validation import dig
@@ -48,6 +48,7 @@ class Endpoint:
     replica: str = ""       # the ModelReplica of `namespace` it reaches (spec.replica)
     auth_secret: str = ""   # a Secret of `namespace` whose key `credential` is injected
     auth_header: str = AUTH_HEADER
+    health_path: str = ""   # spec.healthPath: where the front door checks it; "" not at all
 
     @property
     def is_ip(self) -> bool:
@@ -58,9 +59,10 @@ class Endpoint:
         return self.scheme == "https"
 
     @property
-    def replica_header(self) -> str:
-        """HEADER_REPLICA's value for a replica's endpoint: always of its own namespace."""
-        return replica_header_value(self.namespace, self.replica) if self.replica else ""
+    def hostname(self) -> str:
+        """The Host the front door sends: a replica's on its cluster gateway (always a
+        replica of the endpoint's own namespace), else the URL's host."""
+        return replica_host(self.namespace, self.replica) if self.replica else self.host
 
 
 class Invalid(Exception):
@@ -120,8 +122,7 @@ def parse_endpoint(obj: Mapping[str, Any]) -> Endpoint:
     rewrite = spec.get("rewritePath")
     if rewrite is None:
         rewrite = path or "/"
-    if not isinstance(rewrite, str) or not rewrite.startswith("/") \
-            or len(rewrite) > MAX_REWRITE or any(c in rewrite for c in "?# \t\r\n"):
+    if not _path(rewrite):
         raise Invalid("InvalidRewritePath", f"spec.rewritePath {rewrite!r} must be a path "
                       f"starting with '/', at most {MAX_REWRITE} characters, without query "
                       "or fragment")
@@ -153,11 +154,23 @@ def parse_endpoint(obj: Mapping[str, Any]) -> Endpoint:
             raise Invalid("InvalidReplica", "a replica's endpoint reaches it at its cluster "
                           f"gateway's root: spec.rewritePath must be '/', not {rewrite!r}")
     auth_secret, auth_header = _auth(spec.get("auth"), seen)
+    health = spec.get("healthPath")
+    if health is not None and not _path(health):
+        raise Invalid("InvalidHealthPath", f"spec.healthPath {health!r} must be a path "
+                      f"starting with '/', at most {MAX_REWRITE} characters, without query "
+                      "or fragment")
     labels = dig(meta, "labels")
     return Endpoint(name=str(meta.get("name") or ""), scheme=scheme, host=host, port=port,
                     rewrite_path=rewrite, headers=tuple(v for _, v in sorted(seen.items())),
                     labels=dict(labels), namespace=str(meta.get("namespace") or ""),
-                    replica=replica or "", auth_secret=auth_secret, auth_header=auth_header)
+                    replica=replica or "", auth_secret=auth_secret, auth_header=auth_header,
+                    health_path=health or "")
+
+
+def _path(value: Any) -> bool:
+    """A path Envoy sends as is: from '/', bounded, without query, fragment or space."""
+    return isinstance(value, str) and value.startswith("/") and len(value) <= MAX_REWRITE \
+        and not any(c.isspace() or c in "?#" for c in value)
 
 
 def _auth(auth: Any, headers: Mapping[str, Any]) -> tuple[str, str]:

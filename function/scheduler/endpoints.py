@@ -4,11 +4,13 @@ The scheduler emits one per ModelReplica that is Serving with an endpoint,
 and withdraws it the moment the replica is not (a drained, moved, failed or
 deleted replica leaves every fleet route on the next reconcile). The
 endpoint names the replica's cluster gateway, not the replica's path on it,
-and the replica (`spec.replica`): the ModelService's route sets
-`x-modelplane-replica: <namespace>/<replica>` from it, which selects the
-replica there (composer/routing/gateway.py), so every replica of the fleet
-is reached at the same path and one route can split traffic across them by
-weight (Envoy rewrites the path per route rule, never per weighted backend).
+and the replica (`spec.replica`): the ModelService's route sends the Host
+`<replica>.<namespace>.replica.modelplane.internal` (contract/api.py), which
+selects the replica there (composer/routing/gateway.py), so every replica of
+the fleet is reached at the same path and one route can split traffic across
+them by weight (Envoy rewrites the path per route rule, never per weighted
+backend). Its `healthPath` is the engine's readiness path, which the front
+door's Envoy checks through the cluster gateway.
 
 It carries the replica's labels (the template's, plus modelplane.ai/deployment
 and modelplane.ai/cluster), which a ModelService's selectors match.
@@ -22,7 +24,7 @@ from typing import Any
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.contract.api import API_VERSION, KIND_MODEL_ENDPOINT
+from function.contract.api import API_VERSION, ENGINE_HEALTH_PATH, KIND_MODEL_ENDPOINT
 from function.contract.endpoints import Invalid, parse_url
 from function.contract.enums import ReplicaPhase
 from function.contract.validation import dig
@@ -58,7 +60,8 @@ def manifest(mr: Mapping[str, Any]) -> dict[str, Any] | None:
         "metadata": {"name": name, "namespace": namespace,
                      "labels": dict(sorted(labels.items())) if isinstance(labels, Mapping)
                      else {}},
-        "spec": {"url": gateway, "rewritePath": "/", "replica": name},
+        "spec": {"url": gateway, "rewritePath": "/", "replica": name,
+                 "healthPath": ENGINE_HEALTH_PATH},
     }
 
 

@@ -115,9 +115,25 @@ class Part:
     entries: list[Entry]
 
     @property
+    def primaries(self) -> list[Entry]:
+        return [e for e in self.entries if e.role == PRIMARY and e.serving]
+
+    @property
+    def fallbacks(self) -> list[Entry]:
+        return [e for e in self.entries if e.role == FALLBACK and e.serving]
+
+    @property
     def serving(self) -> list[Entry]:
-        return [e for e in self.entries if e.role == PRIMARY and e.serving] \
-            or [e for e in self.entries if e.role == FALLBACK and e.serving]
+        """The entries the control plane sends to: the primaries, else the fallbacks."""
+        return self.primaries or self.fallbacks
+
+    @property
+    def tiered(self) -> bool:
+        """Whether both tiers serve and their endpoints share one Envoy cluster, so the
+        data plane moves traffic to the fallbacks as the primaries fail."""
+        endpoints = [ep for e in self.primaries + self.fallbacks for ep in e.endpoints]
+        return bool(self.primaries and self.fallbacks) and objects.shares_cluster(endpoints) \
+            and len({ep.rewrite_path for ep in endpoints}) == 1
 
     @property
     def active(self) -> str:
@@ -211,7 +227,8 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
             hold(rsp, observed, "RewriteConflict", clash, notes=notes(entries))
             return
 
-    composed = objects.compose(ns, name, spec, cluster, [target(p) for p in parts])
+    composed = objects.compose(ns, name, spec, cluster, [target(p) for p in parts],
+                               admission.health_interval)
     placed = placement.place(kinds.recorded(composed), objects.owner(ns, name), cluster,
                              namespace_key=objects.key(cluster, "namespace"))
     for c in placed:
@@ -221,7 +238,10 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
     unserved = [p for p in parts if not p.serving]
     if not unserved:
         message = "; ".join(f"{'' if p.rule is None else f'{p}: '}{p.active} entries take "
-                            f"traffic: {split_text(p.serving)}" for p in [own, *parts[:-1]])
+                            f"traffic: {split_text(p.serving)}"
+                            + (f"; Fallback entries take what they cannot serve: "
+                               f"{split_text(p.fallbacks)}" if p.tiered else "")
+                            for p in [own, *parts[:-1]])
         set_routed(rsp, "True", own.active, message, notes(entries))
     else:
         set_routed(rsp, "False", "NoServingEndpoints",
@@ -255,14 +275,22 @@ def rewrite_conflict(part: Part) -> str:
 
 def target(part: Part) -> objects.Target:
     """The part's matches and each endpoint's weight: an endpoint two entries
-    select is one backend with both shares."""
-    serving = part.serving
+    select is one backend with both shares. The fallback tier joins the primary
+    one as Envoy's priority 1 when all their endpoints share one Envoy cluster
+    (part.tiered); else the control plane chooses the tier (part.serving)."""
+    if part.tiered:
+        return objects.Target(tuple(part.matches), shares(part.primaries),
+                              shares(part.fallbacks))
+    return objects.Target(tuple(part.matches), shares(part.serving))
+
+
+def shares(serving: list[Entry]) -> tuple[tuple[Endpoint, int], ...]:
     split = weights.split([(e.weight, len(e.endpoints)) for e in serving])
     per_endpoint: dict[str, tuple[Endpoint, int]] = {}
     for entry, ws in zip(serving, split, strict=True):
         for ep, w in zip(entry.endpoints, ws, strict=True):
             per_endpoint[ep.name] = (ep, per_endpoint.get(ep.name, (ep, 0))[1] + w)
-    return objects.Target(tuple(part.matches), tuple(per_endpoint[n] for n in sorted(per_endpoint)))
+    return tuple(per_endpoint[n] for n in sorted(per_endpoint))
 
 
 ALL_ZERO = ("spec.endpoints: every primary entry has weight 0; give at least one a weight "

@@ -21,7 +21,7 @@ the InferencePool:
   with several replicas only the leader is Ready and none is restarted for
   not leading). The pod template carries the config's sha256, so a config
   change rolls the EPP.
-* HTTPRoute (`gateway.http_route`) to the InferencePool.
+* HTTPRoutes (`gateway.routes`) to the InferencePool.
 
 The config is written for the pinned EPP release (see `serving_config`):
 every profile scores with a prefix-cache scorer (weight 2), a queue scorer
@@ -44,7 +44,7 @@ from function.composer.composed import Composed, PodTemplate, Role
 from function.composer.model import Replica
 from function.composer.routing import serving_config
 from function.composer.routing.engine_flags import block_size
-from function.composer.routing.gateway import http_route
+from function.composer.routing.gateway import routes
 from function.composer.routing.serving_config import ConfigError, ServingConfig
 from function.composer.status import NotRouted
 from function.contract.api import GROUP, LABEL_SERVING
@@ -200,8 +200,8 @@ def objects(replica: Replica, cluster: Cluster, config: ServingConfig,
         },
     }
     deployment = epp_deployment(replica, names, config, text, meta(names.epp))
-    route = http_route(replica, cluster, {"group": INFERENCE_API, "kind": "InferencePool",
-                                          "name": names.pool})
+    hops = routes(replica, cluster, {"group": INFERENCE_API, "kind": "InferencePool",
+                                     "name": names.pool})
     return [Composed("inferencepool", pool, Role.ROUTE),
             Composed("epp-serviceaccount", account, Role.ROUTE),
             Composed("epp-role", role, Role.ROUTE),
@@ -209,7 +209,7 @@ def objects(replica: Replica, cluster: Cluster, config: ServingConfig,
             Composed("epp-config", config_map, Role.ROUTE),
             Composed("epp-service", service, Role.ROUTE),
             Composed("epp", deployment, Role.ROUTE),
-            Composed("httproute", route, Role.ROUTE)]
+            *hops]
 
 
 def rules(config: ServingConfig) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
-"""Router Service (Unified's default): one Service over every serving pod, one HTTPRoute.
+"""Router Service (Unified's default): one Service over every serving pod, two HTTPRoutes.
 
 The Service selects the replica's serving label, which only Standalone pods
 and gang leaders carry: every copy of every engine of the replica is one
-backend pool, and workers never receive requests. The HTTPRoute
-(`gateway.http_route`) sends the replica's path prefix to the Service.
+backend pool, and workers never receive requests. The HTTPRoutes
+(`gateway.routes`) send the replica's path prefix and its fleet Host to the
+Service.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from function.composer.composed import Backends, Composed, Role
 from function.composer.model import Replica
 from function.composer.pods import SERVING_PORT
 from function.composer.routing import Routing
-from function.composer.routing.gateway import endpoint, http_route
+from function.composer.routing.gateway import endpoint, routes
 from function.contract.api import LABEL_SERVING, SERVING_PORT_NAME
 from function.contract.records import Cluster
 
@@ -34,11 +35,10 @@ class ServiceRouting:
                            "targetPort": SERVING_PORT_NAME, "protocol": "TCP"}],
             },
         }
-        route = http_route(replica, cluster, {
+        hops = routes(replica, cluster, {
             "group": "", "kind": "Service", "name": service["metadata"]["name"],
             "port": SERVING_PORT})
-        return Routing(objects=[Composed("service", service, Role.ROUTE),
-                                Composed("httproute", route, Role.ROUTE)],
+        return Routing(objects=[Composed("service", service, Role.ROUTE), *hops],
                        endpoint=endpoint(cluster, replica))
 
 

@@ -42,6 +42,17 @@ class AllowedDestinations(BaseModel):
     ] = None
 
 
+class HealthCheck(BaseModel):
+    interval: Annotated[
+        StrictStr | None,
+        Field(
+            description="How often its Envoy checks each endpoint's healthPath (a Gateway API Duration); default 2s. An endpoint failing two checks in a row leaves rotation, one passing check brings it back.",
+            max_length=32,
+            pattern="^([0-9]{1,5}(h|m|s|ms)){1,4}$",
+        ),
+    ] = None
+
+
 class Namespace(RootModel[StrictStr]):
     root: Annotated[
         StrictStr,
@@ -62,6 +73,12 @@ class FrontDoor(BaseModel):
             description="Whether ModelServices may attach their routes to this cluster's gateway (required: a cluster is no front door unless its platform team says so)."
         ),
     ]
+    healthCheck: Annotated[
+        HealthCheck | None,
+        Field(
+            description="How its Envoy checks the endpoints of the routes it carries. Apart from these checks, an endpoint whose requests fail (a refused or reset connection at once, three 502, 503 or 504 answers in a row, five 5xx) leaves rotation for 5 s, longer each time, and a failed request is retried on another endpoint before any byte reaches the client."
+        ),
+    ] = None
     namespaces: Annotated[
         list[Namespace] | None,
         Field(

@@ -65,10 +65,18 @@ class Spec(BaseModel):
             description="The credential the gateway adds to requests it sends here, from a Secret: an Envoy Gateway HTTPRouteFilter's credentialInjection on this endpoint's backendRef only."
         ),
     ] = None
+    healthPath: Annotated[
+        StrictStr | None,
+        Field(
+            description="The path the front door's Envoy checks on this endpoint (an HTTP GET answered 200 is healthy; the Host is the one it sends requests with), at the interval its InferenceCluster sets (spec.frontDoor.healthCheck). A replica's endpoint has its engine's, `/health`. Without it the endpoint is judged by its answers alone (outlier detection), as is every endpoint of a route rule whose endpoints do not share one health path.",
+            max_length=1024,
+            pattern="^/[^?#\\s]*$",
+        ),
+    ] = None
     replica: Annotated[
         StrictStr | None,
         Field(
-            description="The ModelReplica of this endpoint's namespace it reaches through its cluster's gateway (the scheduler sets it): the route sets `x-modelplane-replica: <namespace>/<replica>` on requests sent here, and the URL may be one of the fleet's gateways however private its address.",
+            description="The ModelReplica of this endpoint's namespace it reaches through its cluster's gateway (the scheduler sets it): the route sends the Host `<replica>.<namespace>.replica.modelplane.internal`, which selects that replica there whatever the path, and the URL may be one of the fleet's gateways however private its address. An endpoint at a fleet gateway must name its replica.",
             max_length=253,
             min_length=1,
             pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
