@@ -79,10 +79,15 @@ def test_a_replicas_endpoint_sends_its_own_replicas_host_whatever_the_client_sen
             "name": host_filter["metadata"]["name"]}} in rule["filters"]
 
 
-def test_an_ip_endpoint_gets_its_own_address_as_host():
+def test_an_ip_endpoint_has_no_hostname_envoy_gateway_would_refuse():
+    # Envoy Gateway v1.9.1 answers a Backend endpoint whose hostname is an IP address
+    # with ResolvedRefs=False, InvalidAddress (seen live), failing the whole rule.
     provider = endpoint("provider", "http://10.0.9.9:8000", {"app": "a"})
     (spec,) = backends(run(service(), [[provider]])).values()
-    assert spec["endpoints"] == [{"hostname": "10.0.9.9",
+    assert spec["endpoints"] == [{"ip": {"address": "10.0.9.9", "port": 8000}}]
+    replica = endpoint("r-0", "http://10.0.9.9:8000", {"app": "a"}, replica="r-0")
+    (spec,) = backends(run(service(), [[replica]])).values()
+    assert spec["endpoints"] == [{"hostname": f"r-0.{NS}.replica.modelplane.internal",
                                   "ip": {"address": "10.0.9.9", "port": 8000}}]
 
 

@@ -264,7 +264,7 @@ def test_the_replica_host_comes_only_from_spec_replica_and_the_endpoints_namespa
     hosts = {o["metadata"]["name"].split("-")[1]: o["spec"]["endpoints"][0]["hostname"]
              for o in desired(rsp).values() if o["kind"] == "Backend"}
     assert hosts == {"llama": f"llama-0.{NS}.replica.modelplane.internal",
-                     "provider": "api.example.com"}
+                     "provider": "api.example.com"}  # a DNS name: its own Host
     assert refs["llama"] is None  # no filter of its own: it shares the rule's cluster
     assert refs["provider"] == [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
         "set": [{"name": "x-org", "value": "acme"}]}}]

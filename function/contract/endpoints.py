@@ -61,8 +61,12 @@ class Endpoint:
     @property
     def hostname(self) -> str:
         """The Host the front door sends: a replica's on its cluster gateway (always a
-        replica of the endpoint's own namespace), else the URL's host."""
-        return replica_host(self.namespace, self.replica) if self.replica else self.host
+        replica of the endpoint's own namespace), else the URL's DNS name; "" for an IP
+        address, which Envoy Gateway refuses as an endpoint's hostname (the client's
+        Host then goes on)."""
+        if self.replica:
+            return replica_host(self.namespace, self.replica)
+        return "" if self.is_ip else self.host
 
 
 class Invalid(Exception):

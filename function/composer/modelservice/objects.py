@@ -8,7 +8,8 @@ ModelReplica's objects in the same namespace (their tags differ).
   the endpoint's host is an IPv4 address, else `fqdn`; the URL's port, or 80
   and 443; the endpoint's `hostname`: a replica's Host on its cluster gateway
   (`<replica>.<namespace>.replica.modelplane.internal`, contract/api.py), else
-  the URL's host. An https endpoint gets TLS verified against the system CAs,
+  the URL's DNS name (none for an IP address: Envoy Gateway refuses one,
+  `InvalidAddress`). An https endpoint gets TLS verified against the system CAs,
   with its host as SNI.
 * `HTTPRoute` on the front door's Gateway: one rule per match of each of
   spec.rules, in order, then one for the service's own entries matching the
@@ -22,8 +23,9 @@ ModelReplica's objects in the same namespace (their tags differ).
 * `HTTPRouteFilter` (Envoy Gateway) `urlRewrite.hostname.type: Backend`,
   referenced by every rule: Envoy sets the Host to the chosen endpoint's
   hostname (`auto_host_rewrite`), per attempt, so a client's own Host never
-  reaches a backend, an external provider gets its own name and a replica its
-  Host on the cluster gateway, which selects it there whatever the path.
+  reaches a replica or a DNS-named backend: an external provider gets its own
+  name and a replica its Host on the cluster gateway, which selects it there
+  whatever the path. An IP endpoint that is no replica's gets the client's Host.
 * `BackendTrafficPolicy` (Envoy Gateway) per group of rules (named
   `rule-<i>`, targeted by sectionName) that need the same health checks,
   outlier detection and retries (traffic.py; `spec.retry` tunes the retries).
@@ -173,7 +175,8 @@ def rule_name(index: int) -> str:
 def backend(ns: str, name: str, ep: Endpoint, fallback: bool = False) -> dict[str, Any]:
     address = {"ip": {"address": ep.host, "port": ep.port}} if ep.is_ip \
         else {"fqdn": {"hostname": ep.host, "port": ep.port}}
-    spec: dict[str, Any] = {"endpoints": [{"hostname": ep.hostname, **address}]}
+    hostname = {"hostname": ep.hostname} if ep.hostname else {}
+    spec: dict[str, Any] = {"endpoints": [{**hostname, **address}]}
     if ep.tls:
         tls: dict[str, Any] = {"wellKnownCACertificates": "System"}
         if not ep.is_ip:
