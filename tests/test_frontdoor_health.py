@@ -237,3 +237,28 @@ def test_durations_read_as_gateway_api_writes_them():
 def test_conditions_say_nothing_of_a_removed_header():
     rsp = run(service(), [[endpoint("a")]])
     assert "x-modelplane-replica" not in str(conditions(rsp))
+
+
+def test_replicas_behind_one_gateway_get_an_envoy_cluster_each():
+    # Envoy keys a cluster's hosts by address: two replicas behind one cluster gateway
+    # in one cluster would be one host with one of their Hosts (seen live: one of them
+    # took the other's share). A filter on each backendRef keeps them apart.
+    same = [endpoint(f"a-{i}", "http://10.0.0.1:8000", {"modelplane.ai/deployment": "a"},
+                     rewritePath="/", replica=f"a-{i}", healthPath="/health") for i in range(2)]
+    other = endpoint("b-0", "http://10.0.0.2:8000", {"modelplane.ai/deployment": "a"},
+                     rewritePath="/", replica="b-0", healthPath="/health")
+    rsp = run(service(((1, {"modelplane.ai/deployment": "a"}),)), [[*same, other]])
+    refs = route(rsp)["spec"]["rules"][0]["backendRefs"]
+    assert [ref["filters"] for ref in refs] == [
+        [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [
+            {"name": "x-modelplane-endpoint", "value": f"{NS}/{n}"}]}}]
+        for n in ("a-0", "a-1", "b-0")]
+    # Apart, they are no tier of one cluster either.
+    ms = service(((1, {"modelplane.ai/deployment": "a"}),), ((1, {"app": "b"}),))
+    fb = endpoint("fb", "http://10.0.0.2:8000", {"app": "b"}, rewritePath="/", replica="fb")
+    tiers = run(ms, [[other]], [[fb]])
+    assert [r["name"] for r in route(tiers)["spec"]["rules"][0]["backendRefs"]] \
+        == [next(n for n, s in backends(tiers).items() if "b-0" in n)]
+    # Distinct addresses share one cluster with no filter at all.
+    alone = run(service(((1, {"modelplane.ai/deployment": "a"}),)), [[same[0], other]])
+    assert all("filters" not in ref for ref in route(alone)["spec"]["rules"][0]["backendRefs"])

@@ -37,6 +37,12 @@ LABEL_FRONT_DOOR = f"{GROUP}/front-door"
 # with health and retries across them (docs/front-door.md). `.internal` is
 # reserved for private use (ICANN, 2024): public DNS never answers for it.
 REPLICA_HOST_SUFFIX = "replica.modelplane.internal"
+# Set by a front door's backendRef on requests to its endpoint (`<namespace>/<name>`)
+# where two endpoints of one route rule share an address (two replicas behind one
+# cluster gateway): Envoy keys an Envoy cluster's hosts by address, so such
+# endpoints would merge into one host, with one of their Hosts; a filter on each
+# backendRef makes Envoy Gateway give each its own cluster (composer/modelservice).
+HEADER_ENDPOINT = "x-modelplane-endpoint"
 # Crossplane's key for a composed resource (its name in the composite's desired state).
 COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
 

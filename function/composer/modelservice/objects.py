@@ -59,7 +59,7 @@ from function.composer import kinds, placement
 from function.composer.composed import Composed, Role
 from function.composer.modelservice import authn, traffic
 from function.composer.modelservice.rules import Match
-from function.contract.api import GROUP
+from function.contract.api import GROUP, HEADER_ENDPOINT
 from function.contract.endpoints import AUTH_HEADER, Endpoint
 from function.contract.names import tagged_label
 from function.contract.records import Cluster
@@ -91,13 +91,20 @@ class Target:
 
 
 def shares_cluster(endpoints: Sequence[Endpoint]) -> bool:
-    """Whether Envoy Gateway puts these endpoints' backendRefs in one Envoy cluster
-    (v1.9.1, `RouteDestination.NeedsClusterPerSetting`): none has filters of its
-    own (request headers, a credential) and they are all IP addresses or all DNS
-    names. Only then do priorities, retries on another host and health choose
-    among all of them; weighted clusters are chosen once per request."""
+    """Whether these endpoints' backendRefs can be one Envoy cluster: Envoy Gateway
+    makes one (v1.9.1, `RouteDestination.NeedsClusterPerSetting`) when none has
+    filters of its own (request headers, a credential) and they are all IP addresses
+    or all DNS names, and Envoy keeps them apart there only when no two share an
+    address (it keys a cluster's hosts by address: two replicas behind one cluster
+    gateway would be one host, sent one Host). Only then do priorities, retries on
+    another host and health choose among all of them; weighted clusters are chosen
+    once per request."""
     return not any(ep.headers or ep.auth_secret for ep in endpoints) \
-        and len({ep.is_ip for ep in endpoints}) <= 1
+        and len({ep.is_ip for ep in endpoints}) <= 1 and distinct_addresses(endpoints)
+
+
+def distinct_addresses(endpoints: Sequence[Endpoint]) -> bool:
+    return len({(ep.host, ep.port) for ep in endpoints}) == len(endpoints)
 
 
 def key(cluster: Cluster, what: str) -> str:
@@ -197,17 +204,20 @@ def credential_name(ns: str, name: str, endpoint: str) -> str:
     return name_of(ns, name, endpoint, tag="cred")
 
 
-def backend_filters(ns: str, name: str, ep: Endpoint,
-                    strip_authorization: bool = False) -> list[dict[str, Any]]:
-    """The endpoint's own filters, none when it needs none: its headers set, the
-    client's Authorization removed when asked (a JWT the front door verified, in a
-    rule where another endpoint's credential keeps the rule from removing it) unless
-    the endpoint's credential replaces it; its credential filter."""
+def backend_filters(ns: str, name: str, ep: Endpoint, strip_authorization: bool = False,
+                    apart: bool = False) -> list[dict[str, Any]]:
+    """The endpoint's own filters, none when it needs none: its headers set (and
+    HEADER_ENDPOINT when it must have an Envoy cluster of its own), the client's
+    Authorization removed when asked (a JWT the front door verified, in a rule where
+    another endpoint's credential keeps the rule from removing it) unless the
+    endpoint's credential replaces it; its credential filter."""
     modifier: dict[str, Any] = {}
     if strip_authorization and not ep.auth_secret:
         modifier["remove"] = [AUTH_HEADER]
-    if ep.headers:
-        modifier["set"] = [{"name": n, "value": v} for n, v in ep.headers]
+    headers = sorted([*ep.headers, *([(HEADER_ENDPOINT, f"{ns}/{ep.name}")] if apart else [])],
+                     key=lambda h: h[0].lower())
+    if headers:
+        modifier["set"] = [{"name": n, "value": v} for n, v in headers]
     out: list[dict[str, Any]] = [{"type": "RequestHeaderModifier",
                                   "requestHeaderModifier": modifier}] if modifier else []
     if ep.auth_secret:
@@ -243,6 +253,9 @@ def http_rule(ns: str, name: str, spec: Mapping[str, Any], match: Match, target:
                                          "name": host_filter}}]
     strip = authn.strips_authorization(spec)
     credentialed = any(ep.auth_secret for ep in target.endpoints)
+    # Endpoints sharing an address must not share an Envoy cluster (shares_cluster):
+    # a filter on each backendRef gives each its own.
+    apart = not distinct_addresses(target.endpoints)
     if strip and not credentialed:
         filters.append({"type": "RequestHeaderModifier",
                         "requestHeaderModifier": {"remove": [AUTH_HEADER]}})
@@ -253,7 +266,7 @@ def http_rule(ns: str, name: str, spec: Mapping[str, Any], match: Match, target:
         ref: dict[str, Any] = {"group": ENVOY_GATEWAY, "kind": "Backend",
                                "name": backend_name(ns, name, ep.name, fallback),
                                "weight": weight}
-        own = backend_filters(ns, name, ep, strip and credentialed)
+        own = backend_filters(ns, name, ep, strip and credentialed, apart)
         if own:
             ref["filters"] = own
         refs.append(ref)
