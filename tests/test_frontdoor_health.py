@@ -262,3 +262,19 @@ def test_replicas_behind_one_gateway_get_an_envoy_cluster_each():
     # Distinct addresses share one cluster with no filter at all.
     alone = run(service(((1, {"modelplane.ai/deployment": "a"}),)), [[same[0], other]])
     assert all("filters" not in ref for ref in route(alone)["spec"]["rules"][0]["backendRefs"])
+
+
+def test_a_backend_the_route_leaves_goes_one_reconcile_after_the_route_leaves_it():
+    # Deleted with the route's update, a Backend Envoy Gateway sees gone first is an
+    # invalid backendRef, answered 500 for its share (seen live, once, as a lost
+    # cluster's replica left the route).
+    from test_modelservice import observed_of
+    two = healthy_replicas("a", 2)
+    ms = service(((1, {"modelplane.ai/deployment": "a"}),))
+    first = run(ms, [two])
+    leaving = desired(first)["control-plane-backend-a-1"]
+    second = run(ms, [two[:1]], observed=observed_of(first))
+    assert len(route(second)["spec"]["rules"][0]["backendRefs"]) == 1
+    assert desired(second)["control-plane-backend-a-1"]["spec"] == leaving["spec"]
+    third = run(ms, [two[:1]], observed=observed_of(second))
+    assert "control-plane-backend-a-1" not in desired(third)

@@ -162,7 +162,11 @@ def test_fallbacks_take_traffic_only_while_no_primary_has_an_endpoint():
 
     back = run(ms, [replicas("a", 1)], [openai], observed=observed_of(drained))
     assert composite(back)["status"]["active"] == "Primary"
-    assert "control-plane-backend-openai" not in desired(back)
+    # Kept until the route Envoy Gateway reads no longer names it, then gone.
+    assert "control-plane-backend-openai" in desired(back)
+    assert all("openai" not in name for name in shares(back))
+    later = run(ms, [replicas("a", 1)], [openai], observed=observed_of(back))
+    assert "control-plane-backend-openai" not in desired(later)
 
 
 def test_without_any_endpoint_the_route_stays_without_backends_and_says_so():

@@ -25,6 +25,7 @@ condition until a deadline.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import http.client
 import math
@@ -118,34 +119,42 @@ def at_most(p: float, n: float) -> int:
 
 
 class Paced:
-    """POSTs `body` to `url` at `rate` requests a second from a thread, at most `limit`
-    in all, until stopped; keeps (seconds since the first, status) of each (status 0:
-    no HTTP answer). The pause between requests is the rate, not a wait."""
+    """POSTs `body` to `url` at `rate` requests a second from `workers` threads (request
+    i leaves at i/rate seconds, from whichever worker is free in turn), at most `limit`
+    in all, until stopped; keeps (seconds since the first when it left, status) of
+    each, in the order they left (status 0: no HTTP answer). The pause between requests
+    is the rate, not a wait; with one worker a slow answer delays the next."""
 
-    def __init__(self, url: str, payload: dict[str, Any], rate: float, limit: int) -> None:
+    def __init__(self, url: str, payload: dict[str, Any], rate: float, limit: int,
+                 workers: int = 1) -> None:
         self.url, self.payload, self.rate, self.limit = url, payload, rate, limit
         self.results: list[tuple[float, int]] = []
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="paced", daemon=True)
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, args=(k, workers),
+                                          name=f"paced-{k}", daemon=True)
+                         for k in range(workers)]
         self._t0 = time.monotonic()
 
-    def _run(self) -> None:
-        for i in range(self.limit):
-            if self._done.is_set():
+    def _run(self, first: int, step: int) -> None:
+        for i in range(first, self.limit, step):
+            if self._done.wait(max(0.0, self._t0 + i / self.rate - time.monotonic())):
                 return
+            left = self.elapsed()
             try:
                 status, _ = call(self.url, self.payload, timeout=TIMEOUT)
             except (OSError, http.client.HTTPException):
                 status = 0
-            self.results.append((self.elapsed(), status))
-            self._done.wait(max(0.0, self._t0 + (i + 1) / self.rate - time.monotonic()))
+            with self._lock:
+                bisect.insort(self.results, (left, status))
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0
 
     def __enter__(self) -> Paced:
         self._t0 = time.monotonic()
-        self._thread.start()
+        for t in self._threads:
+            t.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -153,21 +162,31 @@ class Paced:
 
     def stop(self) -> None:
         self._done.set()
-        self._thread.join(TIMEOUT + 5)
+        for t in self._threads:
+            t.join(TIMEOUT + 5)
 
     def mark(self) -> int:
         return len(self.results)
 
     def sent(self, since: int = 0) -> int:
-        return len(self.results[since:])
+        with self._lock:
+            return len(self.results[since:])
 
     def failures(self, since: int = 0) -> list[tuple[float, int]]:
-        return [r for r in self.results[since:] if r[1] != 200]
+        with self._lock:
+            return [r for r in self.results[since:] if r[1] != 200]
+
+    def between(self, start: float, end: float) -> list[tuple[float, int]]:
+        """The requests that left between two instants (seconds since the first)."""
+        with self._lock:
+            return [r for r in self.results if start <= r[0] < end]
 
     def streak(self) -> int:
         """How many of the latest requests were answered 200 in a row."""
         n = 0
-        for _, status in reversed(self.results):
+        with self._lock:
+            latest = list(self.results)
+        for _, status in reversed(latest):
             if status != 200:
                 break
             n += 1

@@ -12,9 +12,11 @@ service's status.address (frontdoor.py), counted by the engines' own metrics:
 * the weights hold: REQUESTS requests split 75/25 over the deployments, and evenly
   over a deployment's replicas, within SIGMAS binomial standard deviations;
 * a replica's cluster lost (its gateway, controller-manager and API server stopped):
-  requests at RATE a second keep coming; those the route still sends to the lost
-  gateway fail until the front door leaves it, and their count is bounded
-  (lose_a_cluster); after it, every answer comes from the other clusters' engines,
+  requests at RATE a second keep coming; the front door's Envoy retries those that
+  fail there on another cluster and ejects the lost gateway, the control plane then
+  withdraws it from the route, and the failures stay within what the control plane's
+  path alone would fail (lose_a_cluster); after it, every answer comes from the other
+  clusters' engines,
   and once the cluster is back the shares hold again;
 * a replica scaled away under light load (RATE a second): it drains (the scheduler keeps
   it, without its ModelEndpoint, until the service's route has left it), and no
@@ -23,8 +25,8 @@ service's status.address (frontdoor.py), counted by the engines' own metrics:
   in a network namespace the test makes, answers (as PROVIDER_MODEL) only while no
   primary replica serves, and requests go back to the primary once one serves.
 
-A cluster whose gateway dies while its API server answers is not noticed (nothing
-the control plane reads changes): docs/front-door.md says so.
+A cluster whose gateway dies while its API server answers is noticed by the front
+door's Envoy alone (nothing the control plane reads changes): test_failover.py.
 """
 
 from __future__ import annotations
@@ -323,7 +325,9 @@ def lose_a_cluster(cp: ControlPlane, url: str, timings) -> None:
     if failed:
         timings["front door: cluster lost -> last failed request (s)"] = round(
             failed[-1][0] - since, 1)
-    assert 0 < len(failed) <= bound, (
+    # The bound of the control plane's path alone; the front door's own health checks
+    # and retries usually fail none (test_failover.py holds it to 1 % and 2 s).
+    assert len(failed) <= bound, (
         f"{len(failed)} of {sent} requests failed while the front door left {LOST} "
         f"(its share {float(s):.3f}); bound {bound}: {failed[:5]}...")
     # Healthy again: the cluster's replicas serve, the route sends to them, and so
@@ -453,11 +457,17 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
 
             r = routed_to(cp, {"stable": 2, "canary": 1})
             assert share(cp, r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
-            # The provider (an IP without filters) shares the rule's Envoy cluster as
-            # the fallback tier, Envoy's priority 1.
+            # The provider (an IP without filters) joins the rule's Envoy cluster as
+            # the fallback tier, Envoy's priority 1, only where no two endpoints share
+            # an address; two replicas behind one cluster gateway keep the tier to the
+            # control plane, and the provider out of the route while a primary serves.
             have = backends(cp)
-            assert [replica_of(ref, have) for ref in r["spec"]["rules"][0]["backendRefs"]
-                    if fallback(ref, have)] == [None]
+            refs = r["spec"]["rules"][0]["backendRefs"]
+            urls = [ep["spec"]["url"] for name in DEPLOYMENTS
+                    for ep in serving_endpoints(cp, name)]
+            tiered = len(set(urls)) == len(urls)
+            assert [replica_of(ref, have) for ref in refs if fallback(ref, have)] == \
+                ([None] if tiered else [])
             ms = wait_condition(cp, MS, SERVICE, NS, "Routed", SETTLE)
             # The front door's address is its InferenceCluster's (make cluster's local URL).
             door = get(cp, IC, FRONT_DOOR)["spec"]["gateway"]["address"]

@@ -234,6 +234,10 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
     for c in placed:
         resource.update(rsp.desired.resources[c.key], c.manifest)
         rsp.desired.resources[c.key].ready = desired_ready(kinds.judge(observed.get(c.key)).ready)
+    for k, obj in lingering_backends(observed, objects.key(cluster, "route"),
+                                     {c.key for c in placed}).items():
+        resource.update(rsp.desired.resources[k], keep.as_desired(obj))
+        rsp.desired.resources[k].ready = desired_ready(kinds.judge(obj).ready)
     accepted = kinds.judge(observed.get(objects.key(cluster, "route"))).ready
     unserved = [p for p in parts if not p.serving]
     if not unserved:
@@ -249,6 +253,21 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
                    "valid ModelEndpoint: their requests answer 500 until one does",
                    notes(entries))
     rsp.desired.composite.ready = desired_ready(not unserved and accepted)
+
+
+def lingering_backends(observed: Mapping[str, Mapping[str, Any]], route_key: str,
+                       desired: set[str]) -> dict[str, Mapping[str, Any]]:
+    """The observed Backends the new route no longer sends to but the observed one
+    still names, by key: kept as they are for one more reconcile. Deleted together
+    with the route's update, one Envoy Gateway sees gone before it sees the route
+    without it would be an invalid backendRef, answered 500 for its share (seen
+    live when a lost cluster's replica left the route)."""
+    named = {ref.get("name") for rule in (kinds.wrapped(observed.get(route_key) or {})
+                                          .get("spec") or {}).get("rules") or []
+             for ref in rule.get("backendRefs") or []}
+    return {k: obj for k, obj in sorted(observed.items())
+            if k not in desired and kinds.wrapped(obj).get("kind") == kinds.BACKEND.kind
+            and dig(kinds.wrapped(obj), "metadata").get("name") in named}
 
 
 def split_text(serving: list[Entry]) -> str:
