@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import http.client
+import json
 import math
 import os
 import signal
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from live import replicas_of, serving_pods, wait
+from live import IC, replicas_of, serving_pods, wait
 from traffic import call, delta, finished_at, is_engine_pod, served
 
 from e2e.controlplane.core import ControlPlane
@@ -205,6 +206,18 @@ PROVIDER_PORT = 8000
 READY = 60  # seconds for the simulator to answer /health
 
 
+FRONT_DOOR = "us-east-1"   # the InferenceCluster labelled modelplane.ai/front-door
+
+
+def allow_provider(cp: ControlPlane, allow: bool) -> None:
+    """The front door's platform team allows (or no longer allows) its Envoy to reach the
+    provider's private address: a ModelEndpoint at a private address is left out of every
+    route unless the front door's InferenceCluster lists it (docs/security.md)."""
+    allowed = {"cidrs": [f"{PROVIDER_IP}/32"]} if allow else None
+    cp.kubectl("patch", IC, FRONT_DOOR, "--type=merge", "-p", json.dumps(
+        {"spec": {"frontDoor": {"enabled": True, "allowedDestinations": allowed}}}))
+
+
 @dataclass(frozen=True)
 class Provider:
     url: str  # http://PROVIDER_IP:PROVIDER_PORT, what the ModelEndpoint names
@@ -215,9 +228,11 @@ class Provider:
 
 
 @contextlib.contextmanager
-def provider_simulator(binary: str, log_dir: Path) -> Iterator[Provider]:
-    """The simulator in a namespace of its own, answering; stopped (its process group,
-    SIGTERM then SIGKILL) and the namespace and bridge removed afterwards."""
+def provider_simulator(binary: str, log_dir: Path,
+                       extra: Sequence[str] = ()) -> Iterator[Provider]:
+    """The simulator in a namespace of its own, answering (with `extra` flags: say,
+    failure injection); stopped (its process group, SIGTERM then SIGKILL) and the
+    namespace and bridge removed afterwards."""
     network = netns.Network()
     bridge = netns.Bridge.for_cluster(PROVIDER_KEY, PROVIDER_CIDR)
     ns = netns.netns_name(PROVIDER_KEY, "simulator")
@@ -231,7 +246,7 @@ def provider_simulator(binary: str, log_dir: Path) -> Iterator[Provider]:
                 [*network.exec_prefix(ns), binary, f"--model={MODEL}",
                  f"--port={PROVIDER_PORT}", "--force-dummy-tokenizer",
                  # Answers as PROVIDER_MODEL, and takes requests for MODEL too.
-                 "--served-model-name", PROVIDER_MODEL, MODEL],
+                 "--served-model-name", PROVIDER_MODEL, MODEL, *extra],
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(log_dir)},
                 cwd=log_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)

@@ -15,19 +15,26 @@ the refused connections or the gateway's 503s, ejects the endpoint, and retries
 each failed attempt on the other replica before answering (modelservice/traffic.py).
 The fault repaired, requests reach the recovered replica again. The failover time,
 from the fault to the last failed request, is recorded per kind.
+
+Overflow between tiers: a primary tier that answers 429 (an llm-d simulator standing in
+for a provider, its failure injection answering every request `rate_limit`) spills to
+the fallback tier, the two replicas, in the data plane: every request is answered 200,
+by the replicas, and no 429 reaches the client.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from frontdoor import Paced, body, engines
+from frontdoor import MODEL, Paced, allow_provider, body, engines, provider_simulator
 from live import (MD, SERVING, SETTLE, Stopwatch, accepted_and_resolved, apply_docs, condition,
                   delete_and_wait, ensure_namespace, get, items, single_gpu, wait,
                   wait_condition)
-from traffic import delta, first_answer, served
+from traffic import call, delta, first_answer, served
 
 from e2e.controlplane import faults
 from e2e.controlplane.core import ControlPlane
@@ -165,3 +172,57 @@ def test_a_fault_fails_few_requests_for_at_most_seconds_and_traffic_returns(
     wait(f"{NAME} Ready again", lambda: condition(get(cp, MD, NAME, NS), "Ready").get(
         "status") == "True", SERVING)
     route_ready(cp, 2)
+
+
+SPILL = "spill"         # the service whose primary tier answers 429
+SPILLED = 100           # requests sent to it
+
+
+def test_a_tier_answering_429_spills_to_the_next_with_no_429_to_the_client(
+        cp: ControlPlane, url: str, tmp_path: Path, timings) -> None:
+    rate_limited = ["--failure-injection-rate=100", "--failure-types=rate_limit"]
+    with provider_simulator(cp.tools["INFERENCE_SIM"], tmp_path, rate_limited) as provider:
+        assert call(f"{provider.url}/v1/completions", body())[0] == 429  # as configured
+        allow_provider(cp, True)
+        try:
+            apply_docs(cp, [
+                {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
+                 "metadata": {"name": "busy", "namespace": NS, "labels": {"tier": "busy"}},
+                 "spec": {"url": provider.url, "rewritePath": "/", "healthPath": "/health"}},
+                {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
+                 "metadata": {"name": SPILL, "namespace": NS},
+                 "spec": {"endpoints": [{"selector": {"matchLabels": {"tier": "busy"}}}],
+                          "fallback": [{"selector": {"matchLabels": {
+                              "modelplane.ai/deployment": NAME}}}]}}])
+
+            def tiered() -> dict:
+                (r,) = items(cp, ROUTES, NS, f"{LABEL_SERVICE}={SPILL}")
+                have = {b["metadata"]["name"]: b for b in items(
+                    cp, "backends.gateway.envoyproxy.io", NS, f"{LABEL_SERVICE}={SPILL}")}
+                refs = r["spec"]["rules"][0].get("backendRefs") or []
+                fallbacks = [ref for ref in refs
+                             if (have.get(ref["name"]) or {}).get("spec", {}).get("fallback")]
+                problems = accepted_and_resolved(r)
+                if len(refs) != 3 or len(fallbacks) != 2 or problems:
+                    raise AssertionError(f"{len(refs)} backends, {len(fallbacks)} fallbacks; "
+                                         f"{problems}")
+                return r
+            wait("the spill service's route with the replicas as its priority 1", tiered,
+                 SETTLE)
+            ms = wait_condition(cp, MS, SPILL, NS, "Routed", SETTLE)
+            spill = f"{ms['status']['address']}/v1/completions"
+            first_answer(spill, body(), accept=lambda text: json.loads(text)["model"] == MODEL)
+            pods = [e.pod for e in engines(cp, NS, [NAME])]
+            before, busy = served(pods), provider.finished()
+            statuses = [call(spill, body(i))[0] for i in range(SPILLED)]
+            timings["spill: requests answered 200 of those sent"] = \
+                f"{statuses.count(200)}/{SPILLED}"
+            assert statuses == [200] * SPILLED, {s: statuses.count(s) for s in set(statuses)}
+            # The replicas answered them all; the busy tier finished none.
+            wait(f"the replicas to count {SPILLED} requests",
+                 lambda: sum(delta(served(pods), before).values()) == SPILLED, 30)
+            assert provider.finished() == busy
+        finally:
+            cp.kubectl("delete", MS, SPILL, "-n", NS, "--ignore-not-found", "--wait=false")
+            cp.kubectl("delete", ME, "busy", "-n", NS, "--ignore-not-found", "--wait=false")
+            allow_provider(cp, False)

@@ -37,8 +37,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from frontdoor import (MODEL, PROVIDER_IP, PROVIDER_MODEL, Paced, answered, at_most, body, engines,
-                       provider_simulator, tolerance)
+from frontdoor import (FRONT_DOOR, MODEL, PROVIDER_MODEL, Paced, allow_provider, answered,
+                       at_most, body, engines, provider_simulator, tolerance)
 from live import (IC, MD, MR, SERVING, SETTLE, Stopwatch, accepted_and_resolved, apply_docs,
                   condition, delete_and_wait, ensure_namespace, get, items, replicas_of,
                   serving_pods, single_gpu, wait, wait_condition)
@@ -56,20 +56,10 @@ MS = "modelservices.modelplane.ai"
 ROUTES = "httproutes.gateway.networking.k8s.io"
 BACKENDS = "backends.gateway.envoyproxy.io"
 LABEL_SERVICE = "modelplane.ai/model-service"
-FRONT_DOOR = "us-east-1"   # the InferenceCluster labelled modelplane.ai/front-door
 SERVICE = "chat"
 # 75/25 rather than a 95/5 canary: a 5 % share would need thousands of requests to be
 # told apart from 0 % or 10 % (REQUESTS below tells 25 % within about 6 points).
 WEIGHTS = {"stable": 75, "canary": 25}
-
-
-def allow_provider(cp: ControlPlane, allow: bool) -> None:
-    """The front door's platform team allows (or no longer allows) its Envoy to reach the
-    provider's private address: a ModelEndpoint at a private address is left out of every
-    route unless the front door's InferenceCluster lists it (docs/security.md)."""
-    allowed = {"cidrs": [f"{PROVIDER_IP}/32"]} if allow else None
-    cp.kubectl("patch", IC, FRONT_DOOR, "--type=merge", "-p", json.dumps(
-        {"spec": {"frontDoor": {"enabled": True, "allowedDestinations": allowed}}}))
 
 
 def external(url: str) -> dict[str, Any]:
