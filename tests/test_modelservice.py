@@ -64,7 +64,7 @@ def run(ms, primary=(), fallback=(), door=(DOOR,), observed=None, omit=(),
         required_extra=None):
     """primary/fallback: the ModelEndpoints each entry's requirement resolves to."""
     required = {"front-door": list(door), "inference-clusters": list(door),
-                **(required_extra or {})}
+                "model-replicas": [], **(required_extra or {})}
     required |= {f"model-endpoints/primary-{i}": list(eps) for i, eps in enumerate(primary)}
     required |= {f"model-endpoints/fallback-{i}": list(eps) for i, eps in enumerate(fallback)}
     for name in omit:

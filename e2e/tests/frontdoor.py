@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from live import IC, replicas_of, serving_pods, wait
+from live import IC, items, replicas_of, serving_pods, wait
 from traffic import call, delta, finished_at, is_engine_pod, served
 
 from e2e.controlplane.core import ControlPlane
@@ -207,6 +207,16 @@ READY = 60  # seconds for the simulator to answer /health
 
 
 FRONT_DOOR = "us-east-1"   # the InferenceCluster labelled modelplane.ai/front-door
+ROUTES = "httproutes.gateway.networking.k8s.io"
+LABEL_SERVICE = "modelplane.ai/model-service"
+
+
+def front_route(cp: ControlPlane, ns: str, service: str) -> dict:
+    """A ModelService's HTTPRoute on the front door: the one of its HTTPRoutes on the
+    control plane without hostnames (its slices on this cluster have theirs)."""
+    (r,) = [r for r in items(cp, ROUTES, ns, f"{LABEL_SERVICE}={service}")
+            if not r["spec"].get("hostnames")]
+    return r
 
 
 def allow_provider(cp: ControlPlane, allow: bool) -> None:

@@ -10,6 +10,7 @@ import pytest
 from builders import load_one
 from conftest import REPO
 from day2 import DEPLOYMENT, NAME, NS, clusters_of, deploy, inference_cluster, ready, restore
+from frontdoor import front_route
 from live import (IC, SETTLE, accepted_and_resolved, apply_docs, delete_and_wait,
                   ensure_namespace, get, items, replicas_of, serving_pods, wait, wait_condition)
 
@@ -87,7 +88,7 @@ def routed_hosts(cp: ControlPlane) -> set[str]:
     """The gateways the fleet route for the deployment sends to, once Envoy Gateway
     has accepted it and resolved every Backend it names."""
     selector = f"modelplane.ai/model-service={SERVICE}"
-    (route,) = items(cp, "httproutes.gateway.networking.k8s.io", NS, selector)
+    route = front_route(cp, NS, SERVICE)  # its slices' HTTPRoutes have hostnames
     problems = accepted_and_resolved(route)
     if problems:
         raise AssertionError(problems)

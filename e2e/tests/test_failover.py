@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from frontdoor import MODEL, Paced, allow_provider, body, engines, provider_simulator
+from frontdoor import MODEL, Paced, allow_provider, body, engines, front_route, provider_simulator
 from live import (MD, SERVING, SETTLE, Stopwatch, accepted_and_resolved, apply_docs, condition,
                   delete_and_wait, ensure_namespace, get, items, single_gpu, wait,
                   wait_condition)
@@ -65,7 +65,7 @@ def service_doc() -> dict:
 def route_ready(cp: ControlPlane, n: int) -> dict:
     """The service's route, accepted and resolved, once it sends to n replicas."""
     def check():
-        (r,) = items(cp, ROUTES, NS, f"{LABEL_SERVICE}={SERVICE}")
+        r = front_route(cp, NS, SERVICE)
         refs = (r["spec"]["rules"][0]).get("backendRefs") or []
         problems = accepted_and_resolved(r)
         if len(refs) != n or problems:
@@ -196,7 +196,7 @@ def test_a_tier_answering_429_spills_to_the_next_with_no_429_to_the_client(
                               "modelplane.ai/deployment": NAME}}}]}}])
 
             def tiered() -> dict:
-                (r,) = items(cp, ROUTES, NS, f"{LABEL_SERVICE}={SPILL}")
+                r = front_route(cp, NS, SPILL)
                 have = {b["metadata"]["name"]: b for b in items(
                     cp, "backends.gateway.envoyproxy.io", NS, f"{LABEL_SERVICE}={SPILL}")}
                 refs = r["spec"]["rules"][0].get("backendRefs") or []

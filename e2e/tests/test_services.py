@@ -38,8 +38,10 @@ from fractions import Fraction
 from typing import Any
 
 from frontdoor import (FRONT_DOOR, MODEL, PROVIDER_MODEL, Paced, allow_provider, answered,
+                       front_route,
                        at_most, body, engines, provider_simulator, tolerance)
-from live import (IC, MD, MR, SERVING, SETTLE, Stopwatch, accepted_and_resolved, apply_docs,
+from live import (IC, MD, MR, OBJECT, SERVING, SETTLE, Stopwatch, accepted_and_resolved,
+                  apply_docs,
                   condition, delete_and_wait, ensure_namespace, get, items, replicas_of,
                   serving_pods, single_gpu, wait, wait_condition)
 from traffic import ROUTED, call, delta, first_answer, served
@@ -47,7 +49,8 @@ from traffic import ROUTED, call, delta, first_answer, served
 from e2e.controlplane import faults
 from e2e.controlplane.core import ControlPlane
 from e2e.controlplane.waits import scale as timeout_scale
-from function.contract.api import LABEL_DEPLOYMENT, REPLICA_HOST_SUFFIX
+from function.composer.modelservice import slices
+from function.contract.api import LABEL_DEPLOYMENT, REPLICA_HOST_SUFFIX, SLICE_HOST_SUFFIX
 from function.kit import requeue
 
 NS = "fleet-route"
@@ -81,7 +84,7 @@ SERVICE_DOC = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
 
 
 def route(cp: ControlPlane) -> dict:
-    (r,) = items(cp, ROUTES, NS, f"{LABEL_SERVICE}={SERVICE}")
+    r = front_route(cp, NS, SERVICE)
     return r
 
 
@@ -94,12 +97,43 @@ def serving_endpoints(cp: ControlPlane, deployment_name: str) -> list[dict]:
     return items(cp, ME, NS, f"{LABEL_DEPLOYMENT}={deployment_name}")
 
 
-def replica_of(ref: Mapping[str, Any], have: Mapping[str, dict]) -> str | None:
-    """The replica a backendRef reaches (the Host its Backend's endpoint sends,
-    `<replica>.<namespace>.replica.modelplane.internal`), None for an external one."""
+def slice_members(cp: ControlPlane, service: str) -> dict[str, dict[str, int]]:
+    """Each slice's Host -> {replica: weight}, from the slices' HTTPRoutes (as-is on the
+    control plane, wrapped in provider-kubernetes Objects for a remote cluster)."""
+    selector = f"{LABEL_SERVICE}={service}"
+    manifests = items(cp, ROUTES, NS, selector) + [
+        o["spec"]["forProvider"]["manifest"] for o in items(cp, OBJECT, NS, selector)]
+    replica_by_service = {slices.service_name(NS, mr["metadata"]["name"]): mr["metadata"]["name"]
+                          for mr in items(cp, MR, NS)}
+    out = {}
+    for m in manifests:
+        for host in (m.get("spec") or {}).get("hostnames") or []:
+            if m.get("kind") == "HTTPRoute" and host.endswith("." + SLICE_HOST_SUFFIX):
+                out[host] = {replica_by_service.get(b["name"], b["name"]): b.get("weight", 1)
+                             for b in m["spec"]["rules"][0]["backendRefs"]}
+    return out
+
+
+def reaches(ref: Mapping[str, Any], have: Mapping[str, dict],
+            members: Mapping[str, Mapping[str, int]]) -> dict[str, Fraction]:
+    """The replicas a backendRef reaches, each with its part of the ref's weight: one
+    (the Host its Backend's endpoint sends, `<replica>.<namespace>.replica...`), or a
+    slice's (its Host, which the replicas' cluster gateway splits by weight); {} for
+    an external endpoint."""
     backend = have.get(ref["name"]) or {}
     hostname = ((backend.get("spec") or {}).get("endpoints") or [{}])[0].get("hostname", "")
-    return hostname.split(".")[0] if hostname.endswith("." + REPLICA_HOST_SUFFIX) else None
+    if hostname.endswith("." + REPLICA_HOST_SUFFIX):
+        return {hostname.split(".")[0]: Fraction(1)}
+    if hostname.endswith("." + SLICE_HOST_SUFFIX):
+        weights = members.get(hostname) or {"?": 1}
+        return {r: Fraction(w, sum(weights.values())) for r, w in weights.items()}
+    return {}
+
+
+def replica_of(ref: Mapping[str, Any], have: Mapping[str, dict]) -> str | None:
+    """The one replica a backendRef reaches by its own Host, None otherwise."""
+    reached = reaches(ref, have, {})
+    return next(iter(reached)) if len(reached) == 1 and "?" not in reached else None
 
 
 def fallback(ref: Mapping[str, Any], have: Mapping[str, dict]) -> bool:
@@ -108,27 +142,32 @@ def fallback(ref: Mapping[str, Any], have: Mapping[str, dict]) -> bool:
 
 
 def routed_to(cp: ControlPlane, expect: Mapping[str, int], timeout: float = SETTLE) -> dict:
-    """The route once it sends to exactly the endpoints `expect` counts per
-    deployment (or "external") at priority 0 (a fallback tier beside them is not
-    counted), Envoy Gateway has accepted it and resolved every Backend, and each
-    backend the route names exists."""
+    """The route once it sends to exactly the replicas `expect` counts per deployment
+    (or "external" endpoints) at priority 0 (a fallback tier beside them is not
+    counted), each through its cluster gateway's slice, Envoy Gateway has accepted it
+    and resolved every Backend, and each backend the route names exists."""
     def check():
         r = route(cp)
         refs = ((r["spec"]["rules"] or [{}])[0]).get("backendRefs") or []
         have = backends(cp)
         missing = [ref["name"] for ref in refs if ref["name"] not in have]
+        members = slice_members(cp, SERVICE)
         got: dict[str, int] = {}
+        apart = []
         for ref in refs:
             if fallback(ref, have):
                 continue  # priority 1: takes only what the primaries cannot serve
-            replica = replica_of(ref, have)
-            owner = ("external" if replica is None else replica.split("-")[0]) \
-                if ref["name"] in have else "?"
-            got[owner] = got.get(owner, 0) + 1
+            if replica_of(ref, have) is not None:
+                apart.append(ref["name"])  # not yet in its slice
+            owners = [replica.split("-")[0] for replica in reaches(ref, have, members)] \
+                or ["external"] if ref["name"] in have else ["?"]
+            for owner in owners:
+                got[owner] = got.get(owner, 0) + 1
         problems = accepted_and_resolved(r)
-        if got != dict(expect) or missing or problems:
-            raise AssertionError(f"backends per deployment {got}, want {dict(expect)}; "
-                                 f"missing {missing}; {problems}")
+        if got != dict(expect) or missing or problems or apart:
+            raise AssertionError(f"replicas per deployment {got}, want {dict(expect)}; "
+                                 f"missing {missing}; not in a slice yet {apart}; "
+                                 f"{problems}")
         return r
     return wait(f"the fleet route to send to {dict(expect)}", check, timeout)
 
@@ -139,12 +178,12 @@ def share(cp: ControlPlane, r: Mapping[str, Any], deployment_name: str) -> Fract
 
 def share_of(cp: ControlPlane, r: Mapping[str, Any], mine) -> Fraction:
     """The route's weight on the replicas `mine` takes, as a fraction of all its weight."""
-    have = backends(cp)
+    have, members = backends(cp), slice_members(cp, SERVICE)
     refs = [ref for ref in r["spec"]["rules"][0]["backendRefs"] if not fallback(ref, have)]
     total = sum(ref["weight"] for ref in refs)
-    return Fraction(sum(ref["weight"] for ref in refs
-                        if (replica := replica_of(ref, have)) is not None and mine(replica)),
-                    total)
+    return sum((ref["weight"] * part for ref in refs
+                for replica, part in reaches(ref, have, members).items() if mine(replica)),
+               Fraction(0)) / total
 
 
 RULES = "chat-rules"
@@ -172,7 +211,7 @@ def check_rules(cp: ControlPlane) -> None:
     apply_docs(cp, [rules_doc()])
     try:
         def accepted():
-            (r,) = items(cp, ROUTES, NS, f"{LABEL_SERVICE}={RULES}")
+            r = front_route(cp, NS, RULES)
             problems = accepted_and_resolved(r)
             if len(r["spec"]["rules"]) != 3 or problems:
                 raise AssertionError(f"{len(r['spec']['rules'])} rules; {problems}")
@@ -184,8 +223,9 @@ def check_rules(cp: ControlPlane) -> None:
                          {"type": "PathPrefix", "value": f"/{NS}/{RULES}"}]
         have = {b["metadata"]["name"]: b for b in items(cp, BACKENDS, NS,
                                                         f"{LABEL_SERVICE}={RULES}")}
-        sends = [{str(replica_of(ref, have)).split("-")[0] for ref in rule["backendRefs"]}
-                 for rule in r["spec"]["rules"]]
+        members = slice_members(cp, RULES)
+        sends = [{replica.split("-")[0] for ref in rule["backendRefs"]
+                  for replica in reaches(ref, have, members)} for rule in r["spec"]["rules"]]
         assert sends == [{"canary"}, {"stable"}, {"stable"}]
         ms = wait_condition(cp, MS, RULES, NS, "Routed", SETTLE)
         assert [rule["name"] for rule in ms["status"]["rules"]] == [
@@ -194,7 +234,7 @@ def check_rules(cp: ControlPlane) -> None:
         apply_docs(cp, [rules_doc(reverse=True)])
         ms = wait_condition(cp, MS, RULES, NS, "Routed", SETTLE, status="False")
         assert condition(ms, "Routed")["reason"] == "RuleConflict"
-        (kept,) = items(cp, ROUTES, NS, f"{LABEL_SERVICE}={RULES}")
+        kept = front_route(cp, NS, RULES)
         assert kept["spec"] == r["spec"]  # never destructive: the accepted route stays
     finally:
         cp.kubectl("delete", MS, RULES, "-n", NS, "--ignore-not-found", "--wait=false")
@@ -448,16 +488,12 @@ def test_a_service_splits_by_entry_and_falls_back_only_while_no_replica_serves(
             r = routed_to(cp, {"stable": 2, "canary": 1})
             assert share(cp, r, "stable") == Fraction(WEIGHTS["stable"], sum(WEIGHTS.values()))
             # The provider (an IP without filters) joins the rule's Envoy cluster as
-            # the fallback tier, Envoy's priority 1, only where no two endpoints share
-            # an address; two replicas behind one cluster gateway keep the tier to the
-            # control plane, and the provider out of the route while a primary serves.
+            # the fallback tier, Envoy's priority 1: the replicas are in slices, one per
+            # cluster gateway (routed_to waits for them), so no two endpoints share an
+            # address.
             have = backends(cp)
             refs = r["spec"]["rules"][0]["backendRefs"]
-            urls = [ep["spec"]["url"] for name in DEPLOYMENTS
-                    for ep in serving_endpoints(cp, name)]
-            tiered = len(set(urls)) == len(urls)
-            assert [replica_of(ref, have) for ref in refs if fallback(ref, have)] == \
-                ([None] if tiered else [])
+            assert [replica_of(ref, have) for ref in refs if fallback(ref, have)] == [None]
             ms = wait_condition(cp, MS, SERVICE, NS, "Routed", SETTLE)
             # The front door's address is its InferenceCluster's (make cluster's local URL).
             door = get(cp, IC, FRONT_DOOR)["spec"]["gateway"]["address"]

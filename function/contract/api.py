@@ -37,6 +37,9 @@ LABEL_FRONT_DOOR = f"{GROUP}/front-door"
 # with health and retries across them (docs/front-door.md). `.internal` is
 # reserved for private use (ICANN, 2024): public DNS never answers for it.
 REPLICA_HOST_SUFFIX = "replica.modelplane.internal"
+# The Host of a slice of a ModelService's replicas behind one cluster gateway
+# (composer/modelservice/slices.py): `<slice>.<namespace>.` + this.
+SLICE_HOST_SUFFIX = "slice.modelplane.internal"
 # Set by a front door's backendRef on requests to its endpoint (`<namespace>/<name>`)
 # where two endpoints of one route rule share an address (two replicas behind one
 # cluster gateway): Envoy keys an Envoy cluster's hosts by address, so such

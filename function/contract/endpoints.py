@@ -49,6 +49,7 @@ class Endpoint:
     auth_secret: str = ""   # a Secret of `namespace` whose key `credential` is injected
     auth_header: str = AUTH_HEADER
     health_path: str = ""   # spec.healthPath: where the front door checks it; "" not at all
+    host_header: str = ""   # a Host of its own (a slice's, composer/modelservice/slices.py)
 
     @property
     def is_ip(self) -> bool:
@@ -64,6 +65,8 @@ class Endpoint:
         replica of the endpoint's own namespace), else the URL's DNS name; "" for an IP
         address, which Envoy Gateway refuses as an endpoint's hostname (the client's
         Host then goes on)."""
+        if self.host_header:
+            return self.host_header
         if self.replica:
             return replica_host(self.namespace, self.replica)
         return "" if self.is_ip else self.host

@@ -51,7 +51,7 @@ from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composer import keep, kinds, placement
-from function.composer.modelservice import authn, objects, policy, rules, weights
+from function.composer.modelservice import authn, objects, policy, rules, slices, weights
 from function.composer.modelservice.endpoint import check
 from function.composer.modelservice.rules import Match
 from function.kit import requeue
@@ -59,8 +59,10 @@ from function.contract.api import (
     API_VERSION,
     KIND_INFERENCE_CLUSTER,
     KIND_MODEL_ENDPOINT,
+    KIND_MODEL_REPLICA,
     LABEL_FRONT_DOOR,
     REQUIRE_CLUSTERS,
+    REQUIRE_REPLICAS,
     REQUIRE_ENDPOINTS,
     REQUIRE_FRONT_DOOR,
 )
@@ -127,13 +129,6 @@ class Part:
         """The entries the control plane sends to: the primaries, else the fallbacks."""
         return self.primaries or self.fallbacks
 
-    @property
-    def tiered(self) -> bool:
-        """Whether both tiers serve and their endpoints share one Envoy cluster, so the
-        data plane moves traffic to the fallbacks as the primaries fail."""
-        endpoints = [ep for e in self.primaries + self.fallbacks for ep in e.endpoints]
-        return bool(self.primaries and self.fallbacks) and objects.shares_cluster(endpoints) \
-            and len({ep.rewrite_path for ep in endpoints}) == 1
 
     @property
     def active(self) -> str:
@@ -184,11 +179,15 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
     else:
         response.require_resources(rsp, REQUIRE_FRONT_DOOR, API_VERSION, KIND_INFERENCE_CLUSTER,
                                    match_labels={LABEL_FRONT_DOOR: "true"})
-    # Every cluster, for the fleet's gateways a replica's endpoint may name (policy.py).
+    # Every cluster, for the fleet's gateways a replica's endpoint may name (policy.py)
+    # and the clusters its replicas' slices go to; the namespace's replicas, for how
+    # each routes (slices.py).
     response.require_resources(rsp, REQUIRE_CLUSTERS, API_VERSION, KIND_INFERENCE_CLUSTER,
                                match_labels={})
-    wanted = [REQUIRE_FRONT_DOOR, REQUIRE_CLUSTERS] + [requirement(e.role, e.index, e.rule)
-                                                       for e in entries]
+    response.require_resources(rsp, REQUIRE_REPLICAS, API_VERSION, KIND_MODEL_REPLICA,
+                               match_labels={}, namespace=ns)
+    wanted = [REQUIRE_FRONT_DOOR, REQUIRE_CLUSTERS, REQUIRE_REPLICAS] + [
+        requirement(e.role, e.index, e.rule) for e in entries]
     if not all(req.resolved(w) for w in wanted):
         hold(rsp, observed, "Resolving", "waiting for the ModelEndpoints and the "
              "InferenceClusters", status="Unknown")
@@ -208,7 +207,9 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
     if denied:
         hold(rsp, observed, "DeniedJWKS", "; ".join(denied))
         return
-    fleet = policy.gateways(req.required(REQUIRE_CLUSTERS))
+    clusters, _ = parse_clusters(req.required(REQUIRE_CLUSTERS))
+    by_address = policy.addresses(clusters)
+    fleet = frozenset(by_address)
     for e in entries:
         resolve(e, req.required(requirement(e.role, e.index, e.rule)), admission, fleet, ns)
     own = parts[-1]
@@ -227,24 +228,29 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
             hold(rsp, observed, "RewriteConflict", clash, notes=notes(entries))
             return
 
-    composed = objects.compose(ns, name, spec, cluster, [target(p) for p in parts],
-                               admission.health_interval)
+    slicer = slices.Slicer(ns, name, spec, slices.gateway_clusters(by_address),
+                           slices.service_routed({str(dig(mr, "metadata").get("name")): mr
+                                                  for mr in req.required(REQUIRE_REPLICAS)}),
+                           observed, objects.key(cluster, "route"))
+    targets = [target(p, i, slicer) for i, p in enumerate(parts)]
+    composed = objects.compose(ns, name, spec, cluster, targets, admission.health_interval)
     placed = placement.place(kinds.recorded(composed), objects.owner(ns, name), cluster,
-                             namespace_key=objects.key(cluster, "namespace"))
+                             namespace_key=objects.key(cluster, "namespace")) + slicer.composed
     for c in placed:
         resource.update(rsp.desired.resources[c.key], c.manifest)
         rsp.desired.resources[c.key].ready = desired_ready(kinds.judge(observed.get(c.key)).ready)
-    for k, obj in lingering_backends(observed, objects.key(cluster, "route"),
-                                     {c.key for c in placed}).items():
+    for k, obj in slices.lingering(observed, objects.key(cluster, "route"),
+                                   {c.key for c in placed}, ns, name).items():
         resource.update(rsp.desired.resources[k], keep.as_desired(obj))
         rsp.desired.resources[k].ready = desired_ready(kinds.judge(obj).ready)
     accepted = kinds.judge(observed.get(objects.key(cluster, "route"))).ready
     unserved = [p for p in parts if not p.serving]
     if not unserved:
+        tiered = {id(p) for p, t in zip(parts, targets, strict=True) if t.fallbacks}
         message = "; ".join(f"{'' if p.rule is None else f'{p}: '}{p.active} entries take "
                             f"traffic: {split_text(p.serving)}"
                             + (f"; Fallback entries take what they cannot serve: "
-                               f"{split_text(p.fallbacks)}" if p.tiered else "")
+                               f"{split_text(p.fallbacks)}" if id(p) in tiered else "")
                             for p in [own, *parts[:-1]])
         set_routed(rsp, "True", own.active, message, notes(entries))
     else:
@@ -253,21 +259,6 @@ def route(req: Request, rsp: fnv1.RunFunctionResponse, ms: dict[str, Any]) -> No
                    "valid ModelEndpoint: their requests answer 500 until one does",
                    notes(entries))
     rsp.desired.composite.ready = desired_ready(not unserved and accepted)
-
-
-def lingering_backends(observed: Mapping[str, Mapping[str, Any]], route_key: str,
-                       desired: set[str]) -> dict[str, Mapping[str, Any]]:
-    """The observed Backends the new route no longer sends to but the observed one
-    still names, by key: kept as they are for one more reconcile. Deleted together
-    with the route's update, one Envoy Gateway sees gone before it sees the route
-    without it would be an invalid backendRef, answered 500 for its share (seen
-    live when a lost cluster's replica left the route)."""
-    named = {ref.get("name") for rule in (kinds.wrapped(observed.get(route_key) or {})
-                                          .get("spec") or {}).get("rules") or []
-             for ref in rule.get("backendRefs") or []}
-    return {k: obj for k, obj in sorted(observed.items())
-            if k not in desired and kinds.wrapped(obj).get("kind") == kinds.BACKEND.kind
-            and dig(kinds.wrapped(obj), "metadata").get("name") in named}
 
 
 def split_text(serving: list[Entry]) -> str:
@@ -292,15 +283,22 @@ def rewrite_conflict(part: Part) -> str:
             "different ModelServices or rules")
 
 
-def target(part: Part) -> objects.Target:
+def target(part: Part, index: int, slicer: slices.Slicer) -> objects.Target:
     """The part's matches and each endpoint's weight: an endpoint two entries
-    select is one backend with both shares. The fallback tier joins the primary
-    one as Envoy's priority 1 when all their endpoints share one Envoy cluster
-    (part.tiered); else the control plane chooses the tier (part.serving)."""
-    if part.tiered:
-        return objects.Target(tuple(part.matches), shares(part.primaries),
-                              shares(part.fallbacks))
-    return objects.Target(tuple(part.matches), shares(part.serving))
+    select is one backend with both shares, and the replicas of a tier behind one
+    cluster gateway one slice (slices.py) once it is ready. The fallback tier joins
+    the primary one as Envoy's priority 1 when all their endpoints share one Envoy
+    cluster and one rewrite; else the control plane chooses the tier (part.serving)."""
+    primaries, primary_slices = slicer.slice(index, PRIMARY.lower(), shares(part.primaries))
+    fallbacks, fallback_slices = slicer.slice(index, FALLBACK.lower(), shares(part.fallbacks))
+    # Both tiers' slices while both serve: a tier may share the rule's Envoy cluster
+    # only once its slices are ready (its replicas behind one gateway, apart until then).
+    slicer.keep(primary_slices + fallback_slices if primaries else fallback_slices)
+    both = [ep for ep, _ in primaries + fallbacks]
+    if primaries and fallbacks and objects.shares_cluster(both) \
+            and len({ep.rewrite_path for ep in both}) == 1:
+        return objects.Target(tuple(part.matches), primaries, fallbacks)
+    return objects.Target(tuple(part.matches), primaries or fallbacks)
 
 
 def shares(serving: list[Entry]) -> tuple[tuple[Endpoint, int], ...]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from function.contract.destinations import FrontDoor, parse_front_door, refusal
 from function.contract.endpoints import Endpoint, Invalid, parse_url
-from function.contract.records import Cluster, parse_clusters
+from function.contract.records import Cluster
 from function.contract.validation import dig
 
 
@@ -45,11 +45,10 @@ def admitted(objs: Sequence[Mapping[str, Any]], cluster: Cluster, ns: str) -> tu
     return door, ""
 
 
-def gateways(objs: Sequence[Mapping[str, Any]]) -> frozenset[tuple[str, int]]:
-    """(host, port) of every InferenceCluster's gateway address that is a URL an
-    endpoint could name."""
-    clusters, _ = parse_clusters(objs)
-    out = set()
+def addresses(clusters: Mapping[str, Cluster]) -> dict[tuple[str, int], list[Cluster]]:
+    """The clusters by (host, port) of their gateway address, for each address that is
+    a URL an endpoint could name."""
+    out: dict[tuple[str, int], list[Cluster]] = {}
     for c in clusters.values():
         if c.gateway is None or not c.gateway.url:
             continue
@@ -57,8 +56,8 @@ def gateways(objs: Sequence[Mapping[str, Any]]) -> frozenset[tuple[str, int]]:
             _, host, port, _ = parse_url(c.gateway.url)
         except Invalid:
             continue
-        out.add((host, port))
-    return frozenset(out)
+        out.setdefault((host, port), []).append(c)
+    return out
 
 
 def check(ep: Endpoint, door: FrontDoor, fleet: frozenset[tuple[str, int]]) -> str:
