@@ -54,10 +54,11 @@ def test_a_serving_replica_gets_an_endpoint_at_its_cluster_gateway_naming_the_re
     assert ep["metadata"] == {"name": name, "namespace": ns, "labels": {
         "app": "llama", "modelplane.ai/cluster": "a", "modelplane.ai/deployment": "llama",
         "modelplane.ai/replica-index": "0", "tier": "prod"}}
-    # The replica, not the header: the route sets `x-modelplane-replica: <ns>/<name>`
-    # from the endpoint's own namespace, so no endpoint can name another's.
+    # The replica, not its Host: the route sends `<name>.<ns>.replica.modelplane.internal`
+    # from the endpoint's own namespace, so no endpoint can name another's; and the
+    # engine's health path, which the front door checks through the gateway.
     assert ep["spec"] == {"url": "https://gw.a.example.com", "rewritePath": "/",
-                          "replica": name}
+                          "replica": name, "healthPath": "/health"}
     # What a ModelService accepts: the ModelEndpoint XRD's schema and its function's check.
     assert Schemas().errors(ep) == [] and check(ep) is None
     # It exists only while the replica serves: it never holds readiness back.
