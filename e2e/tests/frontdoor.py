@@ -35,17 +35,20 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from live import IC, items, replicas_of, serving_pods, wait
+from live import IC, MR, OBJECT, items, replicas_of, serving_pods, wait
 from traffic import call, delta, finished_at, is_engine_pod, served
 
 from e2e.controlplane.core import ControlPlane
 from e2e.controlplane.pods import netns
 from e2e.controlplane.waits import wait_for
+from function.composer.modelservice import slices
+from function.contract.api import REPLICA_HOST_SUFFIX, SLICE_HOST_SUFFIX
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # the single-GPU example's `vllm serve` model
 PROVIDER_MODEL = "provider/llama-3.1-8b"   # the name the provider answers with
@@ -226,6 +229,53 @@ def allow_provider(cp: ControlPlane, allow: bool) -> None:
     allowed = {"cidrs": [f"{PROVIDER_IP}/32"]} if allow else None
     cp.kubectl("patch", IC, FRONT_DOOR, "--type=merge", "-p", json.dumps(
         {"spec": {"frontDoor": {"enabled": True, "allowedDestinations": allowed}}}))
+
+
+# --- what a route reaches ------------------------------------------------------------
+
+
+def slice_members(cp: ControlPlane, ns: str, service: str) -> dict[str, dict[str, int]]:
+    """Each slice's Host -> {replica: weight}, from the slices' HTTPRoutes (as-is on the
+    control plane, wrapped in provider-kubernetes Objects for a remote cluster)."""
+    selector = f"{LABEL_SERVICE}={service}"
+    manifests = items(cp, ROUTES, ns, selector) + [
+        o["spec"]["forProvider"]["manifest"] for o in items(cp, OBJECT, ns, selector)]
+    replica_by_service = {slices.service_name(ns, mr["metadata"]["name"]): mr["metadata"]["name"]
+                          for mr in items(cp, MR, ns)}
+    out = {}
+    for m in manifests:
+        for host in (m.get("spec") or {}).get("hostnames") or []:
+            if m.get("kind") == "HTTPRoute" and host.endswith("." + SLICE_HOST_SUFFIX):
+                out[host] = {replica_by_service.get(b["name"], b["name"]): b.get("weight", 1)
+                             for b in m["spec"]["rules"][0]["backendRefs"]}
+    return out
+
+
+def reaches(ref: Mapping[str, Any], have: Mapping[str, dict],
+            members: Mapping[str, Mapping[str, int]]) -> dict[str, Fraction]:
+    """The replicas a backendRef reaches, each with its part of the ref's weight: one
+    (the Host its Backend's endpoint sends, `<replica>.<namespace>.replica...`), or a
+    slice's (its Host, which the replicas' cluster gateway splits by weight); {} for
+    an external endpoint."""
+    backend = have.get(ref["name"]) or {}
+    hostname = ((backend.get("spec") or {}).get("endpoints") or [{}])[0].get("hostname", "")
+    if hostname.endswith("." + REPLICA_HOST_SUFFIX):
+        return {hostname.split(".")[0]: Fraction(1)}
+    if hostname.endswith("." + SLICE_HOST_SUFFIX):
+        weights = members.get(hostname) or {"?": 1}
+        return {r: Fraction(w, sum(weights.values())) for r, w in weights.items()}
+    return {}
+
+
+def replica_of(ref: Mapping[str, Any], have: Mapping[str, dict]) -> str | None:
+    """The one replica a backendRef reaches by its own Host, None otherwise."""
+    reached = reaches(ref, have, {})
+    return next(iter(reached)) if len(reached) == 1 and "?" not in reached else None
+
+
+def fallback(ref: Mapping[str, Any], have: Mapping[str, dict]) -> bool:
+    """Whether a backendRef is the fallback tier's (Envoy's priority 1)."""
+    return bool(((have.get(ref["name"]) or {}).get("spec") or {}).get("fallback"))
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,9 @@ from fractions import Fraction
 from typing import Any
 
 from frontdoor import (FRONT_DOOR, MODEL, PROVIDER_MODEL, Paced, allow_provider, answered,
-                       front_route,
+                       fallback, front_route, reaches, replica_of, slice_members,
                        at_most, body, engines, provider_simulator, tolerance)
-from live import (IC, MD, MR, OBJECT, SERVING, SETTLE, Stopwatch, accepted_and_resolved,
+from live import (IC, MD, MR, SERVING, SETTLE, Stopwatch, accepted_and_resolved,
                   apply_docs,
                   condition, delete_and_wait, ensure_namespace, get, items, replicas_of,
                   serving_pods, single_gpu, wait, wait_condition)
@@ -49,8 +49,7 @@ from traffic import ROUTED, call, delta, first_answer, served
 from e2e.controlplane import faults
 from e2e.controlplane.core import ControlPlane
 from e2e.controlplane.waits import scale as timeout_scale
-from function.composer.modelservice import slices
-from function.contract.api import LABEL_DEPLOYMENT, REPLICA_HOST_SUFFIX, SLICE_HOST_SUFFIX
+from function.contract.api import LABEL_DEPLOYMENT
 from function.kit import requeue
 
 NS = "fleet-route"
@@ -97,50 +96,6 @@ def serving_endpoints(cp: ControlPlane, deployment_name: str) -> list[dict]:
     return items(cp, ME, NS, f"{LABEL_DEPLOYMENT}={deployment_name}")
 
 
-def slice_members(cp: ControlPlane, service: str) -> dict[str, dict[str, int]]:
-    """Each slice's Host -> {replica: weight}, from the slices' HTTPRoutes (as-is on the
-    control plane, wrapped in provider-kubernetes Objects for a remote cluster)."""
-    selector = f"{LABEL_SERVICE}={service}"
-    manifests = items(cp, ROUTES, NS, selector) + [
-        o["spec"]["forProvider"]["manifest"] for o in items(cp, OBJECT, NS, selector)]
-    replica_by_service = {slices.service_name(NS, mr["metadata"]["name"]): mr["metadata"]["name"]
-                          for mr in items(cp, MR, NS)}
-    out = {}
-    for m in manifests:
-        for host in (m.get("spec") or {}).get("hostnames") or []:
-            if m.get("kind") == "HTTPRoute" and host.endswith("." + SLICE_HOST_SUFFIX):
-                out[host] = {replica_by_service.get(b["name"], b["name"]): b.get("weight", 1)
-                             for b in m["spec"]["rules"][0]["backendRefs"]}
-    return out
-
-
-def reaches(ref: Mapping[str, Any], have: Mapping[str, dict],
-            members: Mapping[str, Mapping[str, int]]) -> dict[str, Fraction]:
-    """The replicas a backendRef reaches, each with its part of the ref's weight: one
-    (the Host its Backend's endpoint sends, `<replica>.<namespace>.replica...`), or a
-    slice's (its Host, which the replicas' cluster gateway splits by weight); {} for
-    an external endpoint."""
-    backend = have.get(ref["name"]) or {}
-    hostname = ((backend.get("spec") or {}).get("endpoints") or [{}])[0].get("hostname", "")
-    if hostname.endswith("." + REPLICA_HOST_SUFFIX):
-        return {hostname.split(".")[0]: Fraction(1)}
-    if hostname.endswith("." + SLICE_HOST_SUFFIX):
-        weights = members.get(hostname) or {"?": 1}
-        return {r: Fraction(w, sum(weights.values())) for r, w in weights.items()}
-    return {}
-
-
-def replica_of(ref: Mapping[str, Any], have: Mapping[str, dict]) -> str | None:
-    """The one replica a backendRef reaches by its own Host, None otherwise."""
-    reached = reaches(ref, have, {})
-    return next(iter(reached)) if len(reached) == 1 and "?" not in reached else None
-
-
-def fallback(ref: Mapping[str, Any], have: Mapping[str, dict]) -> bool:
-    """Whether a backendRef is the fallback tier's (Envoy's priority 1)."""
-    return bool(((have.get(ref["name"]) or {}).get("spec") or {}).get("fallback"))
-
-
 def routed_to(cp: ControlPlane, expect: Mapping[str, int], timeout: float = SETTLE) -> dict:
     """The route once it sends to exactly the replicas `expect` counts per deployment
     (or "external" endpoints) at priority 0 (a fallback tier beside them is not
@@ -151,7 +106,7 @@ def routed_to(cp: ControlPlane, expect: Mapping[str, int], timeout: float = SETT
         refs = ((r["spec"]["rules"] or [{}])[0]).get("backendRefs") or []
         have = backends(cp)
         missing = [ref["name"] for ref in refs if ref["name"] not in have]
-        members = slice_members(cp, SERVICE)
+        members = slice_members(cp, NS, SERVICE)
         got: dict[str, int] = {}
         apart = []
         for ref in refs:
@@ -178,7 +133,7 @@ def share(cp: ControlPlane, r: Mapping[str, Any], deployment_name: str) -> Fract
 
 def share_of(cp: ControlPlane, r: Mapping[str, Any], mine) -> Fraction:
     """The route's weight on the replicas `mine` takes, as a fraction of all its weight."""
-    have, members = backends(cp), slice_members(cp, SERVICE)
+    have, members = backends(cp), slice_members(cp, NS, SERVICE)
     refs = [ref for ref in r["spec"]["rules"][0]["backendRefs"] if not fallback(ref, have)]
     total = sum(ref["weight"] for ref in refs)
     return sum((ref["weight"] * part for ref in refs
@@ -223,7 +178,7 @@ def check_rules(cp: ControlPlane) -> None:
                          {"type": "PathPrefix", "value": f"/{NS}/{RULES}"}]
         have = {b["metadata"]["name"]: b for b in items(cp, BACKENDS, NS,
                                                         f"{LABEL_SERVICE}={RULES}")}
-        members = slice_members(cp, RULES)
+        members = slice_members(cp, NS, RULES)
         sends = [{replica.split("-")[0] for ref in rule["backendRefs"]
                   for replica in reaches(ref, have, members)} for rule in r["spec"]["rules"]]
         assert sends == [{"canary"}, {"stable"}, {"stable"}]
