@@ -40,6 +40,9 @@ LABEL_WORKLOAD = f"{GROUP}/workload"    # pods of one Deployment/LWS: its select
 MAX_LWS_NAME = 45
 
 
+SERVICE_TAG = "svc"
+
+
 def replica_label(replica: Replica) -> str:
     """The replica as a label value (ModelReplica names may be up to 253 characters)."""
     return dns_label(replica.name)
@@ -55,8 +58,15 @@ def object_labels(replica: Replica) -> dict[str, str]:
 def object_name(replica: Replica, *parts: str, tag: str, max_length: int = MAX) -> str:
     """`<replica>[-<parts>]-<digest>-<tag>`; routing layers name their own objects with it,
     each with a tag no other object uses."""
-    return tagged_label(replica.name, *parts, tag=tag, max_length=max_length,
-                        identity=(replica.namespace, replica.name, *parts, tag))
+    return object_name_of(replica.namespace, replica.name, *parts, tag=tag,
+                          max_length=max_length)
+
+
+def object_name_of(namespace: str, name: str, *parts: str, tag: str, max_length: int = MAX) -> str:
+    """object_name from the replica's namespace and name alone (what another composite,
+    a ModelService's slice, knows of it)."""
+    return tagged_label(name, *parts, tag=tag, max_length=max_length,
+                        identity=(namespace, name, *parts, tag))
 
 
 def deployment_name(replica: Replica, engine: Engine) -> str:
@@ -75,7 +85,12 @@ def claim_template_name(replica: Replica, engine: Engine, member: Member,
 
 
 def service_name(replica: Replica, purpose: str = "") -> str:
-    return object_name(replica, *([purpose] if purpose else []), tag="svc")
+    return object_name(replica, *([purpose] if purpose else []), tag=SERVICE_TAG)
+
+
+def service_name_of(namespace: str, name: str) -> str:
+    """A replica's serving Service, from its namespace and name."""
+    return object_name_of(namespace, name, tag=SERVICE_TAG)
 
 
 def route_name(replica: Replica) -> str:

@@ -35,9 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from function.composer import kinds, placement
+from function.composer import kinds, naming, placement
 from function.composer.composed import Composed, Role
 from function.composer.modelservice import objects, traffic
+from function.composer.pods import SERVING_PORT
 from function.contract.api import ENGINE_HEALTH_PATH, SLICE_HOST_SUFFIX
 from function.contract.destinations import HEALTH_INTERVAL
 from function.contract.endpoints import Endpoint
@@ -46,7 +47,6 @@ from function.contract.records import Cluster
 from function.contract.serving import SERVICE, router
 from function.contract.validation import dig
 
-SERVING_PORT = 8000  # the replica Service's port (composer/pods.py)
 GATEWAY_API = objects.GATEWAY_API
 
 
@@ -75,8 +75,8 @@ class Slice:
 
 
 def service_name(namespace: str, replica: str) -> str:
-    """A Service-routed replica's Service (composer/naming.service_name)."""
-    return tagged_label(replica, tag="svc", identity=(namespace, replica, "svc"))
+    """A Service-routed replica's Service, as its own composition names it."""
+    return naming.service_name_of(namespace, replica)
 
 
 def gateway_clusters(by_address: Mapping[tuple[str, int], Sequence[Cluster]]
